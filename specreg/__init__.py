@@ -1,0 +1,55 @@
+"""specreg: one plugin registry for speculative-decoding algorithms and KV-cache backends.
+
+Serving frameworks call `Registry.load()` once per process and `registry.resolve(config)` once per
+configuration; the returned `SpecPlan` is queried every step with no plugin dispatch.
+`import specreg` imports neither torch nor triton.
+"""
+
+from specreg.compat import resolve_num_tokens_per_req
+from specreg.config import SpecConfig
+from specreg.errors import (
+    CacheMissError,
+    ConfigError,
+    ConsistencyError,
+    KernelInputError,
+    PluginError,
+    Problem,
+    SpecRegError,
+    UnknownNameError,
+    UnknownPhaseError,
+    problem,
+)
+from specreg.hookspecs import hookimpl, hookspec
+from specreg.phase import Phase
+from specreg.plan import SpecPlan
+from specreg.registry import PluginFailure, PluginInfo, Registry
+from specreg.resolution import Resolution
+from specreg.specs import AlgorithmSpec, CacheSpec, ParamRange
+
+__all__ = [
+    "AlgorithmSpec",
+    "CacheMissError",
+    "CacheSpec",
+    "ConfigError",
+    "ConsistencyError",
+    "KernelInputError",
+    "ParamRange",
+    "Phase",
+    "PluginError",
+    "PluginFailure",
+    "PluginInfo",
+    "Problem",
+    "Registry",
+    "Resolution",
+    "SpecConfig",
+    "SpecPlan",
+    "SpecRegError",
+    "UnknownNameError",
+    "UnknownPhaseError",
+    "hookimpl",
+    "hookspec",
+    "problem",
+    "resolve_num_tokens_per_req",
+]
+
+__version__ = "0.1.0"

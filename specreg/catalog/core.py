@@ -1,0 +1,295 @@
+"""Catalog entries SR100–SR199: phases, configs, names, plugins, plans and ranks."""
+
+from specreg.catalog import ErrorEntry
+
+ENTRIES = (
+    ErrorEntry(
+        code="SR100",
+        title="Unknown speculative phase",
+        seed=True,
+        meaning=(
+            "Token widths are defined per speculative phase, and specreg knows exactly three: "
+            "draft_decode, draft_extend and target_verify. The phase given is none of them, even "
+            "after ignoring case and reading '-' as '_'."
+        ),
+        when=(
+            "Calling plan.num_tokens_per_req(...), specreg.resolve_num_tokens_per_req(phase=...) "
+            "or Phase.parse(...) with a misspelt phase ('target-verfy'), a phase from another "
+            "framework ('decode', 'verify'), or a value that is not a string."
+        ),
+        solutions=(
+            "Pass one of the three phases, preferably as the enum: specreg.Phase.TARGET_VERIFY.",
+            "For plain (non-speculative) decode the width is 1 and needs no phase lookup; the "
+            "speculative decode forward uses target_verify.",
+            "Read the suggestion in the message: it names the closest valid phase.",
+        ),
+        example_fix=(
+            "# before\n"
+            "n = plan.num_tokens_per_req('target-verfy')\n"
+            "# after\n"
+            "n = plan.num_tokens_per_req(specreg.Phase.TARGET_VERIFY)"
+        ),
+    ),
+    ErrorEntry(
+        code="SR101",
+        title="Unknown speculative algorithm",
+        meaning="No loaded plugin registered an algorithm (or alias) with this name.",
+        when=(
+            "Resolving a config, or running `specreg check/plan`, with a misspelt algorithm name, "
+            "or with the plugin that provides it not installed, filtered out by SPECREG_PLUGINS, "
+            "or failed to load."
+        ),
+        solutions=(
+            "Use a name listed by `specreg list`; the message names the closest one.",
+            "Install the plugin distribution that provides the algorithm.",
+            "If SPECREG_PLUGINS is set, add the plugin's entry-point name to it.",
+            "Check `specreg list` for load failures of the plugin.",
+        ),
+        example_fix="# before\n--speculative-algorithm eaglee\n# after\n--speculative-algorithm eagle",
+    ),
+    ErrorEntry(
+        code="SR102",
+        title="Unknown KV-cache backend",
+        meaning="No loaded plugin registered a KV-cache backend with this name.",
+        when="Passing --kv-cache NAME or SpecConfig(cache=...) with a name no plugin registered.",
+        solutions=(
+            "Use a cache listed by `specreg list`; the message names the closest one.",
+            "Leave the cache unset to use the serving framework's own KV cache.",
+        ),
+        example_fix="# before\n--kv-cache hisparce\n# after\n--kv-cache hisparse",
+    ),
+    ErrorEntry(
+        code="SR103",
+        title="Speculative parameter out of range",
+        meaning=(
+            "num_steps, topk or num_draft_tokens is outside the range the algorithm declares in "
+            "its AlgorithmSpec."
+        ),
+        when="Resolving or checking a config whose value is below the minimum or above the maximum.",
+        solutions=(
+            "Set the value inside the range the message lists.",
+            "Leave the value unset to use the algorithm's default.",
+        ),
+        example_fix="# before\n--speculative-num-steps 0\n# after\n--speculative-num-steps 3",
+    ),
+    ErrorEntry(
+        code="SR104",
+        title="Invalid config field",
+        meaning=(
+            "A config mapping has a key specreg does not know, or a value of the wrong type "
+            "(for example a string where an integer is needed, or a boolean)."
+        ),
+        when="SpecConfig(...), SpecConfig.from_dict(...), `specreg check --config FILE` or CLI flags.",
+        solutions=(
+            "Use the field names of SpecConfig (algorithm, num_steps, topk, num_draft_tokens, "
+            "draft_config, cache, cache_options, candidate_steps) or SGLang's flag spellings.",
+            "Pass integers for the integer fields.",
+        ),
+        example_fix=(
+            '# before\n{"algorithm": "eagle", "num_step": "3"}\n'
+            '# after\n{"algorithm": "eagle", "num_steps": 3}'
+        ),
+    ),
+    ErrorEntry(
+        code="SR105",
+        title="Invalid adaptive candidate steps",
+        meaning=(
+            "candidate_steps must be a non-empty list of distinct non-negative integers; buffers "
+            "are sized for the widest candidate."
+        ),
+        when="A config sets candidate_steps to an empty list, negative values or non-integers.",
+        solutions=(
+            "Pass a non-empty list such as [1, 3, 5].",
+            "Remove candidate_steps to resolve one static width.",
+        ),
+        example_fix='# before\n"candidate_steps": []\n# after\n"candidate_steps": [1, 3, 5]',
+    ),
+    ErrorEntry(
+        code="SR106",
+        title="Draft config file cannot be read",
+        meaning="The draft checkpoint config (config.json) could not be opened or is not a JSON object.",
+        when="--speculative-draft-config PATH or --config FILE names a missing or malformed file.",
+        solutions=(
+            "Point the flag at the draft checkpoint's config.json.",
+            "Check the file is valid JSON whose top level is an object.",
+        ),
+        example_fix=(
+            "# before\n--speculative-draft-config ckpt/\n"
+            "# after\n--speculative-draft-config ckpt/config.json"
+        ),
+    ),
+    ErrorEntry(
+        code="SR107",
+        title="Speculative parameter does not apply to this algorithm",
+        meaning=(
+            "The algorithm fixes this parameter (for example block drafters always use topk 1 and "
+            "one step); the value given is ignored. This is a warning, not an error."
+        ),
+        when="Setting --speculative-eagle-topk or --speculative-num-steps for a block drafter.",
+        solutions=("Remove the flag; the algorithm's fixed value is used.",),
+        example_fix=(
+            "# before\n--speculative-algorithm dspark --speculative-eagle-topk 4\n"
+            "# after\n--speculative-algorithm dspark"
+        ),
+    ),
+    ErrorEntry(
+        code="SR108",
+        title="Cache options invalid",
+        meaning="An option given for the KV-cache backend is unknown or has the wrong type.",
+        when="SpecConfig(cache=..., cache_options={...}) or --kv-cache-option KEY=VALUE.",
+        solutions=(
+            "Use the options the cache lists in `specreg list --json` (caches[].options).",
+            "Pass integers for integer options.",
+        ),
+        example_fix="# before\n--kv-cache-option hot=4096\n# after\n--kv-cache-option hot_size=4096",
+    ),
+    ErrorEntry(
+        code="SR110",
+        title="Plugin failed to import",
+        meaning=(
+            "Importing a plugin's entry point raised. The plugin is skipped and recorded in "
+            "registry.failures; the other plugins still load."
+        ),
+        when="Registry.load() imports each entry point of group 'specreg'.",
+        solutions=(
+            "Run `specreg list` to see the traceback summary of the failure.",
+            "Reinstall the plugin distribution, or remove it.",
+            "Exclude it with SPECREG_PLUGINS=<the names you want>.",
+            "Use Registry.load(strict=True) in tests so a broken plugin fails loudly.",
+        ),
+        example_fix="# exclude the broken plugin\nSPECREG_PLUGINS=eagle,dspark,hisparse specreg list",
+    ),
+    ErrorEntry(
+        code="SR111",
+        title="Plugin hook implementation does not match its specification",
+        meaning=(
+            "A plugin implements a hook with an argument the hook does not have, or implements a "
+            "hook that does not exist (often a misspelt name). pluggy refuses it; the plugin is "
+            "skipped."
+        ),
+        when="Registry.load() registers each plugin with the plugin manager.",
+        solutions=(
+            "Compare the plugin's hookimpl with `specreg.hookspecs` (docs: Hook reference).",
+            "Use only argument names the hook specification declares; fewer is fine.",
+        ),
+        example_fix=(
+            "# before\n@specreg.hookimpl\ndef specreg_resolve_gama(config, algo): ...\n"
+            "# after\n@specreg.hookimpl\ndef specreg_resolve_gamma(config, algorithm): ..."
+        ),
+    ),
+    ErrorEntry(
+        code="SR112",
+        title="Two plugins registered the same name",
+        meaning=(
+            "Algorithm and cache names (and aliases) are unique. Two distributions claimed one "
+            "name and neither declared an override, so the name is unavailable until one goes."
+        ),
+        when="Registry.load() with two plugins that register the same algorithm or cache name.",
+        solutions=(
+            "Uninstall one of the two distributions named in the message.",
+            "Restrict loading with SPECREG_PLUGINS.",
+            "If one plugin is meant to replace the other, register with override=True.",
+        ),
+        example_fix=(
+            "# in the replacing plugin\n"
+            "register(AlgorithmSpec(name='eagle', ...), override=True)"
+        ),
+    ),
+    ErrorEntry(
+        code="SR113",
+        title="Plugin registered an invalid spec",
+        meaning=(
+            "register() was called with something that is not a valid AlgorithmSpec/CacheSpec, "
+            "or with ranges and defaults that contradict each other."
+        ),
+        when="A plugin's specreg_register_algorithms or specreg_register_caches hook runs.",
+        solutions=(
+            "Pass a specreg.AlgorithmSpec (or CacheSpec) instance.",
+            "Make each default lie inside its declared range.",
+        ),
+        example_fix=(
+            "# before\nregister({'name': 'mine'})\n"
+            "# after\nregister(AlgorithmSpec(name='mine', drafting='chain', ...))"
+        ),
+    ),
+    ErrorEntry(
+        code="SR114",
+        title="Plugin hook raised an exception",
+        meaning=(
+            "A hook implementation raised something other than a specreg error. During loading "
+            "the plugin is skipped; during resolve the error is reported with the plugin's name."
+        ),
+        when="Any hook call made by the registry while loading or resolving.",
+        solutions=(
+            "Report the bug to the plugin's authors; the message names the plugin and hook.",
+            "Exclude the plugin with SPECREG_PLUGINS until it is fixed.",
+        ),
+        example_fix="SPECREG_PLUGINS=eagle,dspark,hisparse  # leave the failing plugin out",
+    ),
+    ErrorEntry(
+        code="SR115",
+        title="No plugin answered a required hook",
+        meaning=(
+            "Resolving a plan needs a gamma and a width for every phase; every implementation "
+            "of a firstresult hook returned None, or returned a value that is not a "
+            "non-negative integer."
+        ),
+        when="registry.resolve(config) with a plugin that shadows the defaults but returns nothing.",
+        solutions=(
+            "Return an int from the plugin's hook, or return None only for algorithms it does "
+            "not own so the default plugin answers.",
+        ),
+        example_fix=(
+            "@specreg.hookimpl\ndef specreg_resolve_gamma(config, algorithm):\n"
+            "    if algorithm.name != 'mine':\n        return None\n"
+            "    return config.num_draft_tokens - 1"
+        ),
+    ),
+    ErrorEntry(
+        code="SR116",
+        title="Kernel backend cannot be used",
+        meaning=(
+            "SPECREG_KERNEL_BACKEND forces a backend that is unknown or cannot run the given "
+            "tensors (Triton needs CUDA tensors, or TRITON_INTERPRET=1 on the CPU)."
+        ),
+        when="Any kernel wrapper choosing between its torch and Triton implementations.",
+        solutions=(
+            "Set SPECREG_KERNEL_BACKEND to auto, torch or triton.",
+            "Install the triton extra: pip install 'specreg[triton]'.",
+            "Unset the variable to dispatch automatically.",
+        ),
+        example_fix="# before\nSPECREG_KERNEL_BACKEND=cuda\n# after\nSPECREG_KERNEL_BACKEND=triton",
+    ),
+    ErrorEntry(
+        code="SR117",
+        title="Cache does not fit the algorithm",
+        meaning=(
+            "The KV-cache backend's configuration contradicts the resolved plan, for example "
+            "its step count is not the plan's target_verify width."
+        ),
+        when="registry.resolve(config) with a cache whose options disagree with the algorithm.",
+        solutions=(
+            "Leave the cache's step option unset so it follows the plan.",
+            "Change the algorithm's num_draft_tokens or the cache option so they agree.",
+        ),
+        example_fix=(
+            "# before\n--speculative-num-draft-tokens 4 --kv-cache hisparse --kv-cache-option steps=3\n"
+            "# after\n--speculative-num-draft-tokens 4 --kv-cache hisparse"
+        ),
+    ),
+    ErrorEntry(
+        code="SR120",
+        title="Ranks resolved different plans",
+        meaning=(
+            "Every rank of one serving job must run the same plugins, widths, gamma and kernel "
+            "backends; check_consistent found a rank whose plan fingerprint differs."
+        ),
+        when="specreg.distributed.check_consistent(plan) after each rank resolved its plan.",
+        solutions=(
+            "Install the same plugin versions on every node.",
+            "Set SPECREG_PLUGINS and SPECREG_KERNEL_BACKEND identically on every rank.",
+            "Pass the same speculative flags to every rank.",
+        ),
+        example_fix="# the message names the rank and field, e.g.\nrank 1 field plugins: ...",
+    ),
+)

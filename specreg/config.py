@@ -1,0 +1,274 @@
+"""`SpecConfig`: what a user asked for, validated for types at construction.
+
+Range and cross-field rules belong to the algorithm and cache plugins (through
+`specreg_validate_config`), so `registry.resolve` can report every problem at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from specreg.errors import ConfigError, Problem, problem
+
+_INT_FIELDS = ("num_steps", "topk", "num_draft_tokens")
+
+# SGLang's spellings (flags and ServerArgs attributes) -> SpecConfig fields.
+SGLANG_FLAGS: Mapping[str, str] = MappingProxyType(
+    {
+        "--speculative-algorithm": "algorithm",
+        "--speculative-num-steps": "num_steps",
+        "--speculative-eagle-topk": "topk",
+        "--speculative-num-draft-tokens": "num_draft_tokens",
+        "--speculative-draft-config": "draft_config",
+        "--kv-cache": "cache",
+    }
+)
+_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        **{flag.lstrip("-").replace("-", "_"): field for flag, field in SGLANG_FLAGS.items()},
+        "speculative_algorithm": "algorithm",
+        "speculative_eagle_topk": "topk",
+        "kv_cache": "cache",
+        "kv_cache_options": "cache_options",
+    }
+)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _optional_mapping(value: Any) -> Mapping[str, Any] | None:
+    return None if value is None else _freeze(value)
+
+
+def _lower_or_none(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _steps_tuple(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, Sequence):
+        return tuple(value)
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@attrs.frozen(kw_only=True)
+class SpecConfig:
+    """A speculative-decoding configuration.
+
+    Unset (None) numeric fields are inferred by the algorithm's plugin. `draft_config` is the
+    draft checkpoint's config.json as a mapping. `cache` names a KV-cache backend and
+    `cache_options` holds its options. `candidate_steps` lists the step counts adaptive
+    speculation may switch between; widths then cover every candidate.
+    """
+
+    algorithm: str = attrs.field(converter=_lower_or_none)
+    num_steps: int | None = None
+    topk: int | None = None
+    num_draft_tokens: int | None = None
+    draft_config: Mapping[str, Any] | None = attrs.field(
+        default=None, converter=_optional_mapping, eq=False, hash=False
+    )
+    cache: str | None = attrs.field(default=None, converter=_lower_or_none)
+    cache_options: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_freeze, eq=False, hash=False
+    )
+    candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
+
+    def __attrs_post_init__(self) -> None:
+        problems = self.type_problems()
+        if problems:
+            raise ConfigError(problems)
+
+    def type_problems(self) -> list[Problem]:
+        out: list[Problem] = []
+        if not isinstance(self.algorithm, str) or not self.algorithm:
+            out.append(
+                problem(
+                    "SR104",
+                    f"algorithm must be a non-empty string, got {self.algorithm!r}",
+                    accepted="a registered algorithm name (see `specreg list`)",
+                    fix="set algorithm, e.g. --speculative-algorithm eagle",
+                    field="algorithm",
+                )
+            )
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not _is_int(value):
+                out.append(
+                    problem(
+                        "SR104",
+                        f"{name} must be an integer, got {value!r} ({type(value).__name__})",
+                        accepted="an integer, or unset to infer it",
+                        fix=f"pass {name} as an int",
+                        field=name,
+                    )
+                )
+        if self.cache is not None and (not isinstance(self.cache, str) or not self.cache):
+            out.append(
+                problem(
+                    "SR104",
+                    f"cache must be a backend name, got {self.cache!r}",
+                    accepted="a registered cache name, or unset",
+                    fix="pass e.g. --kv-cache hisparse",
+                    field="cache",
+                )
+            )
+        if self.cache_options and self.cache is None:
+            out.append(
+                problem(
+                    "SR108",
+                    "cache_options are given but no cache is selected",
+                    accepted="cache_options together with cache",
+                    fix="set cache (--kv-cache NAME) or drop the options",
+                    field="cache_options",
+                )
+            )
+        if self.candidate_steps is not None:
+            steps = self.candidate_steps
+            good = (
+                isinstance(steps, tuple)
+                and len(steps) > 0
+                and all(_is_int(s) and s >= 0 for s in steps)
+                and len(set(steps)) == len(steps)
+            )
+            if not good:
+                out.append(
+                    problem(
+                        "SR105",
+                        f"candidate_steps must be a non-empty list of distinct non-negative "
+                        f"integers, got {steps!r}",
+                        accepted="e.g. [1, 3, 5]",
+                        fix="fix the list, or remove candidate_steps for a static width",
+                        field="candidate_steps",
+                    )
+                )
+        return out
+
+    # ---------------------------------------------------------------- construction helpers
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SpecConfig:
+        """Build from a mapping of SpecConfig fields or SGLang spellings.
+
+        Unknown keys are reported together with every type problem in one `ConfigError`.
+        `draft_config` may be a mapping or a path to a config.json.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                problem(
+                    "SR104",
+                    f"a config must be a mapping, got {type(data).__name__}",
+                    accepted="a dict of SpecConfig fields",
+                    fix="pass a dict such as {'algorithm': 'eagle'}",
+                )
+            )
+        fields = {f.name for f in attrs.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        problems: list[Problem] = []
+        for raw_key, value in data.items():
+            key = str(raw_key)
+            name = key if key in fields else _ALIASES.get(key.lstrip("-").replace("-", "_"))
+            if name is None:
+                from specreg._suggest import did_you_mean
+
+                problems.append(
+                    problem(
+                        "SR104",
+                        f"unknown config key {key!r}.{did_you_mean(key, sorted(fields))}",
+                        accepted=", ".join(sorted(fields)),
+                        fix="rename or remove the key",
+                        field=key,
+                    )
+                )
+                continue
+            kwargs[name] = value
+        if isinstance(kwargs.get("draft_config"), (str, os.PathLike)):
+            try:
+                kwargs["draft_config"] = load_json_object(kwargs["draft_config"])
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+                kwargs.pop("draft_config")
+        if "algorithm" not in kwargs:
+            problems.append(
+                problem(
+                    "SR104",
+                    "the config has no algorithm",
+                    accepted="a registered algorithm name",
+                    fix="add 'algorithm' (or --speculative-algorithm)",
+                    field="algorithm",
+                )
+            )
+            kwargs["algorithm"] = "<unset>"
+        try:
+            config = cls(**kwargs)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            config = None
+        if problems:
+            raise ConfigError(problems)
+        assert config is not None
+        return config
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in attrs.fields(type(self)):
+            value = _thaw(getattr(self, f.name))
+            if value is None or value == {}:
+                continue
+            out[f.name] = value
+        return out
+
+    def evolve(self, **changes: Any) -> SpecConfig:
+        return attrs.evolve(self, **changes)
+
+
+def load_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a JSON file whose top level is an object; SR106 otherwise."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            problem(
+                "SR106",
+                f"cannot read {os.fspath(path)!r}: {exc}",
+                accepted="a readable JSON file whose top level is an object",
+                fix="point the flag at the checkpoint's config.json",
+                field="draft_config",
+            )
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            problem(
+                "SR106",
+                f"{os.fspath(path)!r} holds a JSON {type(data).__name__}, not an object",
+                accepted="a JSON object",
+                fix="point the flag at the checkpoint's config.json",
+                field="draft_config",
+            )
+        )
+    return data

@@ -1,0 +1,4 @@
+"""Kernels shared by several plugins (chain sampling and verification) and input checks.
+
+Modules here import torch; `import specreg` does not import this package.
+"""

@@ -1,0 +1,149 @@
+"""Input validation for kernel wrappers: shapes, dtypes, devices, index ranges, values.
+
+Every check raises `KernelInputError` with a catalog code before any kernel launches. Checks that
+read tensor data (index ranges, probability values) synchronise with the device; wrappers run them
+always on the CPU path and, on GPU, only when asked (`check_values=True`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from specreg.errors import KernelInputError, problem
+
+INDEX_DTYPES = (torch.int32, torch.int64)
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def check_tensor(name: str, value: object) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise KernelInputError(
+            problem(
+                "SR901",
+                f"{name} must be a torch.Tensor, got {type(value).__name__}",
+                accepted="torch.Tensor",
+                fix=f"pass {name} as a tensor",
+                field=name,
+            )
+        )
+    return value
+
+
+def check_shape(name: str, tensor: torch.Tensor, expected: Sequence[int | None]) -> None:
+    """`expected` lists each dimension's size; None means any size."""
+    check_tensor(name, tensor)
+    shape = tuple(tensor.shape)
+    ok = len(shape) == len(expected) and all(
+        want is None or have == want for have, want in zip(shape, expected)
+    )
+    if not ok:
+        want_text = "[" + ", ".join("*" if w is None else str(w) for w in expected) + "]"
+        raise KernelInputError(
+            problem(
+                "SR900",
+                f"{name} has shape {list(shape)}, expected {want_text}",
+                accepted=f"shape {want_text}",
+                fix=f"pass {name} with the shape its contract requires",
+                field=name,
+            )
+        )
+
+
+def check_dtype(name: str, tensor: torch.Tensor, allowed: Sequence[torch.dtype]) -> None:
+    check_tensor(name, tensor)
+    if tensor.dtype not in allowed:
+        raise KernelInputError(
+            problem(
+                "SR901",
+                f"{name} has dtype {str(tensor.dtype).replace('torch.', '')}",
+                accepted=_dtype_names(allowed),
+                fix=f"cast {name} with .to(torch.{_dtype_names(allowed[:1])})",
+                field=name,
+            )
+        )
+
+
+def check_same_device(**tensors: torch.Tensor | None) -> torch.device:
+    present = {k: v for k, v in tensors.items() if v is not None}
+    devices = {k: v.device for k, v in present.items()}
+    first_name, first = next(iter(devices.items()))
+    for name, device in devices.items():
+        if device != first:
+            raise KernelInputError(
+                problem(
+                    "SR902",
+                    f"{name} is on {device} but {first_name} is on {first}",
+                    accepted=f"every input on {first}",
+                    fix=f"move {name} to {first}",
+                    field=name,
+                )
+            )
+    return first
+
+
+def check_index_range(
+    name: str,
+    tensor: torch.Tensor,
+    low: int,
+    high: int,
+    *,
+    allow: Sequence[int] = (),
+) -> None:
+    """Every element must lie in [low, high) or be one of `allow` (e.g. -1 padding)."""
+    if tensor.numel() == 0:
+        return
+    bad = (tensor < low) | (tensor >= high)
+    for value in allow:
+        bad &= tensor != value
+    if bool(bad.any()):
+        first_bad = int(tensor[bad].flatten()[0])
+        where = [int(i) for i in bad.nonzero()[0]]
+        extra = f" or {', '.join(map(str, allow))}" if allow else ""
+        raise KernelInputError(
+            problem(
+                "SR903",
+                f"{name} holds {first_bad} at index {where}, outside [{low}, {high})",
+                accepted=f"values in [{low}, {high}){extra}",
+                fix=f"check the producer of {name}",
+                field=name,
+            )
+        )
+
+
+def check_probabilities(name: str, tensor: torch.Tensor, *, allow_zero_rows: bool = False) -> None:
+    """Finite, non-negative; rows (last dim) sum to a positive value unless allowed."""
+    if tensor.numel() == 0:
+        return
+    if not bool(torch.isfinite(tensor).all()) or bool((tensor < 0).any()):
+        raise KernelInputError(
+            problem(
+                "SR904",
+                f"{name} holds NaN, infinite or negative probabilities",
+                accepted="finite values >= 0",
+                fix="compute probabilities with torch.softmax in float32 from finite logits",
+                field=name,
+            )
+        )
+    if not allow_zero_rows and bool((tensor.sum(-1) <= 0).any()):
+        raise KernelInputError(
+            problem(
+                "SR904",
+                f"{name} has a row whose probabilities sum to zero",
+                accepted="rows with positive total mass",
+                fix="check the temperature and the top-k/top-p filtering that produced the row",
+                field=name,
+            )
+        )
+
+
+def should_check_values(device: torch.device, check_values: bool | None) -> bool:
+    """Data-reading checks: always on CPU, opt-in on accelerators (they synchronise)."""
+    if check_values is not None:
+        return check_values
+    return device.type == "cpu"

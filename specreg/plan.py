@@ -1,0 +1,103 @@
+"""`SpecPlan`: a resolved configuration that a serving loop queries every step.
+
+Everything in a plan is plain data or a bound object built once at resolve time: its accessors
+are dictionary lookups and attribute reads, never pluggy dispatch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from specreg.backend import backend_for_device, requested_backend, triton_available
+from specreg.phase import PHASES, Phase
+
+if TYPE_CHECKING:
+    from specreg.config import SpecConfig
+    from specreg.errors import Problem
+    from specreg.registry import PluginInfo
+    from specreg.resolution import Resolution
+    from specreg.specs import AlgorithmSpec, CacheSpec
+
+
+@attrs.frozen(kw_only=True)
+class SpecPlan:
+    """The resolved plan for one config: widths, gamma, verifier and cache swapper.
+
+    `num_tokens_per_req(phase, is_draft_worker=False)` costs one dictionary lookup.
+    """
+
+    algorithm: AlgorithmSpec
+    cache: CacheSpec | None
+    resolution: Resolution
+    verifier: Any = attrs.field(eq=False)
+    cache_swapper: Any = attrs.field(eq=False)
+    notices: tuple[Problem, ...] = ()
+    plugins: tuple[PluginInfo, ...] = ()
+    gamma: int = attrs.field(init=False)
+    _target: dict[str, int] = attrs.field(init=False, repr=False, eq=False)
+    _draft: dict[str, int] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Keys are plain strings; Phase hashes and compares as its value, so both forms hit.
+        object.__setattr__(self, "gamma", self.resolution.gamma)
+        object.__setattr__(self, "_target", {p.value: w for p, w in self.resolution.target.items()})
+        object.__setattr__(self, "_draft", {p.value: w for p, w in self.resolution.draft.items()})
+
+    @property
+    def config(self) -> SpecConfig:
+        """The resolved config (every parameter filled in)."""
+        return self.resolution.config
+
+    def num_tokens_per_req(self, phase: Phase | str, is_draft_worker: bool = False) -> int:
+        """The per-request token width of `phase` on the target (or draft) worker."""
+        try:
+            return (self._draft if is_draft_worker else self._target)[phase]
+        except (KeyError, TypeError):
+            return (self._draft if is_draft_worker else self._target)[Phase.parse(phase).value]
+
+    def kernel_backends(self) -> dict[str, str]:
+        """Which kernel implementation runs for tensors on each device type."""
+        out = {"cpu": backend_for_device("cpu")}
+        cuda = "triton" if triton_available() else "torch"
+        if requested_backend() == "torch":
+            cuda = "torch"
+        out["cuda"] = cuda
+        return out
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What must agree across the ranks of one serving job."""
+        return {
+            "algorithm": self.algorithm.name,
+            "cache": self.cache.name if self.cache else None,
+            "plugins": sorted(f"{p.name}=={p.version}" for p in self.plugins),
+            "gamma": self.gamma,
+            "widths": self.resolution.widths_dict(),
+            "kernel_backends": self.kernel_backends(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.algorithm.name,
+            "capabilities": self.algorithm.capabilities(),
+            "cache": self.cache.name if self.cache else None,
+            "config": self.config.to_dict(),
+            "gamma": self.gamma,
+            "widths": {
+                worker: {p.value: self.num_tokens_per_req(p, worker == "draft") for p in PHASES}
+                for worker in ("target", "draft")
+            },
+            "verifier": _describe(self.verifier),
+            "cache_swapper": _describe(self.cache_swapper),
+            "kernel_backends": self.kernel_backends(),
+            "notices": [n.render() for n in self.notices],
+            "plugins": [p.to_dict() for p in self.plugins],
+        }
+
+
+def _describe(obj: Any) -> str | None:
+    if obj is None:
+        return None
+    describe = getattr(obj, "describe", None)
+    return str(describe()) if callable(describe) else type(obj).__name__

@@ -1,0 +1,678 @@
+"""The plugin registry: discovers plugins, collects their specs, resolves configs into plans.
+
+Hooks run only here, at load and resolve time. `registry.resolve(config)` returns a `SpecPlan`
+of plain data and bound objects, which a serving loop queries per step without pluggy.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import threading
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+import attrs
+import pluggy
+
+from specreg import default_plugin, hookspecs
+from specreg._suggest import did_you_mean
+from specreg.config import SpecConfig
+from specreg.errors import (
+    ConfigError,
+    PluginError,
+    Problem,
+    SpecRegError,
+    UnknownNameError,
+    problem,
+    split_problems,
+)
+from specreg.phase import PHASES
+from specreg.plan import SpecPlan
+from specreg.resolution import Resolution
+from specreg.specs import AlgorithmSpec, CacheSpec, Origin
+
+ENTRY_POINT_GROUP = "specreg"
+ALLOWLIST_ENV = "SPECREG_PLUGINS"
+_REGISTRATION_HOOKS = ("specreg_register_algorithms", "specreg_register_caches")
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    """A loaded plugin: its name, distribution, version and the hooks it implements."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    hooks: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class PluginFailure:
+    """A plugin that was skipped, or a registration that was refused, and why."""
+
+    plugin: str
+    distribution: str | None
+    problem: Problem
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "plugin": self.plugin,
+            "distribution": self.distribution,
+            "code": self.problem.code,
+            "message": self.problem.render(),
+            "detail": self.detail,
+        }
+
+
+@attrs.frozen
+class _Claim:
+    spec: Any
+    plugin: str
+    override: bool
+
+
+@attrs.frozen
+class _Tables:
+    """An immutable snapshot of what the loaded plugins registered."""
+
+    algorithms: Mapping[str, AlgorithmSpec]  # by name and alias
+    caches: Mapping[str, CacheSpec]
+    shadowed: Mapping[str, frozenset[str]]  # spec name -> plugins whose claim was overridden
+    conflicts: Mapping[str, Problem]  # names nobody may use until the conflict is resolved
+
+
+def parse_allowlist(value: str | None) -> frozenset[str] | None:
+    """SPECREG_PLUGINS: unset -> None (load all); '' -> nothing; 'a,b' -> {a, b}."""
+    if value is None:
+        return None
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+class Registry:
+    """Algorithms and caches registered by plugins, and the resolver that turns configs into plans.
+
+    Use `Registry.load()` in a serving framework; `Registry()` gives an empty registry (only the
+    default rules) to which tests add plugins with `register_plugin`.
+    """
+
+    _shared: dict[tuple[Any, ...], Registry] = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
+        self._lock = threading.RLock()
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self._pm.add_hookspecs(hookspecs)
+        self._pm.register(default_plugin, name=default_plugin.PLUGIN_NAME)
+        self._origins: dict[str, Origin] = {}
+        self._load_failures: list[PluginFailure] = []
+        self._registration_failures: list[PluginFailure] = []
+        self._tables = _Tables({}, {}, {}, {})
+        self._rebuild()
+
+    # ------------------------------------------------------------------------------- loading
+    @classmethod
+    def load(
+        cls,
+        *,
+        strict: bool = False,
+        group: str = ENTRY_POINT_GROUP,
+        allowlist: Iterable[str] | None = None,
+        fresh: bool = False,
+    ) -> Registry:
+        """Discover plugins through entry points in `group` and return the registry.
+
+        `allowlist` (or the SPECREG_PLUGINS variable) restricts which entry-point names load.
+        A plugin that fails to import or register is recorded in `failures` and skipped, unless
+        `strict`, which raises `PluginError`. Repeated calls with the same arguments return the
+        same registry (idempotent and thread-safe); `fresh=True` builds a new one.
+        """
+        allowed = (
+            frozenset(allowlist)
+            if allowlist is not None
+            else parse_allowlist(os.environ.get(ALLOWLIST_ENV))
+        )
+        key = (group, allowed, strict)
+        with cls._shared_lock:
+            if not fresh and key in cls._shared:
+                return cls._shared[key]
+            registry = cls(strict=strict)
+            registry.load_entrypoints(group=group, allowlist=allowed)
+            if not fresh:
+                cls._shared[key] = registry
+            return registry
+
+    def load_entrypoints(
+        self, *, group: str = ENTRY_POINT_GROUP, allowlist: frozenset[str] | None = None
+    ) -> None:
+        """Import and register every entry point of `group` (filtered by `allowlist`)."""
+        with self._lock:
+            seen: set[str] = set()
+            for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
+                if allowlist is not None and ep.name not in allowlist:
+                    continue
+                if ep.name in seen or self._pm.has_plugin(ep.name):
+                    continue  # the same name from two paths: the first one wins
+                seen.add(ep.name)
+                dist = getattr(ep, "dist", None)
+                dist_name = dist.metadata["Name"] if dist is not None else None
+                version = dist.version if dist is not None else None
+                try:
+                    plugin = ep.load()
+                except BaseException as exc:  # noqa: BLE001 - isolate every plugin failure
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    self._fail(
+                        ep.name,
+                        dist_name,
+                        problem(
+                            "SR110",
+                            f"plugin {ep.name!r} ({dist_name or 'unknown distribution'}) failed "
+                            f"to import: {type(exc).__name__}: {exc}",
+                            fix=f"reinstall or remove {dist_name or ep.value}, or leave it out "
+                            f"of {ALLOWLIST_ENV}",
+                        ),
+                        detail=traceback.format_exc(limit=5),
+                    )
+                    continue
+                self._register(plugin, ep.name, dist_name, version)
+            self._rebuild()
+
+    def register_plugin(
+        self,
+        plugin: ModuleType | object,
+        name: str | None = None,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> str | None:
+        """Register an in-process plugin (a module or object with hookimpls). Returns its name,
+        or None when it was refused (see `failures`)."""
+        plugin_name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        with self._lock:
+            ok = self._register(plugin, plugin_name, distribution, version)
+            self._rebuild()
+        return plugin_name if ok and self._pm.has_plugin(plugin_name) else None
+
+    def unregister_plugin(self, name: str) -> None:
+        with self._lock:
+            if self._pm.has_plugin(name):
+                self._pm.unregister(name=name)
+            self._origins.pop(name, None)
+            self._rebuild()
+
+    def _register(
+        self, plugin: object, name: str, dist: str | None, version: str | None
+    ) -> bool:
+        try:
+            self._pm.register(plugin, name=name)
+        except pluggy.PluginValidationError as exc:
+            self._fail(
+                name,
+                dist,
+                problem(
+                    "SR111",
+                    f"plugin {name!r} has a hook implementation that does not match its "
+                    f"specification: {exc}",
+                    accepted="hookimpls named and shaped as in specreg.hookspecs",
+                    fix="compare the plugin's hookimpls with the hook reference",
+                ),
+            )
+            return False
+        except ValueError as exc:  # already registered under this name
+            self._fail(
+                name,
+                dist,
+                problem(
+                    "SR112",
+                    f"a plugin named {name!r} is already registered: {exc}",
+                    fix="give the plugin another entry-point name",
+                ),
+            )
+            return False
+        bad = self._unknown_or_wrapper_hooks(name)
+        if bad:
+            self._pm.unregister(name=name)
+            self._fail(
+                name,
+                dist,
+                problem(
+                    "SR111",
+                    f"plugin {name!r} implements {', '.join(bad)}, which are not specreg hooks "
+                    "(or are wrappers, which specreg does not call)",
+                    accepted=", ".join(self.hook_names()),
+                    fix="rename the function to a hook in specreg.hookspecs",
+                ),
+            )
+            return False
+        self._origins[name] = Origin(plugin=name, distribution=dist, version=version)
+        return True
+
+    def _unknown_or_wrapper_hooks(self, name: str) -> list[str]:
+        bad = []
+        for caller in self._pm.get_hookcallers(self._pm.get_plugin(name)) or []:
+            for impl in caller.get_hookimpls():
+                if impl.plugin_name != name:
+                    continue
+                if caller.spec is None or impl.hookwrapper or impl.wrapper:
+                    bad.append(caller.name)
+        return bad
+
+    def _fail(self, name: str, dist: str | None, prob: Problem, *, detail: str = "") -> None:
+        failure = PluginFailure(plugin=name, distribution=dist, problem=prob, detail=detail)
+        if self.strict:
+            raise PluginError(prob)
+        self._load_failures.append(failure)
+
+    # ------------------------------------------------------------------------ spec collection
+    def _rebuild(self) -> None:
+        """Ask every plugin to register its specs and rebuild the lookup tables."""
+        self._registration_failures = []
+        claims: dict[str, dict[str, list[_Claim]]] = {"algorithm": {}, "cache": {}}
+        refused: list[str] = []
+        for hook_name, kind, spec_type in (
+            ("specreg_register_algorithms", "algorithm", AlgorithmSpec),
+            ("specreg_register_caches", "cache", CacheSpec),
+        ):
+            for impl in self._impls(hook_name):
+                plugin = impl.plugin_name
+                if plugin in refused:
+                    continue
+                pending: list[_Claim] = []
+
+                def register(
+                    spec: Any,
+                    *,
+                    override: bool = False,
+                    _p: str = plugin,
+                    _kind: str = kind,
+                    _type: type = spec_type,
+                    _out: list[_Claim] = pending,
+                ) -> None:
+                    if not isinstance(spec, _type):
+                        raise PluginError(
+                            problem(
+                                "SR113",
+                                f"plugin {_p!r} registered {type(spec).__name__} as a {_kind}",
+                                accepted=f"a specreg.{_type.__name__}",
+                                fix=f"call register({_type.__name__}(...))",
+                            )
+                        )
+                    _out.append(_Claim(spec, _p, bool(override)))
+
+                try:
+                    impl.function(register=register)
+                except Exception as exc:  # noqa: BLE001 - a plugin must never take others down
+                    prob = (
+                        exc.problems[0]
+                        if isinstance(exc, SpecRegError)
+                        else problem(
+                            "SR114",
+                            f"plugin {plugin!r} raised in {hook_name}: {type(exc).__name__}: {exc}",
+                            fix="report it to the plugin's authors, or leave the plugin out of "
+                            f"{ALLOWLIST_ENV}",
+                        )
+                    )
+                    origin = self._origins.get(plugin)
+                    self._registration_failures.append(
+                        PluginFailure(
+                            plugin=plugin,
+                            distribution=origin.distribution if origin else None,
+                            problem=prob,
+                            detail=traceback.format_exc(limit=5),
+                        )
+                    )
+                    refused.append(plugin)
+                    continue
+                for claim in pending:
+                    for name in claim.spec.names:
+                        claims[kind].setdefault(name, []).append(claim)
+        for plugin in refused:  # drop everything the refused plugins claimed
+            for table in claims.values():
+                for name in list(table):
+                    table[name] = [c for c in table[name] if c.plugin != plugin]
+                    if not table[name]:
+                        del table[name]
+        algorithms, alg_shadowed, alg_conflicts = self._settle(claims["algorithm"], "algorithm")
+        caches, cache_shadowed, cache_conflicts = self._settle(claims["cache"], "cache")
+        if self.strict:
+            failures = self._registration_failures + [
+                PluginFailure(plugin="", distribution=None, problem=p)
+                for p in {**alg_conflicts, **cache_conflicts}.values()
+            ]
+            if failures:
+                raise PluginError([f.problem for f in failures])
+        self._tables = _Tables(
+            algorithms=algorithms,
+            caches=caches,
+            shadowed={**alg_shadowed, **cache_shadowed},
+            conflicts={**alg_conflicts, **cache_conflicts},
+        )
+
+    def _settle(
+        self, table: dict[str, list[_Claim]], kind: str
+    ) -> tuple[dict[str, Any], dict[str, frozenset[str]], dict[str, Problem]]:
+        chosen: dict[str, Any] = {}
+        shadowed: dict[str, frozenset[str]] = {}
+        conflicts: dict[str, Problem] = {}
+        for name, found in table.items():
+            overriders = [c for c in found if c.override]
+            plain = [c for c in found if not c.override]
+            contenders = overriders if len(overriders) == 1 else found
+            if len(contenders) > 1:
+                dists = " and ".join(
+                    f"{c.plugin!r} ({self._dist_text(c.plugin)})" for c in contenders
+                )
+                conflicts[name] = problem(
+                    "SR112",
+                    f"the {kind} name {name!r} is registered by both {dists}",
+                    fix="uninstall one of them, restrict loading with "
+                    f"{ALLOWLIST_ENV}, or register the replacement with override=True",
+                    field=kind,
+                )
+                continue
+            winner = contenders[0]
+            spec = attrs.evolve(winner.spec, origin=self._origins.get(winner.plugin))
+            chosen[name] = spec
+            losers = frozenset(c.plugin for c in plain if c.plugin != winner.plugin)
+            if losers:
+                shadowed[spec.name] = losers | shadowed.get(spec.name, frozenset())
+        return chosen, shadowed, conflicts
+
+    def _dist_text(self, plugin: str) -> str:
+        origin = self._origins.get(plugin)
+        if origin is None or origin.distribution is None:
+            return "in-process plugin"
+        return f"{origin.distribution} {origin.version or ''}".strip()
+
+    # ---------------------------------------------------------------------------- queries
+    @property
+    def failures(self) -> list[PluginFailure]:
+        """Plugins skipped while loading and registrations refused (SR110-SR114)."""
+        conflicts = [
+            PluginFailure(plugin="", distribution=None, problem=p)
+            for p in self._tables.conflicts.values()
+        ]
+        return [*self._load_failures, *self._registration_failures, *conflicts]
+
+    def algorithms(self) -> list[AlgorithmSpec]:
+        """Every registered algorithm once (aliases folded), sorted by name."""
+        unique = {s.name: s for s in self._tables.algorithms.values()}
+        return [unique[k] for k in sorted(unique)]
+
+    def caches(self) -> list[CacheSpec]:
+        unique = {s.name: s for s in self._tables.caches.values()}
+        return [unique[k] for k in sorted(unique)]
+
+    def plugins(self) -> list[PluginInfo]:
+        """Loaded plugins (the default plugin included) with the hooks each implements."""
+        out = []
+        for name, plugin in self._pm.list_name_plugin():
+            callers = self._pm.get_hookcallers(plugin) or []
+            origin = self._origins.get(name)
+            out.append(
+                PluginInfo(
+                    name=name,
+                    distribution=origin.distribution if origin else "specreg",
+                    version=origin.version if origin else _own_version(),
+                    hooks=tuple(sorted(c.name for c in callers)),
+                )
+            )
+        return sorted(out, key=lambda p: p.name)
+
+    @staticmethod
+    def hook_names() -> list[str]:
+        return sorted(n for n in dir(hookspecs) if n.startswith("specreg_"))
+
+    def get_algorithm(self, name: str) -> AlgorithmSpec:
+        """The algorithm registered under `name` or an alias (case-insensitive)."""
+        return self._lookup(name, "algorithm")  # type: ignore[no-any-return]
+
+    def get_cache(self, name: str) -> CacheSpec:
+        return self._lookup(name, "cache")  # type: ignore[no-any-return]
+
+    def _lookup(self, name: str, kind: str) -> Any:
+        key = str(name).strip().lower()
+        table = self._tables.algorithms if kind == "algorithm" else self._tables.caches
+        if key in table:
+            return table[key]
+        if key in self._tables.conflicts:
+            raise UnknownNameError(self._tables.conflicts[key])
+        choices = sorted(table)
+        code, flag = ("SR101", "--speculative-algorithm") if kind == "algorithm" else (
+            "SR102",
+            "--kv-cache",
+        )
+        raise UnknownNameError(
+            problem(
+                code,
+                f"unknown {kind} {name!r}.{did_you_mean(key, choices)}",
+                accepted=", ".join(choices) or f"none: no plugin registered a {kind}",
+                fix=f"pass one of them to {flag}, or install the plugin that provides {name!r}",
+                field=kind,
+            )
+        )
+
+    # ----------------------------------------------------------------------------- dispatch
+    def _impls(self, hook_name: str, *, skip: frozenset[str] = frozenset()) -> list[Any]:
+        """Hook implementations in pluggy's call order, minus the plugins in `skip`."""
+        caller = getattr(self._pm.hook, hook_name)
+        return [i for i in reversed(caller.get_hookimpls()) if i.plugin_name not in skip]
+
+    def _call(
+        self, hook_name: str, *, skip: frozenset[str], firstresult: bool, **kwargs: Any
+    ) -> Any:
+        """Call a hook plugin by plugin (config time only), naming the plugin on failure."""
+        results = []
+        for impl in self._impls(hook_name, skip=skip):
+            args = {name: kwargs[name] for name in impl.argnames}
+            try:
+                result = impl.function(**args)
+            except SpecRegError:
+                raise
+            except Exception as exc:
+                raise PluginError(
+                    problem(
+                        "SR114",
+                        f"plugin {impl.plugin_name!r} raised in {hook_name}: "
+                        f"{type(exc).__name__}: {exc}",
+                        fix="report it to the plugin's authors, or leave the plugin out of "
+                        f"{ALLOWLIST_ENV}",
+                    )
+                ) from exc
+            if result is None:
+                continue
+            if firstresult:
+                return result
+            results.append((impl.plugin_name, result))
+        return None if firstresult else results
+
+    # ------------------------------------------------------------------------------ resolve
+    def check(self, config: SpecConfig | Mapping[str, Any]) -> list[Problem]:
+        """Every problem with `config` (errors and warnings), without raising."""
+        try:
+            _, _, _, problems = self._analyse(config)
+        except SpecRegError as exc:
+            return list(exc.problems)
+        return problems
+
+    def resolve(self, config: SpecConfig | Mapping[str, Any]) -> SpecPlan:
+        """Validate `config`, resolve gamma and widths, build the kernels: a `SpecPlan`.
+
+        Raises one `ConfigError` listing every problem found.
+        """
+        config, algorithm, cache, problems = self._analyse(config)
+        errors, warnings = split_problems(problems)
+        if errors:
+            raise ConfigError(errors)
+        skip_alg = self._tables.shadowed.get(algorithm.name, frozenset())
+        resolution = self._resolve(config, algorithm, skip_alg)
+        verifier = self._call(
+            "specreg_make_verifier",
+            skip=skip_alg,
+            firstresult=True,
+            config=resolution.config,
+            algorithm=algorithm,
+        )
+        swapper = None
+        if cache is not None:
+            swapper = self._call(
+                "specreg_make_cache_swapper",
+                skip=self._tables.shadowed.get(cache.name, frozenset()),
+                firstresult=True,
+                config=resolution.config,
+                cache=cache,
+                resolution=resolution,
+            )
+        return SpecPlan(
+            algorithm=algorithm,
+            cache=cache,
+            resolution=resolution,
+            verifier=verifier,
+            cache_swapper=swapper,
+            notices=tuple(warnings),
+            plugins=tuple(self.plugins()),
+        )
+
+    def _analyse(
+        self, config: SpecConfig | Mapping[str, Any]
+    ) -> tuple[SpecConfig, AlgorithmSpec, CacheSpec | None, list[Problem]]:
+        if not isinstance(config, SpecConfig):
+            config = SpecConfig.from_dict(config)
+        lookup_problems: list[Problem] = []
+        algorithm = cache = None
+        try:
+            algorithm = self.get_algorithm(config.algorithm)
+        except UnknownNameError as exc:
+            lookup_problems += exc.problems
+        if config.cache is not None:
+            try:
+                cache = self.get_cache(config.cache)
+            except UnknownNameError as exc:
+                lookup_problems += exc.problems
+        if lookup_problems:
+            raise ConfigError(lookup_problems)
+        assert algorithm is not None
+        problems: list[Problem] = []
+        skip = self._tables.shadowed.get(algorithm.name, frozenset())
+        skip |= self._tables.shadowed.get(cache.name, frozenset()) if cache else frozenset()
+        resolution: Resolution | None = None
+        try:
+            resolution = self._resolve(config, algorithm, skip)
+        except SpecRegError as exc:
+            problems += exc.problems
+        for plugin, found in self._call(
+            "specreg_validate_config",
+            skip=skip,
+            firstresult=False,
+            config=config,
+            algorithm=algorithm,
+            cache=cache,
+            resolution=resolution,
+        ):
+            for item in found:
+                if not isinstance(item, Problem):
+                    item = problem(
+                        "SR114",
+                        f"plugin {plugin!r} returned {type(item).__name__} from "
+                        "specreg_validate_config instead of specreg.Problem",
+                        fix="return a list of specreg.Problem",
+                    )
+                problems.append(item)
+        return config, algorithm, cache, _dedupe(problems)
+
+    def _resolve(
+        self, config: SpecConfig, algorithm: AlgorithmSpec, skip: frozenset[str]
+    ) -> Resolution:
+        candidates: Sequence[SpecConfig] = [config]
+        if config.candidate_steps:
+            candidates = [
+                config.evolve(num_steps=s, num_draft_tokens=s + 1, candidate_steps=None)
+                for s in sorted(config.candidate_steps)
+                if s > 0
+            ] or [config]
+        resolved_main = self._resolve_config(config, algorithm, skip)
+        gammas: list[int] = []
+        target: dict[Any, int] = {}
+        draft: dict[Any, int] = {}
+        for candidate in candidates:
+            resolved = (
+                resolved_main
+                if candidate is config
+                else self._resolve_config(candidate, algorithm, skip)
+            )
+            gammas.append(
+                self._int_result(
+                    "specreg_resolve_gamma", skip, config=resolved, algorithm=algorithm
+                )
+            )
+            for phase in PHASES:
+                for is_draft, table in ((False, target), (True, draft)):
+                    width = self._int_result(
+                        "specreg_num_tokens_per_req",
+                        skip,
+                        config=resolved,
+                        algorithm=algorithm,
+                        phase=phase,
+                        is_draft_worker=is_draft,
+                    )
+                    table[phase] = max(table.get(phase, 0), width)
+        return Resolution(config=resolved_main, gamma=max(gammas), target=target, draft=draft)
+
+    def _resolve_config(
+        self, config: SpecConfig, algorithm: AlgorithmSpec, skip: frozenset[str]
+    ) -> SpecConfig:
+        resolved = self._call(
+            "specreg_resolve_config", skip=skip, firstresult=True, config=config, algorithm=algorithm
+        )
+        if not isinstance(resolved, SpecConfig):
+            raise PluginError(
+                problem(
+                    "SR115",
+                    f"specreg_resolve_config returned {type(resolved).__name__} for "
+                    f"{algorithm.name!r}",
+                    accepted="a SpecConfig",
+                    fix="return config.evolve(...) from the plugin's hook",
+                )
+            )
+        return resolved
+
+    def _int_result(self, hook_name: str, skip: frozenset[str], **kwargs: Any) -> int:
+        value = self._call(hook_name, skip=skip, firstresult=True, **kwargs)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            detail = ", ".join(f"{k}={v}" for k, v in kwargs.items() if k in ("phase",))
+            raise PluginError(
+                problem(
+                    "SR115",
+                    f"{hook_name}({detail}) for {kwargs['algorithm'].name!r} returned {value!r}",
+                    accepted="an int >= 0",
+                    fix="return an int from the owning plugin's hook",
+                )
+            )
+        return value
+
+
+def _dedupe(problems: Iterable[Problem]) -> list[Problem]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in problems:
+        key = (p.code, p.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def _own_version() -> str | None:
+    try:
+        return importlib.metadata.version("specreg")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
