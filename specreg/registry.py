@@ -454,7 +454,7 @@ class Registry:
             problem(
                 code,
                 f"unknown {kind} {name!r}.{did_you_mean(key, choices)}",
-                accepted=", ".join(choices) or f"none: no plugin registered a {kind}",
+                accepted=", ".join(choices) or f"none: no plugin registered any {kind}",
                 fix=f"pass one of them to {flag}, or install the plugin that provides {name!r}",
                 field=kind,
             )
