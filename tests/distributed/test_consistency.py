@@ -82,7 +82,7 @@ def results(tmp_path_factory) -> list[dict]:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-    for rank, (proc, out) in enumerate(zip(procs, outputs)):
+    for rank, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
         assert proc.returncode == 0, f"rank {rank} failed:\n{out}"
     return [json.loads((root / f"rank{r}.json").read_text()) for r in range(WORLD)]
 
