@@ -1,0 +1,154 @@
+"""Hooks of the built-in EAGLE plugin. Imports neither torch nor triton.
+
+Registers `eagle` (alias `nextn`) and `eagle3`: tree drafters whose draft loop runs `num_steps`
+steps of `topk` branches and keeps `num_draft_tokens - 1` drafts (plus the root) for verification.
+Widths and gamma are the default plugin's (draft_decode = topk, draft_extend = target_verify =
+num_draft_tokens, gamma = num_draft_tokens - 1); this plugin infers unset parameters, validates
+the tree size and builds the verifier.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from specreg.errors import Problem, problem
+from specreg.hookspecs import hookimpl
+from specreg.specs import AlgorithmSpec, ParamRange
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from specreg.config import SpecConfig
+    from specreg.resolution import Resolution
+    from specreg.specs import CacheSpec
+
+#: SGLang's defaults: (num_steps, topk, num_draft_tokens) = (3, 1, 4).
+DEFAULT_NUM_STEPS = 3
+DEFAULT_TOPK = 1
+NAMES = frozenset({"eagle", "eagle3"})
+VERIFY_RULES = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
+
+
+def max_tree_nodes(num_steps: int, topk: int) -> int:
+    """Nodes the draft loop can produce, root included: 1 + topk + (num_steps - 1) * topk**2."""
+    return 1 + topk + (num_steps - 1) * topk * topk
+
+
+def infer_num_draft_tokens(num_steps: int, topk: int) -> int:
+    """The verify width used when num_draft_tokens is unset.
+
+    topk 1 (a chain): num_steps + 1. topk > 1: min(tree nodes, 1 + num_steps * topk), i.e. on
+    average `topk` drafts kept per level, never more than the tree holds.
+    """
+    if topk == 1:
+        return num_steps + 1
+    return min(max_tree_nodes(num_steps, topk), 1 + num_steps * topk)
+
+
+def _spec(name: str, *, aliases: tuple[str, ...], description: str) -> AlgorithmSpec:
+    return AlgorithmSpec(
+        name=name,
+        drafting="tree",
+        verify_rules=VERIFY_RULES,
+        description=description,
+        aliases=aliases,
+        uses_target_hidden_states=True,
+        owns_draft_kv=True,
+        num_steps=ParamRange(minimum=1, default=DEFAULT_NUM_STEPS),
+        topk=ParamRange(minimum=1, default=DEFAULT_TOPK),
+        num_draft_tokens=ParamRange(minimum=2, default=None),
+    )
+
+
+EAGLE = _spec(
+    "eagle",
+    aliases=("nextn",),
+    description=(
+        "EAGLE / EAGLE-2 tree drafting from the target's last hidden state (alias nextn: "
+        "multi-token-prediction heads). Tree greedy and tree sampling verification."
+    ),
+)
+EAGLE3 = _spec(
+    "eagle3",
+    aliases=(),
+    description=(
+        "EAGLE-3: the EAGLE tree drafter conditioned on target hidden states from several "
+        "layers. Same tree kernels and verification as eagle."
+    ),
+)
+
+
+def _owned(algorithm: AlgorithmSpec) -> bool:
+    return algorithm.name in NAMES
+
+
+@hookimpl
+def specreg_register_algorithms(register: Callable[..., None]) -> None:
+    register(EAGLE)
+    register(EAGLE3)
+
+
+@hookimpl
+def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> SpecConfig | None:
+    if not _owned(algorithm):
+        return None
+    steps = config.num_steps if config.num_steps is not None else DEFAULT_NUM_STEPS
+    topk = config.topk if config.topk is not None else DEFAULT_TOPK
+    draft_tokens = config.num_draft_tokens
+    if draft_tokens is None:
+        # Out-of-range steps/topk are reported by validation (SR103); infer something harmless.
+        draft_tokens = infer_num_draft_tokens(steps, topk) if steps >= 1 and topk >= 1 else 2
+    return config.evolve(num_steps=steps, topk=topk, num_draft_tokens=draft_tokens)
+
+
+@hookimpl
+def specreg_validate_config(
+    config: SpecConfig,
+    algorithm: AlgorithmSpec,
+    cache: CacheSpec | None,
+    resolution: Resolution | None,
+) -> list[Problem] | None:
+    if not _owned(algorithm):
+        return None
+    effective = resolution.config if resolution is not None else config
+    steps, topk, draft_tokens = effective.num_steps, effective.topk, effective.num_draft_tokens
+    if None in (steps, topk, draft_tokens) or steps < 1 or topk < 1 or draft_tokens < 2:
+        return []  # unset or out of the declared ranges: the default plugin reports SR103
+    given = "given" if config.num_draft_tokens is not None else "inferred"
+    if topk == 1 and draft_tokens != steps + 1:
+        return [
+            problem(
+                "SR201",
+                f"{algorithm.name}: topk=1 drafts a chain of num_steps={steps} tokens, so "
+                f"num_draft_tokens must be {steps + 1}, got {draft_tokens} ({given})",
+                accepted=f"num_draft_tokens = num_steps + 1 = {steps + 1} when topk = 1",
+                fix=f"set --speculative-num-draft-tokens {steps + 1} (or leave it unset), or "
+                "raise --speculative-eagle-topk",
+                field="num_draft_tokens",
+            )
+        ]
+    nodes = max_tree_nodes(steps, topk)
+    if draft_tokens > nodes:
+        return [
+            problem(
+                "SR200",
+                f"{algorithm.name}: num_draft_tokens={draft_tokens} ({given}) exceeds the "
+                f"{nodes} tree nodes that num_steps={steps}, topk={topk} can produce",
+                accepted=f"2 <= num_draft_tokens <= 1 + topk + (num_steps - 1) * topk**2 = {nodes}",
+                fix=f"set --speculative-num-draft-tokens to at most {nodes}, or raise "
+                "--speculative-num-steps / --speculative-eagle-topk",
+                field="num_draft_tokens",
+            )
+        ]
+    return []
+
+
+@hookimpl
+def specreg_make_verifier(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
+    if not _owned(algorithm):
+        return None
+    from specreg_eagle.verifier import EagleVerifier
+
+    return EagleVerifier(
+        num_steps=config.num_steps, topk=config.topk, num_draft_tokens=config.num_draft_tokens
+    )
