@@ -121,7 +121,8 @@ def specreg_validate_config(
 ) -> Sequence[Problem] | None:
     """Report every problem with a config, without raising.
 
-    A collecting hook: every plugin is called, and ``registry.resolve`` raises one
+    Called by ``registry.resolve`` and ``registry.check`` after the resolution hooks, for
+    every plugin: a collecting hook, and ``registry.resolve`` raises one
     ``ConfigError`` listing the problems of all of them. Problems with ``severity="warning"``
     are notices: they are kept in ``plan.notices`` and do not fail the config.
 

@@ -113,7 +113,6 @@ class Registry:
         self._pm.register(default_plugin, name=default_plugin.PLUGIN_NAME)
         self._origins: dict[str, Origin] = {}
         self._load_failures: list[PluginFailure] = []
-        self._registration_failures: list[PluginFailure] = []
         self._tables = _Tables({}, {}, {}, {})
         self._rebuild()
 
@@ -214,6 +213,8 @@ class Registry:
         try:
             self._pm.register(plugin, name=name)
         except pluggy.PluginValidationError as exc:
+            if self._pm.has_plugin(name):  # pluggy keeps a half-registered plugin
+                self._pm.unregister(name=name)
             self._fail(
                 name,
                 dist,
@@ -274,7 +275,6 @@ class Registry:
     # ------------------------------------------------------------------------ spec collection
     def _rebuild(self) -> None:
         """Ask every plugin to register its specs and rebuild the lookup tables."""
-        self._registration_failures = []
         claims: dict[str, dict[str, list[_Claim]]] = {"algorithm": {}, "cache": {}}
         refused: list[str] = []
         for hook_name, kind, spec_type in (
@@ -320,16 +320,15 @@ class Registry:
                             f"{ALLOWLIST_ENV}",
                         )
                     )
-                    origin = self._origins.get(plugin)
-                    self._registration_failures.append(
-                        PluginFailure(
-                            plugin=plugin,
-                            distribution=origin.distribution if origin else None,
-                            problem=prob,
-                            detail=traceback.format_exc(limit=5),
-                        )
-                    )
+                    origin = self._origins.pop(plugin, None)
+                    self._pm.unregister(name=plugin)
                     refused.append(plugin)
+                    self._fail(
+                        plugin,
+                        origin.distribution if origin else None,
+                        prob,
+                        detail=traceback.format_exc(limit=5),
+                    )
                     continue
                 for claim in pending:
                     for name in claim.spec.names:
@@ -342,13 +341,8 @@ class Registry:
                         del table[name]
         algorithms, alg_shadowed, alg_conflicts = self._settle(claims["algorithm"], "algorithm")
         caches, cache_shadowed, cache_conflicts = self._settle(claims["cache"], "cache")
-        if self.strict:
-            failures = self._registration_failures + [
-                PluginFailure(plugin="", distribution=None, problem=p)
-                for p in {**alg_conflicts, **cache_conflicts}.values()
-            ]
-            if failures:
-                raise PluginError([f.problem for f in failures])
+        if self.strict and (alg_conflicts or cache_conflicts):
+            raise PluginError([*alg_conflicts.values(), *cache_conflicts.values()])
         self._tables = _Tables(
             algorithms=algorithms,
             caches=caches,
@@ -400,7 +394,7 @@ class Registry:
             PluginFailure(plugin="", distribution=None, problem=p)
             for p in self._tables.conflicts.values()
         ]
-        return [*self._load_failures, *self._registration_failures, *conflicts]
+        return [*self._load_failures, *conflicts]
 
     def algorithms(self) -> list[AlgorithmSpec]:
         """Every registered algorithm once (aliases folded), sorted by name."""

@@ -1,0 +1,73 @@
+"""The catalog is the single source: codes used in code exist, docs are generated from it."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from specreg import catalog
+from specreg.cli import main
+
+ROOT = Path(__file__).parents[2]
+CODE_RE = re.compile(r"[\"'](SR\d{3})[\"']")
+
+
+def _used_codes():
+    used = {}
+    for base in ("specreg", "plugins", "examples"):
+        for path in (ROOT / base).rglob("*.py"):
+            if "catalog" in path.parts:
+                continue
+            for code in CODE_RE.findall(path.read_text(encoding="utf-8")):
+                used.setdefault(code, path)
+    return used
+
+
+def test_every_code_used_in_code_is_in_the_catalog():
+    entries = catalog.entries()
+    missing = {code: str(path) for code, path in _used_codes().items() if code not in entries}
+    assert not missing
+
+
+def test_every_entry_is_complete():
+    for entry in catalog.entries().values():
+        assert entry.title and entry.meaning and entry.when, entry.code
+        assert entry.solutions and all(s.strip() for s in entry.solutions), entry.code
+        assert entry.example_fix.strip(), entry.code
+
+
+def test_seed_failures_have_reserved_codes():
+    seeds = {e.code for e in catalog.entries().values() if e.seed}
+    assert seeds == {"SR100", "SR300", "SR400"}
+
+
+def test_docs_errors_page_is_generated_from_the_catalog():
+    page = ROOT / "docs" / "errors.md"
+    assert page.read_text(encoding="utf-8") == catalog.render_markdown(), (
+        "docs/errors.md is stale: run `specreg explain --markdown -o docs/errors.md`"
+    )
+
+
+def test_explain_prints_an_entry(capsys):
+    assert main(["explain", "sr100"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SR100: Unknown speculative phase")
+    for heading in ("What it means", "When it happens", "Solutions", "Example fix"):
+        assert heading in out
+
+
+def test_explain_unknown_code(capsys):
+    assert main(["explain", "SR1000"]) == 1
+    assert "unknown error code" in capsys.readouterr().err
+
+
+def test_explain_lists_every_code(capsys):
+    assert main(["explain"]) == 0
+    out = capsys.readouterr().out
+    assert all(code in out for code in catalog.entries())
+
+
+@pytest.mark.parametrize("bad", ["X100", "SR10", "sr100"])
+def test_codes_have_one_shape(bad):
+    with pytest.raises(ValueError):
+        catalog.ErrorEntry(code=bad, title="t", meaning="m", when="w", solutions=["s"], example_fix="e")

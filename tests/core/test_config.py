@@ -1,0 +1,89 @@
+import json
+
+import pytest
+
+from specreg import ConfigError, SpecConfig
+from specreg.config import SGLANG_FLAGS
+
+
+def test_from_dict_accepts_fields_and_sglang_spellings():
+    a = SpecConfig.from_dict({"algorithm": "EAGLE", "num_steps": 3, "topk": 4, "num_draft_tokens": 8})
+    b = SpecConfig.from_dict(
+        {
+            "--speculative-algorithm": "eagle",
+            "--speculative-num-steps": 3,
+            "speculative_eagle_topk": 4,
+            "speculative_num_draft_tokens": 8,
+        }
+    )
+    assert a == b
+    assert a.algorithm == "eagle"
+
+
+def test_flag_table_covers_the_sglang_flags():
+    assert set(SGLANG_FLAGS) == {
+        "--speculative-algorithm",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+        "--speculative-draft-config",
+        "--kv-cache",
+    }
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as info:
+        SpecConfig.from_dict(
+            {"algorithm": "eagle", "num_step": 3, "topk": "4", "num_draft_tokens": True,
+             "candidate_steps": [], "cache_options": {"x": 1}}
+        )
+    codes = info.value.codes
+    assert codes.count("SR104") == 3  # unknown key, two type errors
+    assert "SR105" in codes and "SR108" in codes
+    assert "num_steps" in str(info.value)  # the unknown key gets a suggestion
+
+
+def test_missing_algorithm_is_reported():
+    with pytest.raises(ConfigError) as info:
+        SpecConfig.from_dict({"num_steps": 3})
+    assert info.value.codes == ("SR104",)
+
+
+def test_draft_config_path_is_read(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"block_size": 8, "nested": {"a": [1, 2]}}))
+    config = SpecConfig.from_dict({"algorithm": "dspark", "draft_config": str(path)})
+    assert config.draft_config["block_size"] == 8
+    assert config.to_dict()["draft_config"] == {"block_size": 8, "nested": {"a": [1, 2]}}
+    with pytest.raises(TypeError):
+        config.draft_config["block_size"] = 9  # frozen
+
+
+@pytest.mark.parametrize("content", ["not json", "[1, 2]"])
+def test_unreadable_draft_config_is_sr106(tmp_path, content):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        SpecConfig.from_dict({"algorithm": "dspark", "draft_config": str(path)})
+    assert info.value.codes == ("SR106",)
+
+
+def test_missing_draft_config_is_sr106(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        SpecConfig.from_dict({"algorithm": "dspark", "draft_config": str(tmp_path / "nope.json")})
+    assert info.value.codes == ("SR106",)
+
+
+def test_config_is_frozen_and_hashable():
+    config = SpecConfig(algorithm="eagle", candidate_steps=[1, 3])
+    assert config.candidate_steps == (1, 3)
+    with pytest.raises(AttributeError):
+        config.topk = 2  # type: ignore[misc]
+    assert hash(config) == hash(SpecConfig(algorithm="eagle", candidate_steps=(1, 3)))
+
+
+def test_candidate_steps_rules():
+    for bad in ([-1], [1, 1], ["a"]):
+        with pytest.raises(ConfigError) as info:
+            SpecConfig(algorithm="eagle", candidate_steps=bad)
+        assert info.value.codes == ("SR105",)

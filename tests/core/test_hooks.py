@@ -1,0 +1,231 @@
+"""One test per hook specification, named after it (datasette style), plus the meta test."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import specreg.hookspecs as hookspecs
+from specreg import (
+    AlgorithmSpec,
+    CacheSpec,
+    ConfigError,
+    ParamRange,
+    Phase,
+    PluginError,
+    Registry,
+    hookimpl,
+    problem,
+)
+
+TREE = AlgorithmSpec(
+    name="treealgo",
+    drafting="tree",
+    verify_rules=("tree_greedy",),
+    num_steps=ParamRange(1, 8, 3),
+    topk=ParamRange(1, 8, 2),
+    num_draft_tokens=ParamRange(2, 64, 6),
+)
+CACHE = CacheSpec(name="memcache", options={"rows": 16})
+
+
+class TreePlugin:
+    """Registers TREE and CACHE; each test adds the hook it exercises."""
+
+    @hookimpl
+    def specreg_register_algorithms(self, register):
+        register(TREE)
+
+    @hookimpl
+    def specreg_register_caches(self, register):
+        register(CACHE)
+
+
+def make_registry(*plugins) -> Registry:
+    registry = Registry()
+    registry.register_plugin(TreePlugin(), "tree")
+    for i, plugin in enumerate(plugins):
+        assert registry.register_plugin(plugin, f"extra{i}") == f"extra{i}", registry.failures
+    return registry
+
+
+def test_every_hookspec_has_a_test():
+    names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("specreg_")]
+    assert len(names) == 8
+    missing = [n for n in names if f"test_hook_{n}" not in globals()]
+    assert not missing, f"hooks without a test: {missing}"
+
+
+def test_every_hookspec_has_a_docstring_that_says_when_and_returns():
+    for name, func in inspect.getmembers(hookspecs, inspect.isfunction):
+        if name.startswith("specreg_"):
+            doc = inspect.getdoc(func) or ""
+            assert "Called" in doc and ":returns:" in doc, name
+
+
+def test_hook_specreg_register_algorithms():
+    registry = make_registry()
+    spec = registry.get_algorithm("TREEALGO")
+    assert spec.drafting == "tree" and spec.origin.plugin == "tree"
+
+
+def test_hook_specreg_register_caches():
+    registry = make_registry()
+    cache = registry.get_cache("MemCache")
+    assert cache.name == "memcache" and cache.options == {"rows": 16}
+    assert cache.origin.plugin == "tree"
+
+
+def test_hook_specreg_resolve_config():
+    class Infer:
+        @hookimpl
+        def specreg_resolve_config(self, config, algorithm):
+            if config.num_draft_tokens is None:
+                return config.evolve(num_steps=config.num_steps or 3, topk=config.topk or 2,
+                                     num_draft_tokens=(config.num_steps or 3) * 2 + 1)
+            return None
+
+    plan = make_registry(Infer()).resolve({"algorithm": "treealgo", "num_steps": 4})
+    assert plan.config.num_draft_tokens == 9
+    plan = make_registry().resolve({"algorithm": "treealgo", "num_steps": 4})
+    assert plan.config.num_draft_tokens == 6  # default plugin: spec default
+
+
+def test_hook_specreg_resolve_gamma():
+    class Gamma:
+        @hookimpl
+        def specreg_resolve_gamma(self, config, algorithm):
+            return config.num_draft_tokens + 100 if algorithm.name == "treealgo" else None
+
+    assert make_registry().resolve({"algorithm": "treealgo"}).gamma == 5
+    assert make_registry(Gamma()).resolve({"algorithm": "treealgo"}).gamma == 106
+
+
+def test_hook_specreg_num_tokens_per_req():
+    class Widths:
+        @hookimpl
+        def specreg_num_tokens_per_req(self, config, phase, is_draft_worker):
+            if phase is Phase.TARGET_VERIFY and is_draft_worker:
+                return config.num_draft_tokens - 1
+            return None
+
+    plan = make_registry(Widths()).resolve(
+        {"algorithm": "treealgo", "num_steps": 3, "topk": 4, "num_draft_tokens": 8}
+    )
+    assert plan.num_tokens_per_req(Phase.DRAFT_DECODE) == 4
+    assert plan.num_tokens_per_req("draft_extend") == 8
+    assert plan.num_tokens_per_req("target_verify") == 8
+    assert plan.num_tokens_per_req("target_verify", is_draft_worker=True) == 7
+    assert plan.num_tokens_per_req("draft_decode", is_draft_worker=True) == 4
+
+
+def test_hook_specreg_validate_config():
+    class Validate:
+        @hookimpl
+        def specreg_validate_config(self, config, algorithm, cache, resolution):
+            found = []
+            if config.topk == 3:
+                found.append(problem("SR103", "topk 3 is unlucky", accepted="not 3", fix="use 2"))
+            if resolution is not None and resolution.gamma > 10:
+                found.append(problem("SR103", "gamma too big", severity="warning"))
+            return found
+
+    registry = make_registry(Validate())
+    with pytest.raises(ConfigError) as info:
+        registry.resolve({"algorithm": "treealgo", "topk": 3, "num_steps": 99})
+    # both plugins' problems in one error: the default plugin's range check and ours
+    assert {p.message for p in info.value.problems} == {
+        "treealgo: num_steps=99 (given) is out of range",
+        "topk 3 is unlucky",
+    }
+    plan = registry.resolve({"algorithm": "treealgo", "num_draft_tokens": 20})
+    assert [n.message for n in plan.notices] == ["gamma too big"]
+
+
+def test_hook_specreg_make_verifier():
+    class Verifier:
+        def describe(self):
+            return "tree verifier"
+
+    class Make:
+        @hookimpl
+        def specreg_make_verifier(self, config, algorithm):
+            return Verifier() if algorithm.drafting == "tree" else None
+
+    assert make_registry().resolve({"algorithm": "treealgo"}).verifier is None
+    plan = make_registry(Make()).resolve({"algorithm": "treealgo"})
+    assert isinstance(plan.verifier, Verifier)
+    assert plan.to_dict()["verifier"] == "tree verifier"
+
+
+def test_hook_specreg_make_cache_swapper():
+    class Swapper:
+        def __init__(self, steps, rows):
+            self.steps, self.rows = steps, rows
+
+    class Make:
+        @hookimpl
+        def specreg_make_cache_swapper(self, config, cache, resolution):
+            if cache.name != "memcache":
+                return None
+            rows = config.cache_options.get("rows", cache.options["rows"])
+            return Swapper(resolution.target[Phase.TARGET_VERIFY], rows)
+
+    plan = make_registry(Make()).resolve(
+        {"algorithm": "treealgo", "num_draft_tokens": 5, "cache": "memcache",
+         "cache_options": {"rows": 32}}
+    )
+    assert plan.cache.name == "memcache"
+    assert (plan.cache_swapper.steps, plan.cache_swapper.rows) == (5, 32)
+    with pytest.raises(ConfigError) as info:
+        make_registry(Make()).resolve(
+            {"algorithm": "treealgo", "cache": "memcache", "cache_options": {"rowz": 1}}
+        )
+    assert info.value.code == "SR108" and "Did you mean 'rows'" in str(info.value)
+
+
+def test_hook_errors_name_the_plugin():
+    class Raises:
+        @hookimpl
+        def specreg_resolve_gamma(self, config, algorithm):
+            raise ZeroDivisionError("oops")
+
+    with pytest.raises(ConfigError) as info:
+        make_registry(Raises()).resolve({"algorithm": "treealgo"})
+    assert info.value.code == "SR114" and "'extra0'" in str(info.value)
+
+
+def test_hook_returning_garbage_is_sr115():
+    class Garbage:
+        @hookimpl
+        def specreg_num_tokens_per_req(self, config, phase):
+            return "wide"
+
+    with pytest.raises(ConfigError) as info:
+        make_registry(Garbage()).resolve({"algorithm": "treealgo"})
+    assert info.value.code == "SR115"
+
+
+def test_validation_must_return_problems():
+    class Strings:
+        @hookimpl
+        def specreg_validate_config(self):
+            return ["not a problem object"]
+
+    with pytest.raises(ConfigError) as info:
+        make_registry(Strings()).resolve({"algorithm": "treealgo"})
+    assert info.value.code == "SR114"
+
+
+def test_wrappers_are_refused():
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def specreg_resolve_gamma(self):
+            return (yield)
+
+    registry = Registry()
+    assert registry.register_plugin(Wrapper(), "wrapper") is None
+    assert registry.failures[0].problem.code == "SR111"
+    with pytest.raises(PluginError):
+        Registry(strict=True).register_plugin(Wrapper(), "wrapper")
