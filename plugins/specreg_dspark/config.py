@@ -1,0 +1,733 @@
+"""Draft-checkpoint configs of DFlash and DSpark, and their runtime (gamma, widths) resolution.
+
+Torch-free: imported by the plugin at entry-point load.
+
+Resolution order of every DSpark field (first hit wins):
+
+1. the prefixed top-level key (``dspark_block_size``, ``dspark_markov_rank``,
+   ``dspark_noise_token_id``, ``dspark_target_layer_ids``, ``dspark_markov_head_type``,
+   ``dspark_bonus_anchor``): a draft head bundled in the target checkpoint;
+2. the ``dspark_config`` sub-dict;
+3. the text config (``text_config``);
+4. the top-level key;
+5. the DFlash base parse (``dflash_config`` sub-dict, then top-level keys).
+
+The target vocab size, used to range-check ``mask_token_id``, is read from a
+``target_vocab_size`` key when present, else from ``vocab_size`` (the draft shares the target's
+vocabulary), following the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from specreg.errors import ConfigError, Problem, problem
+
+DEFAULT_DSPARK_GAMMA = 7
+DEFAULT_DFLASH_BLOCK_SIZE = 16
+DEFAULT_MASK_TOKEN = "<|MASK|>"
+MARKOV_HEAD_TYPES: tuple[str, ...] = ("vanilla", "gated", "rnn")
+Layout = Literal["dense", "bonus_anchor"]
+LAYOUTS: tuple[str, ...] = ("dense", "bonus_anchor")
+
+_PREFIXED: Mapping[str, str] = {
+    "block_size": "dspark_block_size",
+    "markov_rank": "dspark_markov_rank",
+    "mask_token_id": "dspark_noise_token_id",
+    "target_layer_ids": "dspark_target_layer_ids",
+    "markov_head_type": "dspark_markov_head_type",
+    "bonus_anchor": "dspark_bonus_anchor",
+}
+_FLAG_N = "--speculative-num-draft-tokens"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _sub(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = mapping.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def gamma_from_num_draft_tokens(num_draft_tokens: int) -> int:
+    """gamma = num_draft_tokens - 1; below 2 draft tokens is SR300 (nothing to propose)."""
+    prob = _num_draft_tokens_problem(num_draft_tokens)
+    if prob is not None:
+        raise ConfigError(prob)
+    return int(num_draft_tokens) - 1
+
+
+def _num_draft_tokens_problem(num_draft_tokens: Any, algorithm: str = "dspark") -> Problem | None:
+    if _is_int(num_draft_tokens) and num_draft_tokens >= 2:
+        return None
+    return problem(
+        "SR300",
+        f"{algorithm} num_draft_tokens must be >= 2 (= gamma + 1), got {num_draft_tokens!r}",
+        accepted="num_draft_tokens >= 2 (gamma >= 1); 4 to 8 is typical",
+        fix=f"set {_FLAG_N} to gamma + 1 (e.g. 8 for gamma 7), or leave it unset so gamma comes "
+        "from the draft checkpoint; drop --speculative-algorithm to turn speculation off",
+        field="num_draft_tokens",
+    )
+
+
+class _Reader:
+    """Reads fields from layered sources, remembering where each value came from."""
+
+    def __init__(self, layers: list[tuple[str, Mapping[str, Any]]], problems: list[Problem]):
+        self.layers = layers
+        self.problems = problems
+        self.sources: dict[str, str] = {}
+
+    def raw(self, field: str, keys: Mapping[str, str] | None = None) -> tuple[Any, str | None]:
+        for label, mapping in self.layers:
+            key = (keys or {}).get(label, field)
+            if key is None or key not in mapping or mapping[key] is None:
+                continue
+            where = key if label in ("", "prefixed") else f"{label}.{key}"
+            self.sources[field] = where
+            return mapping[key], where
+        return None, None
+
+    def bad(self, field: str, where: str | None, value: Any, accepted: str, fix: str = "") -> None:
+        self.problems.append(
+            problem(
+                "SR301",
+                f"draft config {where or field}={value!r} is invalid",
+                accepted=accepted,
+                fix=fix or f"correct {where or field} in the draft checkpoint's config.json",
+                field=field,
+            )
+        )
+
+    def integer(self, field: str, *, minimum: int, keys: Mapping[str, str] | None = None) -> int | None:
+        value, where = self.raw(field, keys)
+        if value is None:
+            return None
+        if not _is_int(value) or value < minimum:
+            self.bad(field, where, value, f"an integer >= {minimum}")
+            return None
+        return int(value)
+
+    def layer_ids(self, keys: Mapping[str, str] | None = None) -> tuple[int, ...] | None:
+        value, where = self.raw("target_layer_ids", keys)
+        if value is None:
+            return None
+        if (
+            not isinstance(value, (list, tuple))
+            or not value
+            or not all(_is_int(v) and v >= 0 for v in value)
+        ):
+            self.bad("target_layer_ids", where, value, "a non-empty list of layer ids >= 0")
+            return None
+        return tuple(int(v) for v in value)
+
+    def text(self, field: str, keys: Mapping[str, str] | None = None) -> str | None:
+        value, where = self.raw(field, keys)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.bad(field, where, value, "a non-empty string")
+            return None
+        return value
+
+    def boolean(self, field: str, keys: Mapping[str, str] | None = None) -> bool | None:
+        value, where = self.raw(field, keys)
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            self.bad(field, where, value, "true or false")
+            return None
+        return value
+
+
+def _check_mapping(mapping: Any) -> list[Problem]:
+    if isinstance(mapping, Mapping):
+        return []
+    return [
+        problem(
+            "SR301",
+            f"the draft config must be a mapping (config.json object), got {type(mapping).__name__}",
+            accepted="a JSON object",
+            fix="pass the draft checkpoint's config.json (a path or a dict)",
+            field="draft_config",
+        )
+    ]
+
+
+def _check_layer_range(
+    ids: tuple[int, ...] | None, num_target_layers: int | None, where: str | None
+) -> list[Problem]:
+    if ids is None or num_target_layers is None:
+        return []
+    bad = [i for i in ids if i >= num_target_layers]
+    if not bad:
+        return []
+    return [
+        problem(
+            "SR307",
+            f"target_layer_ids ({where}) contains {bad}, outside the {num_target_layers} target "
+            "layers",
+            accepted=f"layer ids in [0, {num_target_layers})",
+            fix="use layer ids below num_target_layers, or correct num_target_layers",
+            field="target_layer_ids",
+        )
+    ]
+
+
+# -------------------------------------------------------------------------------------- DFlash
+@attrs.frozen(kw_only=True)
+class DFlashDraftConfig:
+    """The fields of a DFlash draft checkpoint that sizing and drafting need."""
+
+    num_hidden_layers: int | None = None
+    num_target_layers: int | None = None
+    block_size: int | None = None
+    target_layer_ids: tuple[int, ...] | None = None
+    mask_token: str = DEFAULT_MASK_TOKEN
+    mask_token_id: int | None = None
+    target_vocab_size: int | None = None
+    sources: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
+
+    @classmethod
+    def from_hf_config(cls, mapping: Mapping[str, Any]) -> DFlashDraftConfig:
+        """Parse a config.json mapping; `ConfigError` listing every problem."""
+        config, problems = parse_dflash_draft_config(mapping)
+        if problems:
+            raise ConfigError(problems)
+        return config
+
+    def resolve_block_size(self, default: int = DEFAULT_DFLASH_BLOCK_SIZE) -> int:
+        return self.block_size if self.block_size is not None else default
+
+
+def parse_dflash_draft_config(mapping: Any) -> tuple[DFlashDraftConfig, list[Problem]]:
+    """Parse without raising: the config (invalid fields left unset) and every problem."""
+    problems = _check_mapping(mapping)
+    if problems:
+        return DFlashDraftConfig(), problems
+    sub = _sub(mapping, "dflash_config")
+    text = _sub(mapping, "text_config")
+    r = _Reader([("dflash_config", sub), ("", mapping)], problems)
+    with_text = _Reader([("dflash_config", sub), ("text_config", text), ("", mapping)], problems)
+    num_hidden_layers = with_text.integer("num_hidden_layers", minimum=1)
+    num_target_layers = r.integer("num_target_layers", minimum=1)
+    block_size = r.integer("block_size", minimum=1)
+    ids = r.layer_ids()
+    mask_token = r.text("mask_token")
+    mask_token_id = r.integer("mask_token_id", minimum=0)
+    vocab = with_text.integer("target_vocab_size", minimum=1)
+    if vocab is None:
+        vocab = with_text.integer("vocab_size", minimum=1)
+    problems += _check_layer_range(ids, num_target_layers, r.sources.get("target_layer_ids"))
+    sources = {**with_text.sources, **r.sources}
+    config = DFlashDraftConfig(
+        num_hidden_layers=num_hidden_layers,
+        num_target_layers=num_target_layers,
+        block_size=block_size,
+        target_layer_ids=ids,
+        mask_token=mask_token or DEFAULT_MASK_TOKEN,
+        mask_token_id=mask_token_id,
+        target_vocab_size=vocab,
+        sources=sources,
+    )
+    return config, problems
+
+
+# -------------------------------------------------------------------------------------- DSpark
+@attrs.frozen(kw_only=True)
+class DSparkDraftConfig:
+    """A DSpark draft checkpoint: the DFlash backbone plus the Markov head and anchor layout.
+
+    ``gamma`` is the number of proposed tokens per step. ``layout`` is ``"dense"`` (sample from
+    the anchor: slot k predicts anchor+k+1, checkpoint block_size = gamma) or ``"bonus_anchor"``
+    (speculators 1+N: slot 0 is a conditioning anchor, checkpoint block_size = gamma + 1).
+    """
+
+    num_hidden_layers: int | None = None
+    num_target_layers: int | None = None
+    gamma: int | None = None
+    target_layer_ids: tuple[int, ...] | None = None
+    mask_token: str = DEFAULT_MASK_TOKEN
+    mask_token_id: int | None = None
+    markov_rank: int = 0
+    markov_head_type: str | None = None
+    layout: Layout = "dense"
+    block_size: int | None = None
+    target_vocab_size: int | None = None
+    bundled: bool = False
+    sources: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
+
+    @classmethod
+    def from_hf_config(cls, mapping: Mapping[str, Any]) -> DSparkDraftConfig:
+        """Parse a config.json mapping; `ConfigError` listing every problem."""
+        config, problems = parse_dspark_draft_config(mapping)
+        errors = [p for p in problems if p.is_error]
+        if errors:
+            raise ConfigError(errors)
+        return config
+
+    @property
+    def sample_from_anchor(self) -> bool:
+        return self.layout == "dense"
+
+    def resolve_gamma(self, *, default: int | None = None) -> int | None:
+        return self.gamma if self.gamma is not None else default
+
+    def draft_width(self, gamma: int) -> int:
+        """Tokens per request in one draft forward: gamma (dense) or gamma + 1 (bonus-anchor)."""
+        return gamma if self.layout == "dense" else gamma + 1
+
+
+def _speculative_tokens(mapping: Mapping[str, Any], problems: list[Problem]) -> int | None:
+    """``speculators_config.proposal_methods[<default_proposal_method>].speculative_tokens``."""
+    spec = _sub(mapping, "speculators_config")
+    methods = spec.get("proposal_methods")
+    if not methods:
+        return None
+    wanted = spec.get("default_proposal_method")
+    chosen: Any = None
+    if isinstance(methods, Mapping):
+        chosen = methods.get(wanted) if wanted in methods else next(iter(methods.values()))
+    elif isinstance(methods, (list, tuple)):
+        named = [m for m in methods if isinstance(m, Mapping) and m.get("proposal_type") == wanted]
+        chosen = named[0] if named else methods[0]
+    value = chosen.get("speculative_tokens") if isinstance(chosen, Mapping) else None
+    if value is None:
+        return None
+    if not _is_int(value) or value < 1:
+        problems.append(
+            problem(
+                "SR301",
+                f"draft config speculators_config speculative_tokens={value!r} is invalid",
+                accepted="an integer >= 1",
+                fix="correct speculators_config.proposal_methods in config.json",
+                field="gamma",
+            )
+        )
+        return None
+    return int(value)
+
+
+def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Problem]]:
+    """Parse without raising: the config (invalid fields left at defaults) and every problem."""
+    base, problems = parse_dflash_draft_config(mapping)
+    if not isinstance(mapping, Mapping):
+        return DSparkDraftConfig(), problems
+    layers = [
+        ("prefixed", mapping),
+        ("dspark_config", _sub(mapping, "dspark_config")),
+        ("text_config", _sub(mapping, "text_config")),
+        ("", mapping),
+    ]
+    r = _Reader(layers, problems)
+    bundled = any(mapping.get(key) is not None for key in _PREFIXED.values())
+
+    def keys_for(field: str) -> dict[str, str | None]:
+        return {"prefixed": _PREFIXED.get(field)}
+
+    def pick(value: Any, field: str, fallback: Any) -> Any:
+        if value is None and fallback is not None and field in base.sources:
+            r.sources[field] = base.sources[field]
+        return fallback if value is None else value
+
+    num_hidden_layers = pick(
+        r.integer("num_hidden_layers", minimum=1, keys=keys_for("num_hidden_layers")),
+        "num_hidden_layers",
+        base.num_hidden_layers,
+    )
+    num_target_layers = pick(
+        r.integer("num_target_layers", minimum=1, keys=keys_for("num_target_layers")),
+        "num_target_layers",
+        base.num_target_layers,
+    )
+    block_size = pick(
+        r.integer("block_size", minimum=1, keys=keys_for("block_size")), "block_size", base.block_size
+    )
+    ids = pick(r.layer_ids(keys=keys_for("target_layer_ids")), "target_layer_ids", base.target_layer_ids)
+    mask_token = pick(r.text("mask_token", keys=keys_for("mask_token")), "mask_token", base.mask_token)
+    mask_token_id = pick(
+        r.integer("mask_token_id", minimum=0, keys=keys_for("mask_token_id")),
+        "mask_token_id",
+        base.mask_token_id,
+    )
+    markov_rank = r.integer("markov_rank", minimum=0, keys=keys_for("markov_rank"))
+    head_type = r.text("markov_head_type", keys=keys_for("markov_head_type"))
+    if head_type is not None:
+        head_type = head_type.strip().lower()
+        if head_type not in MARKOV_HEAD_TYPES:
+            problems.append(
+                problem(
+                    "SR302",
+                    f"unsupported DSpark markov_head_type={head_type!r} "
+                    f"({r.sources['markov_head_type']})",
+                    accepted=", ".join(MARKOV_HEAD_TYPES),
+                    fix="set markov_head_type to one of the supported heads",
+                    field="markov_head_type",
+                )
+            )
+            head_type = None
+    if markov_rank and head_type is None and not bundled and "markov_head_type" not in r.sources:
+        problems.append(
+            problem(
+                "SR302",
+                f"DSpark requires markov_head_type when markov_rank > 0 (markov_rank="
+                f"{markov_rank}), got none",
+                accepted=", ".join(MARKOV_HEAD_TYPES),
+                fix="add markov_head_type to the draft config (dspark_config.markov_head_type)",
+                field="markov_head_type",
+            )
+        )
+    if markov_rank and head_type is None and bundled:
+        head_type = "vanilla"  # bundled (prefixed-key) heads are vanilla
+    layout, problems_layout = _layout(mapping, r, keys_for)
+    problems += problems_layout
+    vocab = base.target_vocab_size
+    for field in ("target_vocab_size", "vocab_size"):
+        found = r.integer(field, minimum=1, keys=keys_for(field))
+        if found is not None:
+            vocab = found
+            break
+    gamma = _gamma(layout, block_size, _speculative_tokens(mapping, problems), r, problems)
+    problems += _check_layer_range(ids, num_target_layers, r.sources.get("target_layer_ids"))
+    config = DSparkDraftConfig(
+        num_hidden_layers=num_hidden_layers,
+        num_target_layers=num_target_layers,
+        gamma=gamma,
+        target_layer_ids=ids,
+        mask_token=mask_token or DEFAULT_MASK_TOKEN,
+        mask_token_id=mask_token_id,
+        markov_rank=markov_rank or 0,
+        markov_head_type=head_type,
+        layout=layout,
+        block_size=block_size,
+        target_vocab_size=vocab,
+        bundled=bundled,
+        sources=dict(r.sources),
+    )
+    return config, _dedupe(problems)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in problems:
+        if (p.code, p.message) not in seen:
+            seen.add((p.code, p.message))
+            out.append(p)
+    return out
+
+
+def _layout(mapping: Mapping[str, Any], r: _Reader, keys_for: Any) -> tuple[Layout, list[Problem]]:
+    """``sample_from_anchor`` / ``dspark_bonus_anchor`` (explicit) or the speculators model type."""
+    sample = r.boolean("sample_from_anchor", keys=keys_for("sample_from_anchor"))
+    bonus = r.boolean("bonus_anchor", keys=keys_for("bonus_anchor"))
+    if sample is not None and bonus is not None and sample == bonus:
+        return "dense", [
+            problem(
+                "SR306",
+                f"the draft config says both sample_from_anchor={sample} "
+                f"({r.sources['sample_from_anchor']}) and bonus_anchor={bonus} "
+                f"({r.sources['bonus_anchor']}); they contradict each other",
+                accepted="sample_from_anchor = not bonus_anchor (or only one of them)",
+                fix="keep one of the two keys; silently picking either one misreads every draft "
+                "slot",
+                field="layout",
+            )
+        ]
+    if sample is not None:
+        return ("dense" if sample else "bonus_anchor"), []
+    if bonus is not None:
+        return ("bonus_anchor" if bonus else "dense"), []
+    model_type = mapping.get("speculators_model_type")
+    if isinstance(model_type, str) and model_type.strip().lower() == "dspark":
+        r.sources["layout"] = "speculators_model_type"
+        return "bonus_anchor", []
+    return "dense", []
+
+
+def _gamma(
+    layout: Layout,
+    block_size: int | None,
+    speculative_tokens: int | None,
+    r: _Reader,
+    problems: list[Problem],
+) -> int | None:
+    where = r.sources.get("block_size", "block_size")
+    prefixed = where == _PREFIXED["block_size"]
+    if block_size is None and speculative_tokens is None:
+        return None
+    expected_block = None
+    if speculative_tokens is not None:
+        expected_block = speculative_tokens if layout == "dense" else speculative_tokens + 1
+        if block_size is not None and not prefixed and block_size != expected_block:
+            problems.append(
+                problem(
+                    "SR306",
+                    f"the draft config's {where}={block_size} does not fit speculative_tokens="
+                    f"{speculative_tokens} in the {layout} layout (expected block_size="
+                    f"{expected_block})",
+                    accepted="dense: block_size = gamma; bonus_anchor: block_size = gamma + 1",
+                    fix="set sample_from_anchor (true = dense, false = bonus-anchor) to the "
+                    "layout the checkpoint was trained with; silently picking either one "
+                    "misreads every draft slot",
+                    field="layout",
+                )
+            )
+        r.sources["gamma"] = "speculators_config.speculative_tokens"
+        return speculative_tokens
+    assert block_size is not None
+    r.sources["gamma"] = where
+    if prefixed or layout == "dense":
+        return block_size
+    if block_size < 2:
+        problems.append(
+            problem(
+                "SR301",
+                f"draft config {where}={block_size} is invalid for the bonus-anchor layout "
+                "(block_size = gamma + 1 leaves no draft slot)",
+                accepted="block_size >= 2 in the bonus-anchor layout",
+                fix="correct block_size, or mark the checkpoint dense (sample_from_anchor: true)",
+                field="block_size",
+            )
+        )
+        return None
+    return block_size - 1
+
+
+# ---------------------------------------------------------------------------- runtime resolution
+@attrs.frozen(kw_only=True)
+class BlockRuntime:
+    """What one resolved DSpark/DFlash config means at run time.
+
+    ``num_draft_tokens`` (n) is the target verify width = gamma + 1; ``draft_width`` is the
+    draft forward width (DSpark: gamma dense / gamma + 1 bonus-anchor; DFlash: the block size).
+    """
+
+    algorithm: str
+    gamma: int
+    num_draft_tokens: int
+    draft_width: int
+    layout: Layout = "dense"
+    mask_token_id: int | None = None
+    target_layer_ids: tuple[int, ...] | None = None
+    markov_rank: int = 0
+    markov_head_type: str | None = None
+
+    @property
+    def sample_from_anchor(self) -> bool:
+        return self.layout == "dense"
+
+    def widths(self, is_draft_worker: bool) -> dict[str, int]:
+        """Per-request token width of each phase on one worker (see docs/plugins/dspark.md)."""
+        return {
+            "draft_decode": self.draft_width,
+            "draft_extend": self.num_draft_tokens,
+            "target_verify": self.draft_width if is_draft_worker else self.num_draft_tokens,
+        }
+
+
+def _no_checkpoint_notice(algorithm: str, used: str) -> Problem:
+    return problem(
+        "SR308",
+        f"no draft checkpoint config was given for {algorithm}: {used}; mask_token_id, "
+        "markov head and anchor layout are not checked (dense layout assumed)",
+        accepted="a draft config (--speculative-draft-config PATH/config.json)",
+        fix="pass the draft checkpoint's config.json so gamma and the layout are checked",
+        field="draft_config",
+        severity="warning",
+    )
+
+
+def _mask_problems(algorithm: str, mask_token_id: int | None, vocab: int | None, where: str) -> list[Problem]:
+    if mask_token_id is None:
+        return [
+            problem(
+                "SR304",
+                f"{algorithm} requires mask_token_id to be set in the draft model config",
+                accepted="an integer in [0, target vocab size)",
+                fix="add mask_token_id (or dspark_config.mask_token_id) to the draft config.json",
+                field="mask_token_id",
+            )
+        ]
+    if vocab is not None and mask_token_id >= vocab:
+        return [
+            problem(
+                "SR304",
+                f"{algorithm} mask_token_id={mask_token_id} ({where}) is outside the target vocab "
+                f"size {vocab}",
+                accepted=f"mask_token_id in [0, {vocab})",
+                fix="use the checkpoint's mask/noise token id, or correct vocab_size / "
+                "target_vocab_size in the draft config",
+                field="mask_token_id",
+            )
+        ]
+    return []
+
+
+def analyse_dspark(
+    draft_config: Mapping[str, Any] | None, num_draft_tokens: int | None
+) -> tuple[BlockRuntime, list[Problem]]:
+    """Resolve DSpark's gamma and widths; never raises. Returns the runtime (defaults where the
+    inputs are invalid) and every problem (errors and warning notices)."""
+    problems: list[Problem] = []
+    cfg = DSparkDraftConfig()
+    if draft_config is not None:
+        cfg, found = parse_dspark_draft_config(draft_config)
+        problems += found
+    ckpt_gamma = cfg.gamma
+    if num_draft_tokens is not None:
+        prob = _num_draft_tokens_problem(num_draft_tokens, "dspark")
+        if prob is not None:
+            problems.append(prob)
+            gamma = max(int(num_draft_tokens) - 1, 0) if _is_int(num_draft_tokens) else 0
+        else:
+            gamma = num_draft_tokens - 1
+            if ckpt_gamma is not None and ckpt_gamma != gamma:
+                where = cfg.sources.get("gamma", "block_size")
+                problems.append(
+                    problem(
+                        "SR305",
+                        f"DSpark gamma mismatch: {_FLAG_N} {num_draft_tokens} means gamma={gamma}, "
+                        f"but the draft config's {where} gives gamma={ckpt_gamma} "
+                        f"({cfg.layout} layout)",
+                        accepted=f"{_FLAG_N} {ckpt_gamma + 1} (= gamma + 1), or unset",
+                        fix=f"set {_FLAG_N} {ckpt_gamma + 1}, or leave it unset to use the "
+                        "checkpoint's gamma; silently choosing one misreads every draft slot",
+                        field="num_draft_tokens",
+                    )
+                )
+    elif ckpt_gamma is not None:
+        gamma = ckpt_gamma
+    else:
+        gamma = DEFAULT_DSPARK_GAMMA
+        if draft_config is not None:
+            problems.append(
+                problem(
+                    "SR309",
+                    f"neither {_FLAG_N} nor the draft config's block_size sets gamma; using the "
+                    f"default gamma {DEFAULT_DSPARK_GAMMA} ({_FLAG_N} {DEFAULT_DSPARK_GAMMA + 1})",
+                    accepted=f"{_FLAG_N} >= 2, or block_size in the draft config",
+                    fix=f"set {_FLAG_N} to gamma + 1 to choose gamma explicitly",
+                    field="num_draft_tokens",
+                    severity="warning",
+                )
+            )
+    if draft_config is None and not any(p.code == "SR300" for p in problems):
+        used = (
+            f"gamma {gamma} from {_FLAG_N} {num_draft_tokens}"
+            if num_draft_tokens is not None
+            else f"the default gamma {DEFAULT_DSPARK_GAMMA}"
+        )
+        problems.append(_no_checkpoint_notice("dspark", used))
+    elif draft_config is not None:
+        if cfg.markov_rank <= 0 and not any(p.field == "markov_rank" for p in problems):
+            problems.append(
+                problem(
+                    "SR303",
+                    f"DSpark draft requires markov_rank > 0; got markov_rank={cfg.markov_rank} "
+                    f"({cfg.sources.get('markov_rank', 'unset')})",
+                    accepted="markov_rank >= 1 (the Markov head's rank), with markov_head_type",
+                    fix="use a DSpark checkpoint (with markov_w1/markov_w2 and markov_rank), or "
+                    "--speculative-algorithm dflash for a plain DFlash draft",
+                    field="markov_rank",
+                )
+            )
+        if not any(p.field == "mask_token_id" for p in problems):
+            problems += _mask_problems(
+                "DSpark",
+                cfg.mask_token_id,
+                cfg.target_vocab_size,
+                cfg.sources.get("mask_token_id", "mask_token_id"),
+            )
+    runtime = BlockRuntime(
+        algorithm="dspark",
+        gamma=gamma,
+        num_draft_tokens=gamma + 1,
+        draft_width=cfg.draft_width(gamma),
+        layout=cfg.layout,
+        mask_token_id=cfg.mask_token_id,
+        target_layer_ids=cfg.target_layer_ids,
+        markov_rank=cfg.markov_rank,
+        markov_head_type=cfg.markov_head_type,
+    )
+    return runtime, problems
+
+
+def analyse_dflash(
+    draft_config: Mapping[str, Any] | None, num_draft_tokens: int | None
+) -> tuple[BlockRuntime, list[Problem]]:
+    """Resolve DFlash's verify width and block size; never raises.
+
+    One knob sets both: the block comes from the checkpoint (``block_size``), else from
+    ``num_draft_tokens``, else 16; the verify width n defaults to the block and may be narrower.
+    """
+    problems: list[Problem] = []
+    cfg = DFlashDraftConfig()
+    if draft_config is not None:
+        cfg, found = parse_dflash_draft_config(draft_config)
+        problems += found
+    block = cfg.block_size
+    if num_draft_tokens is not None:
+        prob = _num_draft_tokens_problem(num_draft_tokens, "dflash")
+        if prob is not None:
+            problems.append(prob)
+        n = int(num_draft_tokens) if _is_int(num_draft_tokens) else 0
+        if block is None:
+            block = max(n, 1)
+        elif prob is None and n > block:
+            problems.append(
+                problem(
+                    "SR310",
+                    f"DFlash verify width {_FLAG_N} {n} exceeds the draft block size {block} "
+                    f"({cfg.sources.get('block_size', 'block_size')})",
+                    accepted=f"{_FLAG_N} in [2, {block}]",
+                    fix=f"set {_FLAG_N} to at most {block}, or leave it unset to verify the whole "
+                    "block",
+                    field="num_draft_tokens",
+                )
+            )
+    else:
+        block = block if block is not None else DEFAULT_DFLASH_BLOCK_SIZE
+        n = block
+        if n < 2:
+            problems.append(_num_draft_tokens_problem(n, "dflash"))  # type: ignore[arg-type]
+    if draft_config is None and not any(p.code == "SR300" for p in problems):
+        used = (
+            f"block size {block} from {_FLAG_N} {num_draft_tokens}"
+            if num_draft_tokens is not None
+            else f"the default block size {DEFAULT_DFLASH_BLOCK_SIZE}"
+        )
+        problems.append(_no_checkpoint_notice("dflash", used))
+    elif draft_config is not None and not any(p.field == "mask_token_id" for p in problems):
+        problems += _mask_problems(
+            "DFlash",
+            cfg.mask_token_id,
+            cfg.target_vocab_size,
+            cfg.sources.get("mask_token_id", "mask_token_id"),
+        )
+    n = max(n, 0)
+    runtime = BlockRuntime(
+        algorithm="dflash",
+        gamma=max(n - 1, 0),
+        num_draft_tokens=n,
+        draft_width=max(block, n),
+        mask_token_id=cfg.mask_token_id,
+        target_layer_ids=cfg.target_layer_ids,
+    )
+    return runtime, problems
+
+
+def resolve_runtime_config(
+    *, draft_config: Mapping[str, Any] | None, num_draft_tokens: int | None, algorithm: str = "dspark"
+) -> BlockRuntime:
+    """Like `analyse_dspark` / `analyse_dflash`, but raises one `ConfigError` listing the errors."""
+    analyse = analyse_dspark if algorithm == "dspark" else analyse_dflash
+    runtime, problems = analyse(draft_config, num_draft_tokens)
+    errors = [p for p in problems if p.is_error]
+    if errors:
+        raise ConfigError(errors)
+    return runtime
