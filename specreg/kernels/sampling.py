@@ -1,0 +1,211 @@
+"""Sampling primitives shared by the verification kernels.
+
+- `exponential_race_sample`: one draw per row from a (possibly unnormalised) probability row by the
+  exponential race `argmax(p / E)`, `E ~ Exp(1)`. Same distribution as `torch.multinomial`, but
+  never raises a device-side assert (a zero row returns index 0, see the function).
+- `uniform_coins`: the uniform numbers verification consumes. Unseeded they come from `torch.rand`;
+  seeded they are a pure integer hash of (seed, offset, column), so every tensor-parallel rank and
+  every device computes the same coins without a broadcast.
+- `inverse_cdf_sample`: the draw used for correction and bonus tokens: the first index whose
+  running mass exceeds `coin * total`, never an index of zero weight.
+- `residual_weights`: `max(p - q, 0)`, with the documented fallback to `p` when it has no mass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from specreg.errors import KernelInputError, problem
+from specreg.kernels.checks import (
+    FLOAT_DTYPES,
+    check_dtype,
+    check_probabilities,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    should_check_values,
+)
+
+_MASK32 = 0xFFFFFFFF
+_COIN_BITS = 24
+#: The largest coin `uniform_coins` returns with a seed: 1 - 2**-24 (exact in float32).
+MAX_SEEDED_COIN = 1.0 - 2.0**-_COIN_BITS
+
+
+def exponential_race_sample(
+    probs: torch.Tensor,
+    *,
+    generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
+    check_values: bool | None = None,
+) -> torch.Tensor:
+    """Draw one index per row of `probs` [N, V] by `argmax(probs / E)`, `E ~ Exp(1)`.
+
+    `probs` need not be normalised (the race is scale invariant). Computed in float32; `E` is
+    clamped to at least float32's smallest normal number so no division by zero happens. Entries
+    of zero probability never win unless the whole row is zero, in which case index 0 is returned
+    (the CPU path rejects such rows, SR904). `noise` replaces `E` (same shape, positive values),
+    e.g. for a deterministic draw. Returns int64 [N].
+    """
+    check_shape("probs", probs, (None, None))
+    check_dtype("probs", probs, FLOAT_DTYPES)
+    if noise is not None:
+        check_shape("noise", noise, tuple(probs.shape))
+        check_dtype("noise", noise, FLOAT_DTYPES)
+        check_same_device(probs=probs, noise=noise)
+    if should_check_values(probs.device, check_values):
+        check_probabilities("probs", probs)
+        if noise is not None and not bool((noise > 0).all()):
+            raise KernelInputError(
+                problem(
+                    "SR904",
+                    "noise holds values <= 0 or NaN",
+                    accepted="positive, finite Exp(1) draws",
+                    fix="draw noise with torch.empty_like(probs).exponential_()",
+                    field="noise",
+                )
+            )
+    tiny = torch.finfo(torch.float32).tiny
+    if noise is None:
+        noise = torch.empty(probs.shape, dtype=torch.float32, device=probs.device)
+        noise.exponential_(generator=generator)
+    noise = noise.to(torch.float32).clamp_min(tiny)
+    return torch.argmax(probs.to(torch.float32) / noise, dim=-1)
+
+
+def _mul32(value: torch.Tensor, constant: int) -> torch.Tensor:
+    """(value * constant) mod 2**32 for value in [0, 2**32), without int64 overflow."""
+    low, high = constant & 0xFFFF, constant >> 16
+    return (value * low + (((value * high) & 0xFFFF) << 16)) & _MASK32
+
+
+def _fmix32(h: torch.Tensor) -> torch.Tensor:
+    """The murmur3 32-bit finalizer on int64 tensors holding 32-bit values."""
+    h = h ^ (h >> 16)
+    h = _mul32(h, 0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = _mul32(h, 0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def _absorb(h: torch.Tensor, word: torch.Tensor) -> torch.Tensor:
+    """Mix one 32-bit word into the running hash (murmur3's block step, then the finalizer)."""
+    k = _mul32(word & _MASK32, 0xCC9E2D51)
+    k = ((k << 15) | (k >> 17)) & _MASK32
+    k = _mul32(k, 0x1B873593)
+    h = h ^ k
+    h = ((h << 13) | (h >> 19)) & _MASK32
+    h = (_mul32(h, 5) + 0xE6546B64) & _MASK32
+    return _fmix32(h)
+
+
+def hash_coins(seed: int, offsets: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """Coins in [0, 1 - 2**-24] from (seed, offset, column); int64 tensors broadcast together.
+
+    Only integer tensor ops, so CPU and CUDA agree bit for bit. The top 24 bits of the hash become
+    the coin, which float32 represents exactly.
+    """
+    seed_words = torch.tensor(
+        [seed & _MASK32, (seed >> 32) & _MASK32], dtype=torch.int64, device=offsets.device
+    )
+    offsets = offsets.to(torch.int64)
+    columns = columns.to(torch.int64)
+    h = _fmix32(seed_words[0] ^ 0x9E3779B9)
+    h = _absorb(h, seed_words[1])
+    h = _absorb(h, offsets & _MASK32)
+    h = _absorb(h, (offsets >> 32) & _MASK32)
+    h = _absorb(h, columns)
+    return (h >> (32 - _COIN_BITS)).to(torch.float32) * (2.0**-_COIN_BITS)
+
+
+def uniform_coins(
+    shape: Sequence[int],
+    *,
+    device: torch.device | str,
+    seed: int | None = None,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Uniform float32 coins of `shape`.
+
+    Without `seed`: `torch.rand` (with `generator`). With `seed`: a deterministic hash of
+    (seed, offsets[row], column index of the last dimension), in [0, 1 - 2**-24]; `offsets`
+    (int, shape `shape[:-1]`, e.g. each request's sequence length) makes coins differ per request
+    and per step; without offsets every row uses offset 0. Identical on every device and rank.
+    """
+    shape = tuple(int(s) for s in shape)
+    device = torch.device(device)
+    if seed is None:
+        return torch.rand(shape, generator=generator, device=device, dtype=torch.float32)
+    if not shape:
+        raise KernelInputError(
+            problem(
+                "SR900",
+                "seeded coins need at least one dimension (the column)",
+                accepted="shape with >= 1 dimension",
+                fix="ask for shape (n,) or (b, n)",
+                field="shape",
+            )
+        )
+    if offsets is None:
+        offsets = torch.zeros(shape[:-1], dtype=torch.int64, device=device)
+    else:
+        check_tensor("offsets", offsets)
+        check_shape("offsets", offsets, shape[:-1])
+        check_dtype("offsets", offsets, (torch.int32, torch.int64))
+        if offsets.device != device:
+            raise KernelInputError(
+                problem(
+                    "SR902",
+                    f"offsets is on {offsets.device} but the coins are asked for on {device}",
+                    accepted=f"offsets on {device}",
+                    fix=f"move offsets to {device}",
+                    field="offsets",
+                )
+            )
+    columns = torch.arange(shape[-1], dtype=torch.int64, device=device)
+    return hash_coins(int(seed), offsets.to(torch.int64).unsqueeze(-1), columns)
+
+
+def residual_weights(
+    p: torch.Tensor, q: torch.Tensor | None = None, *, exclude: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Float32 `max(p - q, 0)` over the last dim; rows with no residual mass fall back to `p`.
+
+    `q=None` with `exclude` (int64 [N], one token per row) means q is one-hot at `exclude`: the
+    residual is p with that token's mass removed (an `exclude` outside [0, V), e.g. -1, removes
+    nothing). The fallback only triggers when p <= q everywhere, which an exact rejection makes
+    impossible (a rejection implies some p > q); it guards rounding and invalid inputs, and is the
+    same rule the Triton kernels apply.
+    """
+    p = p.to(torch.float32)
+    if q is None:
+        if exclude is None:
+            return p
+        vocab = torch.arange(p.shape[-1], device=p.device)
+        residual = torch.where(vocab == exclude.unsqueeze(-1), 0.0, p)
+    else:
+        residual = (p - q.to(torch.float32)).clamp_min(0.0)
+    empty = residual.sum(-1, keepdim=True) <= 0
+    return torch.where(empty, p, residual)
+
+
+def inverse_cdf_sample(weights: torch.Tensor, coins: torch.Tensor) -> torch.Tensor:
+    """Index per row: the first i with `weights[i] > 0` and `cumsum(weights)[i] > coin * total`.
+
+    `weights` [N, V] non-negative (need not sum to one), `coins` [N] in [0, 1). A zero-weight index
+    is never returned: rounding that would run past the end lands on the last positive index.
+    An all-zero row returns 0. Returns int64 [N].
+    """
+    weights = weights.to(torch.float32)
+    cdf = torch.cumsum(weights, dim=-1)
+    target = coins.to(torch.float32).unsqueeze(-1) * cdf[..., -1:]
+    positive = weights > 0
+    hit = (cdf > target) & positive
+    first_hit = torch.argmax(hit.to(torch.int8), dim=-1)
+    vocab = weights.shape[-1]
+    last_positive = vocab - 1 - torch.argmax(positive.flip(-1).to(torch.int8), dim=-1)
+    last_positive = torch.where(positive.any(-1), last_positive, torch.zeros_like(last_positive))
+    return torch.where(hit.any(-1), first_hit, last_positive).to(torch.int64)
