@@ -174,4 +174,18 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ),
         example_fix="# block_size 16\n# before\n--speculative-num-draft-tokens 20\n# after\n--speculative-num-draft-tokens 16",
     ),
+    ErrorEntry(
+        code="SR311",
+        title="Ragged verify needs DSpark",
+        meaning=(
+            "Per-request verify lengths (verify_lens) are a DSpark capability "
+            "(supports_ragged_verify); DFlash verifies every request over the full width."
+        ),
+        when="Calling the dflash verifier with verify_lens.",
+        solutions=(
+            "Drop verify_lens for dflash.",
+            "Use --speculative-algorithm dspark when requests need different verify lengths.",
+        ),
+        example_fix="# before\nplan.verifier.verify_greedy(c, logits, verify_lens=lens)   # dflash\n# after\nplan.verifier.verify_greedy(c, logits)",
+    ),
 )
