@@ -1,0 +1,248 @@
+"""A reference speculative-decoding loop driven only by a `SpecPlan`.
+
+It sizes its buffers from `plan.num_tokens_per_req(...)`, drafts with the toy draft model,
+verifies with `plan.verifier`, reads sparse KV rows through `plan.cache_swapper` when the plan has
+one, and branches only on declared capabilities (`plan.algorithm.drafting`), never on names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+
+from specreg.phase import Phase
+from specreg.plan import SpecPlan
+from specreg.testing.kv import DenseReader, KVReader, SwapReader
+from specreg.testing.toy_model import ToyLM
+
+
+@attrs.define
+class GenerationResult:
+    """What one generation run produced and measured."""
+
+    tokens: torch.Tensor  # int64 [b, prompt_len + num_new]
+    emitted_per_verify: list[int]  # tokens each verify emitted per request (accepted + bonus)
+    target_forwards: int
+    reader_stats: dict[str, float]
+    backend: str
+
+    @property
+    def mean_accepted_length(self) -> float:
+        per = self.emitted_per_verify
+        return sum(per) / len(per) if per else 0.0
+
+
+@attrs.define
+class _Batch:
+    """Committed tokens of every request, padded to a fixed capacity."""
+
+    seqs: torch.Tensor  # int64 [b, capacity]
+    lengths: torch.Tensor  # int64 [b]
+
+    @property
+    def size(self) -> int:
+        return int(self.seqs.shape[0])
+
+    def last_tokens(self) -> torch.Tensor:
+        return self.seqs[torch.arange(self.size), self.lengths - 1]
+
+
+def _softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    return torch.softmax(logits.float() / temperature, dim=-1)
+
+
+def _pick(probs: torch.Tensor, sampling: bool, generator: torch.Generator) -> torch.Tensor:
+    from specreg.kernels.sampling import exponential_race_sample
+
+    if not sampling:
+        return probs.argmax(-1)
+    flat = probs.reshape(-1, probs.shape[-1])
+    return exponential_race_sample(flat, generator=generator).reshape(probs.shape[:-1])
+
+
+class SpeculativeLoop:
+    """Generates with speculative decoding for one plan, target and draft model."""
+
+    def __init__(
+        self,
+        plan: SpecPlan,
+        target: ToyLM,
+        draft: ToyLM,
+        *,
+        sampling: bool = False,
+        temperature: float = 1.0,
+        seed: int = 0,
+        reader: KVReader | None = None,
+    ) -> None:
+        if plan.verifier is None:
+            raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
+        self.plan = plan
+        self.target = target
+        self.draft = draft
+        self.sampling = sampling
+        self.temperature = temperature
+        self.generator = torch.Generator().manual_seed(seed)
+        self.verify_width = plan.num_tokens_per_req(Phase.TARGET_VERIFY)
+        self.draft_decode_width = plan.num_tokens_per_req(Phase.DRAFT_DECODE, is_draft_worker=True)
+        if self.verify_width > target.config.window:
+            raise ValueError(
+                f"the toy model's window ({target.config.window}) must cover the verify width "
+                f"({self.verify_width})"
+            )
+        self.reader = reader or (
+            SwapReader(plan.cache_swapper, target) if plan.cache_swapper is not None else DenseReader(target)
+        )
+
+    # ----------------------------------------------------------------------------- target side
+    def _verify_logits(self, batch: _Batch, paths: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
+        """Target logits for every verify node.
+
+        paths: int64 [b, N, N] the node's tokens from the root (the last committed token) down
+        to itself, padded with -1; depths: int64 [b, N] (0 = root). Returns float32 [b, N, V].
+        """
+        b, n = depths.shape
+        w = self.target.config.window
+        root_pos = batch.lengths - 1  # the root is the last committed token
+        positions = root_pos[:, None] + depths  # [b, N]
+        # local window of each node: its path reversed, then the committed tokens before the root
+        offsets = torch.arange(w)
+        path_idx = depths[..., None] - offsets  # index into the node's path; <0 means committed
+        from_path = torch.gather(paths, 2, path_idx.clamp(min=0).clamp(max=n - 1))
+        committed_pos = root_pos[:, None, None] + path_idx  # position of the committed token
+        from_committed = torch.gather(
+            batch.seqs, 1, committed_pos.clamp(0, batch.seqs.shape[1] - 1).reshape(b, -1)
+        ).reshape(b, n, w)
+        windows = torch.where(path_idx > 0, from_path, from_committed)
+        windows = torch.where((path_idx <= 0) & (committed_pos < 0), torch.full_like(windows, -1), windows)
+        flat_windows = windows.reshape(b * n, w)
+        flat_pos = positions.reshape(-1)
+        selected = self.target.select(flat_windows[:, 0].clamp(min=0), flat_pos).reshape(b, n, -1)
+        rows, valid = self.reader.read(
+            batch.seqs, batch.lengths, selected, self.target.sparse_context_len(positions)
+        )
+        logits = self.target.logits(flat_windows, flat_pos, rows.reshape(b * n, *rows.shape[2:]),
+                                    valid.reshape(b * n, -1))
+        return logits.reshape(b, n, -1)
+
+    # ----------------------------------------------------------------------------- chain drafting
+    def _draft_chain(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """gamma tokens autoregressively from the draft model: (candidates [b, n], q [b, gamma, V])."""
+        b = batch.size
+        ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
+        candidates = [batch.last_tokens()]
+        qs = []
+        for j in range(gamma):
+            lengths = batch.lengths + j
+            q = _softmax(self.draft.next_logits(ext, lengths), self.temperature)
+            token = _pick(q, self.sampling, self.generator)
+            ext[torch.arange(b), lengths] = token
+            candidates.append(token)
+            qs.append(q)
+        return torch.stack(candidates, 1), torch.stack(qs, 1)
+
+    # ----------------------------------------------------------------------------- block drafting
+    def _draft_block(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draft forward for the whole block, then the verifier's block sampler walks it."""
+        b = batch.size
+        w = self.draft.config.window
+        anchor_pos = batch.lengths - 1
+        # block slot k sees the anchor at offset k and mask tokens (absent) after it
+        base_windows = self.draft.windows_for(batch.seqs, batch.lengths)  # [b, w]
+        slots = torch.arange(gamma)
+        shifted = torch.full((b, gamma, w), -1, dtype=torch.long)
+        for k in range(gamma):
+            shifted[:, k, k:] = base_windows[:, : w - k]
+        positions = anchor_pos[:, None] + slots[None, :]
+        flat_w = shifted.reshape(b * gamma, w)
+        flat_p = positions.reshape(-1)
+        selected = self.draft.select(batch.last_tokens().repeat_interleave(gamma), flat_p)
+        rows, valid = self.draft.dense_rows(batch.seqs, torch.arange(b).repeat_interleave(gamma), selected)
+        base_logits = self.draft.logits(flat_w, flat_p, rows, valid).reshape(b, gamma, -1)
+        sampler = self.plan.verifier
+        drafts, corrected = sampler.sample_block(
+            base_logits,
+            batch.last_tokens(),
+            temperature=self.temperature,
+            greedy=not self.sampling,
+            generator=self.generator,
+        )
+        q = _softmax(corrected, self.temperature)
+        return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q
+
+    # ----------------------------------------------------------------------------- verify + commit
+    def _verify_chain(
+        self, batch: _Batch, candidates: torch.Tensor, q: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        b, n = candidates.shape
+        paths = torch.full((b, n, n), -1, dtype=torch.long)
+        for i in range(n):
+            paths[:, i, : i + 1] = candidates[:, : i + 1]
+        depths = torch.arange(n).expand(b, n)
+        logits = self._verify_logits(batch, paths, depths)
+        verifier = self.plan.verifier
+        if self.sampling:
+            result = verifier.verify_sampling(
+                candidates, _softmax(logits, self.temperature), q, generator=self.generator
+            )
+        else:
+            result = verifier.verify_greedy(candidates, logits)
+        return result.output_tokens, result.accept_len.long() + 1
+
+    def _commit(self, batch: _Batch, tokens: torch.Tensor, counts: torch.Tensor) -> None:
+        b, width = tokens.shape
+        cols = torch.arange(width)[None, :]
+        positions = batch.lengths[:, None] + cols
+        keep = cols < counts[:, None]
+        rows = torch.arange(b)[:, None].expand(b, width)
+        batch.seqs[rows[keep], positions[keep]] = tokens[keep]
+        old = batch.lengths.clone()
+        batch.lengths += counts
+        self.reader.commit(batch.seqs, old, batch.lengths)
+
+    # ----------------------------------------------------------------------------- driver
+    def generate(self, prompts: torch.Tensor, num_new: int) -> GenerationResult:
+        b, prompt_len = prompts.shape
+        capacity = prompt_len + num_new + self.verify_width + 1
+        batch = _Batch(torch.zeros(b, capacity, dtype=torch.long), torch.full((b,), prompt_len))
+        batch.seqs[:, :prompt_len] = prompts
+        self.reader.start(batch.seqs, batch.lengths)
+        emitted: list[int] = []
+        forwards = 0
+        drafting = self.plan.algorithm.drafting
+        gamma = self.plan.gamma
+        while int((batch.lengths - prompt_len).min()) < num_new:
+            if drafting == "tree":
+                tokens, counts = self._step_tree(batch)
+            else:
+                draft = self._draft_block if drafting == "block" else self._draft_chain
+                candidates, q = draft(batch, gamma)
+                assert candidates.shape[1] == self.verify_width, (candidates.shape, self.verify_width)
+                tokens, counts = self._verify_chain(batch, candidates, q)
+            forwards += 1
+            active = (batch.lengths - prompt_len) < num_new  # finished requests stay put
+            counts = torch.where(active, counts, torch.zeros_like(counts))
+            emitted.extend(int(c) for c in counts[active])
+            self._commit(batch, tokens, counts)
+        out = torch.stack([batch.seqs[r, : prompt_len + num_new] for r in range(b)])
+        backend = self.plan.kernel_backends()["cpu"]
+        return GenerationResult(out, emitted, forwards, self.reader.stats(), backend)
+
+    # ----------------------------------------------------------------------------- tree drafting
+    def _step_tree(self, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        from specreg.testing.tree_step import tree_step
+
+        return tree_step(self, batch)
+
+
+def run_generation(
+    plan: SpecPlan,
+    target: ToyLM,
+    draft: ToyLM,
+    prompts: torch.Tensor,
+    num_new: int,
+    **kwargs: Any,
+) -> GenerationResult:
+    """Convenience wrapper: one `SpeculativeLoop(...).generate(...)` call."""
+    return SpeculativeLoop(plan, target, draft, **kwargs).generate(prompts, num_new)

@@ -1,0 +1,152 @@
+"""Seeded toy language models for end-to-end checks on the CPU.
+
+The logits for the token after position ``p`` depend on two things:
+
+- a dense local window: the last ``window`` tokens up to ``p`` (embedding tables per offset);
+- a sparse-attention read: an indexer scores every position before the window,
+  ``[0, p - window + 1)``, keeps the ``top_k`` best, and attends over their KV rows.
+
+KV rows are a pure function of (token, position), kept in a host cache. A wrong or stale row
+changes the output, so reading rows through a KV-cache swap is checked end to end. Because the
+sparse read only covers positions before the window, every row a verify forward reads belongs to
+an already committed token whenever ``window >= target_verify width``.
+"""
+
+from __future__ import annotations
+
+import attrs
+import torch
+
+
+@attrs.frozen
+class ToyConfig:
+    vocab_size: int = 96
+    dim: int = 16
+    window: int = 16
+    top_k: int = 8
+    max_positions: int = 512
+    temperature_scale: float = 3.0
+
+
+class ToyLM:
+    """A deterministic toy LM. `perturbed(scale, seed)` makes a draft model from a target."""
+
+    def __init__(self, config: ToyConfig = ToyConfig(), *, seed: int = 0) -> None:
+        self.config = config
+        g = torch.Generator().manual_seed(seed)
+        v, d, w = config.vocab_size, config.dim, config.window
+        self.local = torch.randn(w, v, d, generator=g) / (w**0.5)
+        self.kv_token = torch.randn(v, d, generator=g)
+        self.kv_pos = torch.randn(config.max_positions, d, generator=g) * 0.5
+        self.query = torch.randn(v, d, generator=g)
+        self.index_key = torch.randn(config.max_positions, d, generator=g)
+        self.index_query = torch.randn(v, d, generator=g)
+        self.out = torch.randn(v, d, generator=g) * config.temperature_scale / (d**0.5)
+
+    def perturbed(self, scale: float, *, seed: int) -> ToyLM:
+        """A copy with noise on the output and local tables: a draft model for this target."""
+        g = torch.Generator().manual_seed(seed)
+        other = ToyLM.__new__(ToyLM)
+        other.__dict__.update(self.__dict__)
+        other.out = self.out + scale * torch.randn(self.out.shape, generator=g) * self.out.std()
+        other.local = self.local + scale * torch.randn(self.local.shape, generator=g) * self.local.std()
+        return other
+
+    # ----------------------------------------------------------------------------- KV rows
+    @property
+    def row_elems(self) -> int:
+        return self.config.dim
+
+    def kv_rows(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The KV row of each (token, position): float32 [..., dim]."""
+        return self.kv_token[tokens] + self.kv_pos[positions]
+
+    # ----------------------------------------------------------------------------- indexer
+    def sparse_context_len(self, positions: torch.Tensor) -> torch.Tensor:
+        """How many positions the sparse read of a query at `positions` may see."""
+        return (positions - self.config.window + 1).clamp(min=0)
+
+    def select(
+        self, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """The indexer: top-k positions for queries (tokens, positions) [M] -> int32 [M, top_k].
+
+        Candidates are ``[0, sparse_context_len)``; -1 pads when fewer exist. Ties go to the
+        lower position.
+        """
+        k = self.config.top_k
+        n_ctx = self.sparse_context_len(positions)
+        width = max(int(n_ctx.max()) if n_ctx.numel() else 0, 1)
+        cand = torch.arange(width)
+        scores = self.index_query[tokens] @ self.index_key[:width].T  # [M, width]
+        valid = cand[None, :] < n_ctx[:, None]
+        scores = torch.where(valid, scores, torch.full_like(scores, float("-inf")))
+        order = torch.sort(-scores, dim=1, stable=True).indices[:, :k]
+        picked = torch.where(
+            torch.gather(valid, 1, order), order, torch.full_like(order, -1)
+        )
+        if picked.shape[1] < k:
+            pad = torch.full((picked.shape[0], k - picked.shape[1]), -1, dtype=picked.dtype)
+            picked = torch.cat([picked, pad], dim=1)
+        return picked.to(torch.int32)
+
+    # ----------------------------------------------------------------------------- forward
+    def logits(
+        self,
+        windows: torch.Tensor,
+        positions: torch.Tensor,
+        rows: torch.Tensor,
+        row_valid: torch.Tensor,
+    ) -> torch.Tensor:
+        """Next-token logits for M queries.
+
+        windows: int64 [M, window], the tokens at positions p, p-1, ... (-1 before the start);
+        positions: int64 [M]; rows: float32 [M, top_k, dim], the KV rows of the selected
+        positions; row_valid: bool [M, top_k]. Returns float32 [M, vocab].
+        """
+        w = self.config.window
+        present = windows >= 0
+        emb = self.local[torch.arange(w)[None, :], windows.clamp(min=0)]  # [M, w, d]
+        local = (emb * present[..., None]).sum(1)
+        query = self.query[windows[:, 0].clamp(min=0)]
+        scores = (rows * query[:, None, :]).sum(-1) / (self.config.dim**0.5)
+        scores = torch.where(row_valid, scores, torch.full_like(scores, float("-inf")))
+        weights = torch.softmax(scores, dim=-1)
+        weights = torch.nan_to_num(weights, nan=0.0)  # a query with no valid row reads nothing
+        read = (weights[..., None] * rows).sum(1)
+        return (local + read) @ self.out.T
+
+    def windows_for(self, sequences: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The local window ending at the last token of each sequence [M, L] (lengths [M])."""
+        w = self.config.window
+        offsets = lengths[:, None] - 1 - torch.arange(w)[None, :]
+        gathered = torch.gather(sequences, 1, offsets.clamp(min=0))
+        return torch.where(offsets >= 0, gathered, torch.full_like(gathered, -1))
+
+    def dense_rows(
+        self, sequences: torch.Tensor, request: torch.Tensor, selected: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows read straight from the tokens (no cache): the reference read path."""
+        valid = selected >= 0
+        pos = selected.clamp(min=0).long()
+        tokens = sequences[request[:, None], pos]
+        return self.kv_rows(tokens, pos), valid
+
+    def next_logits(self, sequences: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Reference logits after the last token of each sequence, dense read. [M, vocab]."""
+        windows = self.windows_for(sequences, lengths)
+        positions = lengths - 1
+        selected = self.select(windows[:, 0].clamp(min=0), positions)
+        rows, valid = self.dense_rows(sequences, torch.arange(len(sequences)), selected)
+        return self.logits(windows, positions, rows, valid)
+
+
+def greedy_reference(model: ToyLM, prompts: torch.Tensor, num_new: int) -> torch.Tensor:
+    """Plain greedy decoding, one token at a time: [b, prompt_len + num_new]."""
+    b, length = prompts.shape
+    seqs = torch.zeros(b, length + num_new, dtype=torch.long)
+    seqs[:, :length] = prompts
+    for i in range(num_new):
+        lengths = torch.full((b,), length + i)
+        seqs[:, length + i] = model.next_logits(seqs, lengths).argmax(-1)
+    return seqs
