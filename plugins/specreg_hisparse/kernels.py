@@ -1,0 +1,411 @@
+"""HiSparse swap kernels: the torch implementation (CPU path and oracle) beside the Triton one.
+
+Family: resolve + plan + commit (one call per layer), and the planned copy (the swap's own IO,
+and the replay of a recorded plan into another layer's buffers).
+
+Both backends make the same decisions, deterministically, for one request row:
+
+1. valid occurrence: ``0 <= token < seq_len[step]`` on a real row (``row < num_real_reqs``);
+2. tail: ``tail_tokens[slot, token % page] == token`` -> tail row, no IO;
+3. hit: the hot slot holding the token (found by binary search in the sorted
+   ``(token << 20 | slot)`` keys of the hot buffer);
+4. misses: the distinct missing tokens, in ascending token order (index ``i``), minus those with
+   no host copy (those get -1: the torch wrapper raises SR409 first, Triton counts them);
+5. victims: hot slots not hit by this call, ordered by ``(stamp, slot)`` ascending (empty slots
+   have stamp -1 and go first); miss ``i < #victims`` takes victim ``i`` and is admitted to the
+   hot buffer; the rest use scratch slots ``hot + page + (i - #victims)`` for this call only;
+6. commit: admitted and hit slots get the request's new clock value as their stamp.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from specreg.errors import CacheMissError, problem
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised only without triton
+    triton = None
+
+if TYPE_CHECKING:
+    from specreg_hisparse.layout import HiSparseLayout
+
+SLOT_BITS = 20
+SLOT_MASK = (1 << SLOT_BITS) - 1
+BIG_KEY = 1 << 62  # sorts after every packed key
+
+
+def as_words(buffer: torch.Tensor) -> torch.Tensor:
+    """A 2-D KV buffer as `[rows, words]` of int32 (or uint8 when rows are not 4-byte multiples)."""
+    raw = buffer.reshape(buffer.shape[0], -1).view(torch.uint8)
+    return raw.view(torch.int32) if raw.shape[1] % 4 == 0 else raw
+
+
+# ------------------------------------------------------------------------------------ torch
+def swap_torch(
+    tokens: torch.Tensor,
+    req: torch.Tensor,
+    seq_lens: torch.Tensor,
+    num_real: int,
+    layer: int,
+    state: Any,
+    layout: HiSparseLayout,
+    out: torch.Tensor,
+    miss_src: torch.Tensor,
+    miss_dst: torch.Tensor,
+    miss_count: torch.Tensor,
+    hits: torch.Tensor,
+) -> None:
+    """Resolve, plan and commit one call (see the module docstring); IO is a separate copy.
+
+    `tokens` [bs, S, K], `seq_lens` [bs, S]; writes `out`, the plan and `hits` in place.
+    """
+    bs, steps, top_k = tokens.shape
+    n = steps * top_k
+    hot, page, buf = layout.hot_size, layout.page_size, layout.buffer_size
+    dev = tokens.device
+    r = req.long()
+    tok = tokens.reshape(bs, n).long()
+    sl = seq_lens.reshape(bs, steps).long().repeat_interleave(top_k, dim=1)
+    real = torch.arange(bs, device=dev) < num_real
+    valid = real[:, None] & (tok >= 0) & (tok < sl)
+    safe = torch.where(valid, tok, 0)
+    rows = state.slot_rows[r].long()
+    # 1. tail
+    tail_slot = safe % page
+    in_tail = valid & (state.tail_tokens[r].long().gather(1, tail_slot) == tok)
+    tail_loc = rows.gather(1, hot + tail_slot)
+    # 2. hot hits by binary search over sorted (token << 20 | slot) keys
+    slot_ids = torch.arange(hot, device=dev)
+    st = state.slot_tokens[layer][r].long()
+    hkey = torch.where(st >= 0, (st << SLOT_BITS) | slot_ids, BIG_KEY).sort(dim=1).values
+    need = valid & ~in_tail
+    pos = torch.searchsorted(hkey, safe << SLOT_BITS).clamp_max(hot - 1)
+    cand = hkey.gather(1, pos)
+    found = need & ((cand >> SLOT_BITS) == tok)
+    hit_slot = cand & SLOT_MASK
+    # 3. distinct misses, ascending
+    miss_occ = need & ~found
+    msorted = torch.where(miss_occ, tok, BIG_KEY).sort(dim=1).values
+    prev = torch.cat([torch.full((bs, 1), -1, device=dev, dtype=torch.long), msorted[:, :-1]], 1)
+    first = (msorted != prev) & (msorted != BIG_KEY)
+    m = first.sum(1)
+    rank = first.cumsum(1) - 1
+    uniq = torch.full((bs, n + 1), BIG_KEY, device=dev, dtype=torch.long)
+    uniq.scatter_(1, torch.where(first, rank, n), msorted)
+    uniq = uniq[:, :n].contiguous()
+    cols = torch.arange(n, device=dev)
+    umask = cols < m[:, None]
+    host_rows = state.host_cache_locs[r].gather(1, torch.where(umask, uniq, 0))
+    bad = umask & (host_rows < 0)
+    if bool(bad.any()):
+        row = int(bad.any(1).nonzero()[0, 0])
+        token = int(uniq[row][bad[row]][0])
+        raise CacheMissError(
+            problem(
+                "SR409",
+                f"token {token} of batch row {row} (request slot {int(r[row])}) is in neither "
+                "the tail, the hot buffer nor the host cache (host_cache_locs < 0)",
+                accepted="tokens written with write_tail(...) or registered with set_host_locs(...)",
+                fix="back up every token to the host before it leaves the tail",
+                field="top_k_tokens",
+            )
+        )
+    # 4. victims: unhit hot slots by (stamp, slot)
+    hitmask = torch.zeros((bs, hot + 1), device=dev, dtype=torch.bool)
+    hitmask.scatter_(1, torch.where(found, hit_slot, hot), True)
+    hitmask = hitmask[:, :hot]
+    n_hits = hitmask.sum(1)
+    stamp = state.slot_stamp[layer][r]
+    ekey = torch.where(hitmask, BIG_KEY, ((stamp + 1) << SLOT_BITS) | slot_ids)
+    evict_slots = ekey.sort(dim=1).values & SLOT_MASK
+    n_evict = hot - n_hits
+    in_hot = cols < n_evict[:, None]
+    victim = torch.where(
+        in_hot,
+        evict_slots.gather(1, cols.clamp_max(hot - 1).expand(bs, n)),
+        layout.scratch_start + cols - n_evict[:, None],
+    )
+    victim = torch.where(umask, victim, 0).clamp(0, buf - 1)
+    dst = rows.gather(1, victim)
+    # 5. outputs and plan
+    loc = torch.full((bs, n), -1, device=dev, dtype=torch.long)
+    loc = torch.where(found, rows.gather(1, hit_slot), loc)
+    loc = torch.where(miss_occ, dst.gather(1, torch.searchsorted(uniq, safe).clamp_max(n - 1)), loc)
+    loc = torch.where(in_tail, tail_loc, loc)
+    loc = torch.where(real[:, None], loc, 0)
+    out.copy_(loc.view(bs, steps, top_k))
+    plan_ok = umask & real[:, None]
+    miss_src[:, :n] = torch.where(plan_ok, host_rows, -1)
+    miss_dst[:, :n] = torch.where(plan_ok, dst, -1).to(miss_dst.dtype)
+    miss_count.copy_(torch.where(real, m, 0))
+    hits.copy_(torch.where(real, n_hits, 0))
+    # 6. commit (real rows only)
+    t = state.clock[layer][r] + 1
+    admit = umask & in_hot
+    dump = torch.where(admit, victim, hot)
+    new_tokens = torch.cat([st, st.new_zeros(bs, 1)], 1).scatter(1, dump, uniq)[:, :hot]
+    new_stamp = torch.where(hitmask, t[:, None], stamp)
+    new_stamp = torch.cat([new_stamp, stamp.new_zeros(bs, 1)], 1)
+    new_stamp = new_stamp.scatter(1, dump, t[:, None].expand(bs, n))[:, :hot]
+    real_rows = r[real]
+    state.slot_tokens[layer][real_rows] = new_tokens[real].to(state.slot_tokens.dtype)
+    state.slot_stamp[layer][real_rows] = new_stamp[real]
+    state.clock[layer][real_rows] = t[real]
+
+
+def copy_planned_torch(
+    miss_src: torch.Tensor,
+    miss_dst: torch.Tensor,
+    miss_count: torch.Tensor,
+    num_real: int,
+    host_cache: torch.Tensor,
+    device_buffer: torch.Tensor,
+) -> None:
+    """Copy host rows `miss_src[b, :miss_count[b]]` to device rows `miss_dst[b, ...]`."""
+    bs = miss_count.shape[0]
+    if bs == 0:
+        return
+    cols = torch.arange(miss_src.shape[1], device=miss_src.device)
+    real = torch.arange(bs, device=miss_src.device) < num_real
+    keep = (cols[None, :] < miss_count.long()[:, None]) & real[:, None]
+    src = miss_src[keep].long()
+    dst = miss_dst[keep].long()
+    if src.numel() == 0:
+        return
+    host = host_cache.reshape(host_cache.shape[0], -1)
+    dev = device_buffer.reshape(device_buffer.shape[0], -1)
+    rows = host.index_select(0, src.to(host.device)).to(dev.device, non_blocking=True)
+    dev.index_copy_(0, dst.to(dev.device), rows)
+
+
+# ----------------------------------------------------------------------------------- triton
+if triton is not None:
+
+    @triton.jit
+    def _lower_bound(base, target, SIZE: tl.constexpr, LOG: tl.constexpr):
+        """First index in the sorted array at `base[0:SIZE]` whose value is >= target."""
+        lo = tl.zeros_like(target)
+        hi = lo + SIZE
+        for _ in tl.static_range(LOG + 1):
+            active = lo < hi
+            mid = (lo + hi) // 2
+            value = tl.load(base + tl.minimum(mid, SIZE - 1), mask=active, other=0)
+            right = active & (value < target)
+            lo = tl.where(right, mid + 1, lo)
+            hi = tl.where(active & ~right, mid, hi)
+        return lo
+
+    @triton.jit
+    def _swap_plan_commit_kernel(
+        tok_ptr, req_ptr, seqlen_ptr, num_real_ptr,
+        slot_tokens_ptr, slot_stamp_ptr, clock_ptr, tail_tokens_ptr, slot_rows_ptr, host_locs_ptr,
+        out_ptr, miss_src_ptr, miss_dst_ptr, miss_count_ptr, plan_stride, hits_ptr, error_ptr,
+        ws_keys_ptr, ws_hit_ptr, ws_sorted_ptr, ws_uniq_ptr, ws_dst_ptr, ws_final_ptr, ws_tok_ptr,
+        layer, req_slots, max_seq_len,
+        S: tl.constexpr, K: tl.constexpr, HOT: tl.constexpr, PAGE: tl.constexpr,
+        BUF: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr,
+        LOG_N: tl.constexpr, LOG_H: tl.constexpr, BIG: tl.constexpr,
+    ):  # fmt: skip
+        """One program per batch row: resolve, plan and commit (see the module docstring)."""
+        b = tl.program_id(0).to(tl.int64)
+        N: tl.constexpr = S * K
+        MASK: tl.constexpr = (1 << 20) - 1
+        real = b < tl.load(num_real_ptr).to(tl.int64)
+        r = tl.load(req_ptr + b).to(tl.int64)
+        offs = tl.arange(0, BLOCK_N).to(tl.int64)
+        nmask = offs < N
+        tok = tl.load(tok_ptr + b * N + offs, mask=nmask, other=-1).to(tl.int64)
+        sl = tl.load(seqlen_ptr + b * S + offs // K, mask=nmask, other=0).to(tl.int64)
+        valid = nmask & (tok >= 0) & (tok < sl) & real
+        safe = tl.where(valid, tok, 0)
+        row_base = slot_rows_ptr + r * BUF
+        # tail
+        tail_slot = safe % PAGE
+        tail_tok = tl.load(tail_tokens_ptr + r * PAGE + tail_slot, mask=valid, other=-1)
+        in_tail = valid & (tail_tok.to(tl.int64) == tok)
+        tail_loc = tl.load(row_base + HOT + tail_slot, mask=in_tail, other=-1).to(tl.int64)
+        # hot hits
+        offs_h = tl.arange(0, BLOCK_H).to(tl.int64)
+        hmask = offs_h < HOT
+        sbase = (layer * req_slots + r) * HOT
+        st = tl.load(slot_tokens_ptr + sbase + offs_h, mask=hmask, other=-1).to(tl.int64)
+        hkey = tl.sort(tl.where(hmask & (st >= 0), (st << 20) | offs_h, BIG), 0)
+        keys = ws_keys_ptr + b * BLOCK_H
+        hitf = ws_hit_ptr + b * BLOCK_H
+        tl.store(keys + offs_h, hkey)
+        tl.store(hitf + offs_h, tl.zeros([BLOCK_H], tl.int32))
+        tl.debug_barrier()
+        need = valid & ~in_tail
+        pos = _lower_bound(keys, safe << 20, BLOCK_H, LOG_H)
+        cand = tl.load(keys + tl.minimum(pos, BLOCK_H - 1))
+        found = need & (pos < BLOCK_H) & ((cand >> 20) == tok)
+        hit_slot = cand & MASK
+        tl.store(hitf + hit_slot, tl.full([BLOCK_N], 1, tl.int32), mask=found)
+        # distinct misses, ascending
+        miss_occ = need & ~found
+        msorted = tl.sort(tl.where(miss_occ, tok, BIG), 0)
+        sorted_ws = ws_sorted_ptr + b * BLOCK_N
+        uniq_ws = ws_uniq_ptr + b * BLOCK_N
+        tl.store(sorted_ws + offs, msorted)
+        tl.store(uniq_ws + offs, tl.full([BLOCK_N], BIG, tl.int64))
+        tl.debug_barrier()
+        prev = tl.load(sorted_ws + offs - 1, mask=offs > 0, other=-1)
+        first = (msorted != prev) & (msorted != BIG)
+        rank = tl.cumsum(first.to(tl.int32), 0) - 1
+        m = tl.sum(first.to(tl.int32), 0)
+        tl.store(uniq_ws + rank, msorted, mask=first)
+        tl.debug_barrier()
+        uniq = tl.load(uniq_ws + offs)
+        umask = offs < m
+        host_row = tl.load(
+            host_locs_ptr + r * max_seq_len + tl.where(umask, uniq, 0), mask=umask, other=-1
+        ).to(tl.int64)
+        serve = umask & (host_row >= 0)
+        bad = tl.sum((umask & (host_row < 0)).to(tl.int32), 0)
+        fidx = tl.cumsum(serve.to(tl.int32), 0) - 1
+        m2 = tl.sum(serve.to(tl.int32), 0)
+        tl.store(ws_final_ptr + b * BLOCK_N + offs, tl.where(serve, fidx, -1))
+        tl.store(sorted_ws + fidx, host_row, mask=serve)  # compacted host rows
+        tl.store(ws_tok_ptr + b * BLOCK_N + fidx, uniq, mask=serve)  # compacted tokens
+        # victims: unhit hot slots by (stamp, slot)
+        tl.debug_barrier()
+        hit = (tl.load(hitf + offs_h) != 0) & hmask
+        n_hits = tl.sum(hit.to(tl.int32), 0)
+        stamp = tl.load(slot_stamp_ptr + sbase + offs_h, mask=hmask, other=0)
+        ekey = tl.sort(tl.where(hit | ~hmask, BIG, ((stamp + 1) << 20) | offs_h), 0)
+        tl.store(keys + offs_h, ekey)
+        tl.debug_barrier()
+        n_evict = HOT - n_hits
+        in_hot = offs < n_evict
+        planned = offs < m2
+        evict = tl.load(keys + tl.minimum(offs, BLOCK_H - 1), mask=planned & in_hot, other=0)
+        victim = tl.where(in_hot, evict & MASK, HOT + PAGE + offs - n_evict)
+        victim = tl.where(planned, victim, 0)
+        src = tl.load(sorted_ws + offs, mask=planned, other=-1)
+        dst = tl.load(row_base + victim, mask=planned, other=-1).to(tl.int64)
+        tl.store(ws_dst_ptr + b * BLOCK_N + offs, dst)
+        plan_ok = planned & real
+        tl.store(miss_src_ptr + b * plan_stride + offs, tl.where(plan_ok, src, -1), mask=nmask)
+        tl.store(
+            miss_dst_ptr + b * plan_stride + offs,
+            tl.where(plan_ok, dst, -1).to(tl.int32),
+            mask=nmask,
+        )
+        tl.store(miss_count_ptr + b, tl.where(real, m2, 0))
+        tl.store(hits_ptr + b, tl.where(real, n_hits, 0))
+        tl.atomic_add(error_ptr, tl.where(real, bad, 0))
+        tl.debug_barrier()
+        # outputs
+        uidx = _lower_bound(uniq_ws, safe, BLOCK_N, LOG_N)
+        final = tl.load(
+            ws_final_ptr + b * BLOCK_N + tl.minimum(uidx, BLOCK_N - 1), mask=miss_occ, other=-1
+        )
+        miss_loc = tl.load(
+            ws_dst_ptr + b * BLOCK_N + tl.maximum(final, 0), mask=miss_occ & (final >= 0), other=-1
+        )
+        hit_loc = tl.load(row_base + hit_slot, mask=found, other=-1).to(tl.int64)
+        loc = tl.where(miss_occ, miss_loc, -1)
+        loc = tl.where(found, hit_loc, loc)
+        loc = tl.where(in_tail, tail_loc, loc)
+        loc = tl.where(real, loc, 0)
+        tl.store(out_ptr + b * N + offs, loc.to(tl.int32), mask=nmask)
+        # commit
+        clock = clock_ptr + layer * req_slots + r
+        t = tl.load(clock) + 1
+        admit = planned & in_hot & real
+        ctok = tl.load(ws_tok_ptr + b * BLOCK_N + offs, mask=admit, other=-1)
+        tl.store(slot_tokens_ptr + sbase + victim, ctok.to(tl.int32), mask=admit)
+        tl.store(slot_stamp_ptr + sbase + victim, tl.zeros([BLOCK_N], tl.int64) + t, mask=admit)
+        tl.store(
+            slot_stamp_ptr + sbase + offs_h, tl.zeros([BLOCK_H], tl.int64) + t, mask=hit & real
+        )
+        tl.store(clock, t, mask=real)
+
+    @triton.jit
+    def _planned_copy_kernel(
+        src_ptr, dst_ptr, count_ptr, num_real_ptr, host_ptr, dev_ptr, plan_stride, row_words,
+        BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr, NUM_CHUNKS: tl.constexpr,
+    ):  # fmt: skip
+        """Grid (bs, NUM_CHUNKS): chunk c copies misses c*BLOCK_M, (c+NUM_CHUNKS)*BLOCK_M, ..."""
+        b = tl.program_id(0).to(tl.int64)
+        chunk = tl.program_id(1)
+        real = b < tl.load(num_real_ptr).to(tl.int64)
+        count = tl.where(real, tl.load(count_ptr + b), 0)
+        offs_e = tl.arange(0, BLOCK_E).to(tl.int64)
+        emask = offs_e < row_words
+        for start in range(chunk * BLOCK_M, count, NUM_CHUNKS * BLOCK_M):
+            idx = start + tl.arange(0, BLOCK_M)
+            mk = idx < count
+            src = tl.load(src_ptr + b * plan_stride + idx, mask=mk, other=0).to(tl.int64)
+            dst = tl.load(dst_ptr + b * plan_stride + idx, mask=mk, other=0).to(tl.int64)
+            both = mk[:, None] & emask[None, :]
+            vals = tl.load(host_ptr + src[:, None] * row_words + offs_e[None, :], mask=both)
+            tl.store(dev_ptr + dst[:, None] * row_words + offs_e[None, :], vals, mask=both)
+
+
+def _log2(value: int) -> int:
+    return max(0, (value - 1).bit_length())
+
+
+def swap_triton(
+    tokens: torch.Tensor,
+    req: torch.Tensor,
+    seq_lens: torch.Tensor,
+    num_real: torch.Tensor,
+    layer: int,
+    state: Any,
+    layout: HiSparseLayout,
+    out: torch.Tensor,
+    miss_src: torch.Tensor,
+    miss_dst: torch.Tensor,
+    miss_count: torch.Tensor,
+    hits: torch.Tensor,
+) -> None:
+    """The Triton path of `swap_torch` (same decisions); counts SR409 tokens in state.error_count."""
+    bs, steps, top_k = tokens.shape
+    if bs == 0:
+        return
+    n = steps * top_k
+    block_n = triton.next_power_of_2(max(n, 2))
+    block_h = triton.next_power_of_2(max(layout.hot_size, 2))
+    ws = state.workspace(bs, block_n, block_h, tokens.device)
+    _swap_plan_commit_kernel[(bs,)](
+        tokens, req, seq_lens, num_real,
+        state.slot_tokens, state.slot_stamp, state.clock, state.tail_tokens, state.slot_rows,
+        state.host_cache_locs,
+        out, miss_src, miss_dst, miss_count, miss_src.stride(0), hits, state.error_count,
+        ws["keys"], ws["hit"], ws["sorted"], ws["uniq"], ws["dst"], ws["final"], ws["tok"],
+        layer, layout.req_slots, layout.max_seq_len,
+        S=steps, K=top_k, HOT=layout.hot_size, PAGE=layout.page_size, BUF=layout.buffer_size,
+        BLOCK_N=block_n, BLOCK_H=block_h, LOG_N=_log2(block_n), LOG_H=_log2(block_h),
+        BIG=BIG_KEY,
+    )  # fmt: skip
+
+
+def copy_planned_triton(
+    miss_src: torch.Tensor,
+    miss_dst: torch.Tensor,
+    miss_count: torch.Tensor,
+    num_real: torch.Tensor,
+    host_cache: torch.Tensor,
+    device_buffer: torch.Tensor,
+    *,
+    num_chunks: int = 4,
+    block_m: int = 16,
+) -> None:
+    """The planned copy on Triton. `host_cache` may be pinned host memory (read through UVA)."""
+    bs = miss_count.shape[0]
+    if bs == 0:
+        return
+    host = as_words(host_cache)
+    dev = as_words(device_buffer)
+    words = host.shape[1]
+    _planned_copy_kernel[(bs, num_chunks)](
+        miss_src, miss_dst, miss_count, num_real, host, dev, miss_src.stride(0), words,
+        BLOCK_M=block_m, BLOCK_E=triton.next_power_of_2(words), NUM_CHUNKS=num_chunks,
+    )  # fmt: skip
