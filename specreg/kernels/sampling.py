@@ -46,7 +46,7 @@ def exponential_race_sample(
     `probs` need not be normalised (the race is scale invariant). Computed in float32; `E` is
     clamped to at least float32's smallest normal number so no division by zero happens. Entries
     of zero probability never win unless the whole row is zero, in which case index 0 is returned
-    (the CPU path rejects such rows, SR904). `noise` replaces `E` (same shape, positive values),
+    (the CPU path rejects such rows, SR904). `noise` replaces `E` (same shape, values >= 0),
     e.g. for a deterministic draw. Returns int64 [N].
     """
     check_shape("probs", probs, (None, None))
@@ -57,12 +57,12 @@ def exponential_race_sample(
         check_same_device(probs=probs, noise=noise)
     if should_check_values(probs.device, check_values):
         check_probabilities("probs", probs)
-        if noise is not None and not bool((noise > 0).all()):
+        if noise is not None and not bool((noise >= 0).all()):
             raise KernelInputError(
                 problem(
                     "SR904",
-                    "noise holds values <= 0 or NaN",
-                    accepted="positive, finite Exp(1) draws",
+                    "noise holds negative values or NaN",
+                    accepted="non-negative Exp(1) draws (zeros are clamped to the smallest normal float32)",
                     fix="draw noise with torch.empty_like(probs).exponential_()",
                     field="noise",
                 )
