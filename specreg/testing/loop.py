@@ -91,6 +91,7 @@ class SpeculativeLoop:
                 f"the toy model's window ({target.config.window}) must cover the verify width "
                 f"({self.verify_width})"
             )
+        self.markov_head = _markov_head_for(plan, draft)
         self.reader = reader or (
             SwapReader(plan.cache_swapper, target) if plan.cache_swapper is not None else DenseReader(target)
         )
@@ -144,32 +145,47 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- block drafting
     def _draft_block(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """One draft forward for the whole block, then the verifier's block sampler walks it."""
+        """One draft forward over the block [anchor, mask, ...], then the verifier's proposal
+        step (a Markov walk when the checkpoint has a head) picks the draft tokens."""
         b = batch.size
         w = self.draft.config.window
-        anchor_pos = batch.lengths - 1
-        # block slot k sees the anchor at offset k and mask tokens (absent) after it
-        base_windows = self.draft.windows_for(batch.seqs, batch.lengths)  # [b, w]
-        slots = torch.arange(gamma)
-        shifted = torch.full((b, gamma, w), -1, dtype=torch.long)
-        for k in range(gamma):
-            shifted[:, k, k:] = base_windows[:, : w - k]
-        positions = anchor_pos[:, None] + slots[None, :]
-        flat_w = shifted.reshape(b * gamma, w)
-        flat_p = positions.reshape(-1)
-        selected = self.draft.select(batch.last_tokens().repeat_interleave(gamma), flat_p)
-        rows, valid = self.draft.dense_rows(batch.seqs, torch.arange(b).repeat_interleave(gamma), selected)
-        base_logits = self.draft.logits(flat_w, flat_p, rows, valid).reshape(b, gamma, -1)
-        sampler = self.plan.verifier
-        drafts, corrected = sampler.sample_block(
+        verifier = self.plan.verifier
+        anchor = batch.last_tokens()
+        block_ids, block_pos = verifier.build_draft_block(
+            anchor, batch.lengths - 1, vocab_size=self.draft.config.vocab_size
+        )
+        width = block_ids.shape[1]
+        assert width == self.plan.num_tokens_per_req(Phase.TARGET_VERIFY, is_draft_worker=True)
+        mask_id = verifier.runtime.mask_token_id
+        # slot k's window: the block up to slot k (mask tokens are absent), then the context
+        context = self.draft.windows_for(batch.seqs, batch.lengths)  # [b, w], anchor first
+        windows = torch.full((b, width, w), -1, dtype=torch.long)
+        for k in range(width):
+            block_part = block_ids[:, : k + 1].flip(1)
+            block_part = torch.where(block_part == mask_id, torch.full_like(block_part, -1), block_part)
+            take = min(k + 1, w)
+            windows[:, k, :take] = block_part[:, :take]
+            rest = w - take
+            if rest > 0:
+                windows[:, k, take:] = context[:, 1 : 1 + rest]
+        flat_w = windows.reshape(b * width, w)
+        flat_p = block_pos.reshape(-1).long()
+        selected = self.draft.select(anchor.repeat_interleave(width), flat_p)
+        rows, valid = self.draft.dense_rows(
+            batch.seqs, torch.arange(b).repeat_interleave(width), selected
+        )
+        base_logits = self.draft.logits(flat_w, flat_p, rows, valid).reshape(b, width, -1)
+        if not verifier.runtime.sample_from_anchor:
+            base_logits = base_logits[:, 1:]  # bonus-anchor layout: the anchor slot conditions only
+        drafts, corrected = verifier.propose(
             base_logits,
-            batch.last_tokens(),
-            temperature=self.temperature,
-            greedy=not self.sampling,
+            anchor,
+            head=self.markov_head,
+            temperature=self.temperature if self.sampling else 0.0,
             generator=self.generator,
         )
-        q = _softmax(corrected, self.temperature)
-        return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q
+        q = _softmax(corrected, self.temperature) if corrected is not None else None
+        return verifier.candidates(anchor, drafts), q
 
     # ----------------------------------------------------------------------------- verify + commit
     def _verify_chain(
@@ -234,6 +250,27 @@ class SpeculativeLoop:
         from specreg.testing.tree_step import tree_step
 
         return tree_step(self, batch)
+
+
+def _markov_head_for(plan: SpecPlan, draft: ToyLM) -> Any:
+    """A seeded Markov head when the plan's block drafter declares one (markov_rank > 0)."""
+    runtime = getattr(plan.verifier, "runtime", None)
+    rank = getattr(runtime, "markov_rank", 0) or 0
+    if rank <= 0:
+        return None
+    from specreg_dspark.markov import make_markov_head
+
+    torch.manual_seed(1234)
+    head = make_markov_head(
+        runtime.markov_head_type or "vanilla",
+        vocab_size=draft.config.vocab_size,
+        rank=rank,
+        hidden_size=draft.config.dim,
+    )
+    with torch.no_grad():
+        for param in head.parameters():
+            param.mul_(0.3)
+    return head.eval()
 
 
 def run_generation(

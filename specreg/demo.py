@@ -1,0 +1,253 @@
+"""`specreg demo`: every registered algorithm on the toy model, with and without HiSparse.
+
+Each row runs greedy generation (checked token for token against plain greedy decoding) and a
+sampling run (first two tokens checked against the target's exact marginals by chi-square). It
+exits non-zero when any lossless check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import torch
+
+from specreg.errors import SpecRegError
+from specreg.plan import SpecPlan
+from specreg.registry import Registry
+from specreg.specs import AlgorithmSpec
+from specreg.testing.lossless import check_greedy, check_sampling
+from specreg.testing.toy_model import ToyConfig, ToyLM
+
+DRAFT_NOISE = 0.25
+GREEDY_PROMPTS = 4
+SAMPLING_SAMPLES = 2000
+PROMPT_LEN = 24
+
+
+def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
+    """The toy draft model's config.json, in the keys block drafters read."""
+    data: dict[str, Any] = {
+        "architectures": ["ToyDraft"],
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.dim,
+        "num_hidden_layers": 1,
+        "num_target_layers": 8,
+        "target_layer_ids": [3],
+        "block_size": 4,
+        "mask_token_id": config.vocab_size - 1,
+        "markov_rank": 8,
+        "markov_head_type": "vanilla",
+    }
+    data.update(overrides)
+    return data
+
+
+@attrs.frozen
+class DemoCase:
+    label: str
+    config: dict[str, Any]
+
+
+def demo_cases(algorithm: AlgorithmSpec, toy: ToyConfig) -> list[DemoCase]:
+    """Configs to run for one algorithm, chosen from its declared capabilities."""
+    base: dict[str, Any] = {"algorithm": algorithm.name}
+    if algorithm.drafting == "block":
+        base["draft_config"] = toy_draft_checkpoint(toy)
+    cases = [DemoCase("default", base)]
+    if algorithm.drafting == "tree" and (algorithm.topk.maximum or 4) >= 4:
+        cases.append(
+            DemoCase("tree k4", {**base, "num_steps": 3, "topk": 4, "num_draft_tokens": 8})
+        )
+    return cases
+
+
+@attrs.define
+class DemoRow:
+    algorithm: str
+    case: str
+    cache: str
+    config: dict[str, Any]
+    mean_accepted_length: float = 0.0
+    tokens_per_target_forward: float = 0.0
+    greedy_lossless: bool = False
+    sampling_lossless: bool = False
+    sampling_p_values: tuple[float, ...] = ()
+    hit_rate: float | None = None
+    bytes_copied: float | None = None
+    backend: str = ""
+    accept_lengths: list[int] = attrs.field(factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def lossless(self) -> bool:
+        return self.error is None and self.greedy_lossless and self.sampling_lossless
+
+    def to_dict(self) -> dict[str, Any]:
+        data = attrs.asdict(self)
+        data["lossless"] = self.lossless
+        data.pop("accept_lengths")
+        data["accept_length_histogram"] = _histogram(self.accept_lengths)
+        return data
+
+
+def _histogram(values: list[int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[str(v)] = out.get(str(v), 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
+
+def run_case(
+    registry: Registry,
+    algorithm: AlgorithmSpec,
+    case: DemoCase,
+    cache: str | None,
+    *,
+    num_new: int,
+    seed: int,
+    target: ToyLM,
+    draft: ToyLM,
+) -> DemoRow:
+    config = dict(case.config)
+    if cache:
+        config["cache"] = cache
+    shown = {k: v for k, v in config.items() if k != "draft_config"}
+    row = DemoRow(algorithm.name, case.label, cache or "-", shown)
+    started = time.perf_counter()
+    try:
+        plan: SpecPlan = registry.resolve(config)
+        row.config = {k: v for k, v in plan.config.to_dict().items() if k != "draft_config"}
+        g = torch.Generator().manual_seed(seed)
+        vocab = target.config.vocab_size
+        prompts = torch.randint(0, vocab - 1, (GREEDY_PROMPTS, PROMPT_LEN), generator=g)
+        greedy = check_greedy(plan, target, draft, prompts, num_new)
+        result = greedy.result
+        row.greedy_lossless = greedy.passed
+        row.accept_lengths = result.emitted_per_verify
+        row.mean_accepted_length = result.mean_accepted_length
+        generated = GREEDY_PROMPTS * num_new
+        row.tokens_per_target_forward = generated / (result.target_forwards * GREEDY_PROMPTS)
+        row.backend = result.backend
+        if result.reader_stats:
+            row.hit_rate = result.reader_stats["hit_rate"]
+            row.bytes_copied = result.reader_stats["bytes_copied"]
+        sampled = check_sampling(
+            plan, target, draft, prompts[0], samples=SAMPLING_SAMPLES, seed=seed
+        )
+        row.sampling_lossless = sampled.passed
+        row.sampling_p_values = tuple(round(p, 4) for p in sampled.p_values)
+    except SpecRegError as exc:
+        row.error = str(exc)
+    row.seconds = time.perf_counter() - started
+    return row
+
+
+def _progress(items: list[Any], enabled: bool) -> Iterator[Any]:
+    total = len(items)
+    for i, item in enumerate(items):
+        if enabled:
+            done = int(30 * i / max(total, 1))
+            sys.stderr.write(f"\r[{'#' * done}{'.' * (30 - done)}] {i}/{total}")
+            sys.stderr.flush()
+        yield item
+    if enabled:
+        sys.stderr.write(f"\r[{'#' * 30}] {total}/{total}\n")
+
+
+def run_demo(
+    *,
+    algorithms: list[str] | None = None,
+    kv_cache: str = "both",
+    steps: int = 48,
+    seed: int = 0,
+    progress: bool = False,
+    registry: Registry | None = None,
+) -> list[DemoRow]:
+    registry = registry or Registry.load()
+    toy = ToyConfig()
+    target = ToyLM(toy, seed=seed)
+    draft = target.perturbed(DRAFT_NOISE, seed=seed + 1)
+    chosen = (
+        [registry.get_algorithm(name) for name in algorithms]
+        if algorithms
+        else registry.algorithms()
+    )
+    caches: list[str | None] = {"none": [None], "hisparse": ["hisparse"], "both": [None, "hisparse"]}[
+        kv_cache
+    ]
+    jobs = [(a, case, cache) for a in chosen for case in demo_cases(a, toy) for cache in caches]
+    return [
+        run_case(registry, a, case, cache, num_new=steps, seed=seed, target=target, draft=draft)
+        for a, case, cache in _progress(jobs, progress)
+    ]
+
+
+def format_table(rows: list[DemoRow]) -> str:
+    head = (
+        f"{'algorithm':<10} {'case':<8} {'cache':<9} {'accept len':>10} {'tok/fwd':>8} "
+        f"{'lossless':>9} {'hit rate':>8} {'bytes copied':>12} {'backend':>8}  config"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        verdict = "ERROR" if r.error else ("pass" if r.lossless else "FAIL")
+        hit = f"{r.hit_rate:.1%}" if r.hit_rate is not None else "-"
+        copied = f"{int(r.bytes_copied):,}" if r.bytes_copied is not None else "-"
+        cfg = ", ".join(f"{k}={v}" for k, v in r.config.items() if k not in ("algorithm", "cache"))
+        lines.append(
+            f"{r.algorithm:<10} {r.case:<8} {r.cache:<9} {r.mean_accepted_length:>10.2f} "
+            f"{r.tokens_per_target_forward:>8.2f} {verdict:>9} {hit:>8} {copied:>12} "
+            f"{r.backend:>8}  {cfg}"
+        )
+        if r.error:
+            lines.append(f"    error: {r.error}")
+    return "\n".join(lines)
+
+
+def save_plot(rows: list[DemoRow], path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # an optional extra
+        raise SystemExit(f"--plot needs matplotlib: pip install 'specreg[plot]' ({exc})") from None
+    shown = [r for r in rows if r.accept_lengths]
+    cols = min(4, max(len(shown), 1))
+    nrows = (len(shown) + cols - 1) // cols or 1
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+    for ax, r in zip(axes.flat, shown):
+        top = max(r.accept_lengths)
+        ax.hist(r.accept_lengths, bins=range(1, top + 2), align="left", rwidth=0.8)
+        ax.set_title(f"{r.algorithm} {r.case} {r.cache}", fontsize=8)
+        ax.set_xlabel("tokens per verify", fontsize=7)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def run_demo_cli(args: argparse.Namespace) -> int:
+    rows = run_demo(
+        algorithms=args.algorithm,
+        kv_cache=args.kv_cache,
+        steps=args.steps,
+        seed=args.seed,
+        progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+    )
+    if args.json:
+        print(json.dumps({"rows": [r.to_dict() for r in rows],
+                          "all_lossless": all(r.lossless for r in rows)}, indent=2))
+    else:
+        print(format_table(rows))
+        failed = [r for r in rows if not r.lossless]
+        print(f"\n{len(rows) - len(failed)}/{len(rows)} rows lossless.")
+    if args.plot:
+        save_plot(rows, args.plot)
+    return 0 if rows and all(r.lossless for r in rows) else 1
