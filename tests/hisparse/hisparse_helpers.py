@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-
 from specreg_hisparse.layout import HiSparseLayout, compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 

@@ -1,7 +1,6 @@
 """compute_layout: derived sizes and one coded problem per violated rule."""
 
 import pytest
-
 from specreg_hisparse.layout import MAX_HOT_SIZE, compute_layout, layout_from_options
 
 

@@ -5,8 +5,8 @@ import sys
 import types
 
 import pytest
-
 import specreg_hisparse.plugin as hisparse_plugin
+
 from specreg import AlgorithmSpec, ConfigError, ParamRange, Phase, Registry, hookimpl
 
 SMALL = {"top_k": 4, "hot_size": 8, "req_slots": 2, "max_seq_len": 32}
