@@ -122,7 +122,7 @@ def test_draft_block_dispatch_and_errors(force_backend):
     expected = build_draft_block(anchor, positions, width=4, mask_token_id=9, vocab_size=10)
     force_backend("triton")
     got = build_draft_block(anchor, positions, width=4, mask_token_id=9, vocab_size=10)
-    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
     cases = [
         (dict(width=0, mask_token_id=9), "SR904"),
         (dict(width=4, mask_token_id=10, vocab_size=10), "SR903"),
