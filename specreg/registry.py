@@ -397,13 +397,11 @@ class Registry:
         return [*self._load_failures, *conflicts]
 
     def algorithms(self) -> list[AlgorithmSpec]:
-        """Every registered algorithm once (aliases folded), sorted by name."""
-        unique = {s.name: s for s in self._tables.algorithms.values()}
-        return [unique[k] for k in sorted(unique)]
+        """Every algorithm usable under its own name, once (aliases folded), sorted by name."""
+        return _own_names(self._tables.algorithms)
 
     def caches(self) -> list[CacheSpec]:
-        unique = {s.name: s for s in self._tables.caches.values()}
-        return [unique[k] for k in sorted(unique)]
+        return _own_names(self._tables.caches)
 
     def plugins(self) -> list[PluginInfo]:
         """Loaded plugins (the default plugin included) with the hooks each implements."""
@@ -651,6 +649,12 @@ class Registry:
                 )
             )
         return value
+
+
+def _own_names(table: Mapping[str, Any]) -> list[Any]:
+    """The specs stored under their own name, sorted. An alias that still points at a spec
+    whose name was overridden or is in conflict must not list that spec under the name."""
+    return [table[name] for name in sorted(table) if table[name].name == name]
 
 
 def _dedupe(problems: Iterable[Problem]) -> list[Problem]:
