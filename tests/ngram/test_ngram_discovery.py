@@ -1,0 +1,196 @@
+"""The example plugin examples/specreg-ngram, installed for real and discovered by specreg.
+
+A session fixture pip-installs the example (and, into a second location, the rival test
+distribution under data/) once; every check then runs in a subprocess whose PYTHONPATH holds
+the install location, exactly as an installed plugin is seen by a serving process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NGRAM_SRC = REPO / "examples" / "specreg-ngram"
+RIVAL_SRC = Path(__file__).resolve().parent / "data" / "specreg-ngram-rival"
+
+
+def _pip_install(source: Path, workdir: Path) -> Path:
+    """Install `source` with pip into workdir/site (building from a copy keeps the tree clean)."""
+    copy = workdir / source.name
+    shutil.copytree(
+        source, copy, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info", "tests")
+    )
+    target = workdir / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(copy),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return target
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> dict[str, Path]:
+    return {
+        "ngram": _pip_install(NGRAM_SRC, tmp_path_factory.mktemp("ngram")),
+        "rival": _pip_install(RIVAL_SRC, tmp_path_factory.mktemp("rival")),
+    }
+
+
+def run(*paths: Path, args: list[str], allowlist: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPECREG_PLUGINS", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+    if allowlist is not None:
+        env["SPECREG_PLUGINS"] = allowlist
+    return subprocess.run(
+        [sys.executable, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def python(*paths: Path, code: str, allowlist: str | None = None) -> dict:
+    done = run(*paths, args=["-c", code], allowlist=allowlist)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def specreg_list(*paths: Path, allowlist: str | None = None) -> dict:
+    done = run(*paths, args=["-m", "specreg", "list", "--json"], allowlist=allowlist)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def by_name(items: list[dict]) -> dict[str, dict]:
+    return {item["name"]: item for item in items}
+
+
+LOAD_CODE = """
+import json, sys
+from specreg import Registry
+registry = Registry.load()
+spec = registry.get_algorithm("ngram")
+plugins = {p.name: p.to_dict() for p in registry.plugins()}
+print(json.dumps({
+    "spec": spec.to_dict(),
+    "alias": registry.get_algorithm("prompt_lookup").name,
+    "plugin": plugins["ngram"],
+    "torch_imported": "torch" in sys.modules,
+}))
+"""
+
+
+def test_registry_discovers_the_installed_distribution(installed):
+    found = python(installed["ngram"], code=LOAD_CODE)
+    spec = found["spec"]
+    assert (spec["plugin"], spec["distribution"], spec["version"]) == (
+        "ngram",
+        "specreg-ngram",
+        "0.1.0",
+    )
+    assert spec["capabilities"]["drafting"] == "chain"
+    assert spec["capabilities"]["owns_draft_kv"] is False
+    assert found["alias"] == "ngram"
+    assert found["plugin"]["distribution"] == "specreg-ngram"
+    assert found["plugin"]["version"] == "0.1.0"
+    assert "specreg_register_algorithms" in found["plugin"]["hooks"]
+    assert found["torch_imported"] is False  # loading plugins never imports torch
+
+
+def test_list_json_shows_ngram_with_its_version(installed):
+    listing = specreg_list(installed["ngram"])
+    ngram = by_name(listing["algorithms"])["ngram"]
+    assert (ngram["distribution"], ngram["version"]) == ("specreg-ngram", "0.1.0")
+    assert ngram["aliases"] == ["prompt_lookup"]
+    assert by_name(listing["plugins"])["ngram"]["version"] == "0.1.0"
+    assert not [f for f in listing["failures"] if f["plugin"] == "ngram"]
+
+
+def test_not_installed_means_not_listed(installed):
+    listing = specreg_list()
+    assert "ngram" not in by_name(listing["algorithms"])
+
+
+def test_allowlist_without_ngram_leaves_it_out(installed):
+    listing = specreg_list(installed["ngram"], allowlist="eagle")
+    assert "ngram" not in by_name(listing["algorithms"])
+    attempted = set(by_name(listing["plugins"])) | {f["plugin"] for f in listing["failures"]}
+    assert attempted == {"eagle", "specreg.default"}
+
+
+def test_allowlist_with_only_ngram_loads_only_ngram(installed):
+    listing = specreg_list(installed["ngram"], allowlist="ngram")
+    assert list(by_name(listing["algorithms"])) == ["ngram"]
+    assert set(by_name(listing["plugins"])) == {"ngram", "specreg.default"}
+    assert listing["failures"] == []
+
+
+def test_empty_allowlist_loads_no_plugin(installed):
+    listing = specreg_list(installed["ngram"], allowlist="")
+    assert listing["algorithms"] == [] and listing["failures"] == []
+    assert set(by_name(listing["plugins"])) == {"specreg.default"}
+
+
+def test_same_name_without_override_is_a_conflict_naming_both_distributions(installed):
+    listing = specreg_list(installed["ngram"], installed["rival"], allowlist="ngram,ngram_rival")
+    assert "ngram" not in by_name(listing["algorithms"])
+    (conflict,) = [f for f in listing["failures"] if f["code"] == "SR112"]
+    assert "'ngram'" in conflict["message"]
+    assert "specreg-ngram 0.1.0" in conflict["message"]
+    assert "specreg-ngram-rival 0.2.0" in conflict["message"]
+    done = run(
+        installed["ngram"],
+        installed["rival"],
+        args=["-m", "specreg", "check", "--speculative-algorithm", "ngram"],
+        allowlist="ngram,ngram_rival",
+    )
+    assert done.returncode != 0
+    assert "SR112" in done.stdout + done.stderr
+
+
+RESOLVE_CODE = """
+import json
+from specreg import Registry
+plan = Registry.load().resolve({"algorithm": "ngram", "num_steps": 2})
+print(json.dumps({"spec": plan.algorithm.to_dict(), "config": plan.config.to_dict(),
+                  "gamma": plan.gamma}))
+"""
+
+
+def test_override_replaces_the_algorithm_and_its_hooks(installed):
+    listing = specreg_list(installed["ngram"], installed["rival"], allowlist="ngram,ngram_override")
+    ngram = by_name(listing["algorithms"])["ngram"]
+    assert (ngram["plugin"], ngram["distribution"], ngram["version"]) == (
+        "ngram_override",
+        "specreg-ngram-rival",
+        "0.2.0",
+    )
+    assert ngram["capabilities"]["verify_rules"] == ["greedy"]
+    assert listing["failures"] == []
+    # The shadowed plugin's hooks no longer answer for `ngram`: specreg-ngram would infer
+    # num_draft_tokens = num_steps + 1 = 3; the rival's spec default (6) applies instead.
+    plan = python(
+        installed["ngram"], installed["rival"], code=RESOLVE_CODE, allowlist="ngram,ngram_override"
+    )
+    assert plan["spec"]["distribution"] == "specreg-ngram-rival"
+    assert plan["config"]["num_draft_tokens"] == 6 and plan["gamma"] == 5
+    original = python(installed["ngram"], code=RESOLVE_CODE, allowlist="ngram")
+    assert original["config"]["num_draft_tokens"] == 3 and original["gamma"] == 2
