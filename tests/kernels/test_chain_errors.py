@@ -1,0 +1,112 @@
+"""Every class of invalid input to the chain verifiers raises its catalog code before launch."""
+
+import pytest
+import torch
+
+from specreg.errors import KernelInputError
+from specreg.kernels.chain import (
+    ChainVerifier,
+    verify_chain_greedy,
+    verify_chain_greedy_from_predict,
+    verify_chain_sampling,
+)
+
+B, N, V = 2, 3, 5
+
+
+def _inputs():
+    candidates = torch.tensor([[0, 1, 2], [3, 4, 0]])
+    p = torch.full((B, N, V), 1.0 / V)
+    q = torch.full((B, N - 1, V), 1.0 / V)
+    return candidates, p, q
+
+
+def _code(fn, *args, **kwargs) -> str:
+    with pytest.raises(KernelInputError) as err:
+        fn(*args, **kwargs)
+    return err.value.code
+
+
+def test_shape_errors():
+    c, p, q = _inputs()
+    assert _code(verify_chain_greedy, c[0], p) == "SR900"
+    assert _code(verify_chain_greedy, c, p[:, :2]) == "SR900"
+    assert _code(verify_chain_greedy, c[:, :0], p[:, :0]) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q[:, :1]) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q[..., :4]) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q, coins=torch.zeros(B, 1)) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q, final_coins=torch.zeros(B, 1)) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q, verify_lens=torch.ones(3, dtype=torch.long)) == "SR900"
+    assert _code(verify_chain_greedy_from_predict, c, c[:, :2]) == "SR900"
+    assert _code(ChainVerifier(num_draft_tokens=4).verify_greedy, c, p) == "SR900"
+
+
+def test_dtype_errors():
+    c, p, q = _inputs()
+    assert _code(verify_chain_greedy, c.float(), p) == "SR901"
+    assert _code(verify_chain_greedy, c, p.long()) == "SR901"
+    assert _code(verify_chain_sampling, c, p, q.to(torch.int32)) == "SR901"
+    assert _code(verify_chain_sampling, c, p, q, verify_lens=torch.ones(B)) == "SR901"
+    assert _code(verify_chain_sampling, c, p, q, coins=torch.zeros(B, 2, dtype=torch.long)) == "SR901"
+    assert _code(verify_chain_greedy, c.tolist(), p) == "SR901"
+
+
+def test_device_errors():
+    c, p, q = _inputs()
+    assert _code(verify_chain_greedy, c, p.to("meta")) == "SR902"
+    assert _code(verify_chain_sampling, c, p, q.to("meta")) == "SR902"
+    assert _code(verify_chain_sampling, c, p, q, coins=torch.zeros(B, 2, device="meta")) == "SR902"
+
+
+def test_token_out_of_range():
+    c, p, q = _inputs()
+    c[1, 2] = V
+    assert _code(verify_chain_greedy, c, p) == "SR903"
+    assert _code(verify_chain_sampling, c, p, q, seed=0) == "SR903"
+    c[1, 2] = -1
+    assert _code(verify_chain_sampling, c, p, q, seed=0) == "SR903"
+    # ... but ignored beyond the request's verify length
+    lens = torch.tensor([3, 2])
+    assert verify_chain_greedy(c, p, verify_lens=lens).accept_len.shape == (B,)
+    assert _code(verify_chain_greedy_from_predict, c, c.abs(), vocab_size=V) == "SR903"
+
+
+def test_verify_lens_out_of_range():
+    c, p, q = _inputs()
+    assert _code(verify_chain_greedy, c, p, verify_lens=torch.tensor([0, 3])) == "SR903"
+    assert _code(verify_chain_sampling, c, p, q, verify_lens=torch.tensor([4, 3])) == "SR903"
+
+
+def test_invalid_probability_values():
+    c, p, q = _inputs()
+    bad_q = q.clone()
+    bad_q[0, 1, 2] = float("nan")
+    assert _code(verify_chain_sampling, c, p, bad_q, seed=0) == "SR904"
+    bad_p = p.clone()
+    bad_p[1, 0, 0] = -0.1
+    assert _code(verify_chain_sampling, c, bad_p, q, seed=0) == "SR904"
+    zero_p = p.clone()
+    zero_p[0, 1] = 0.0
+    assert _code(verify_chain_sampling, c, zero_p, q, seed=0) == "SR904"
+    nan_logits = p.clone()
+    nan_logits[0, 0, 0] = float("nan")
+    assert _code(verify_chain_greedy, c, nan_logits) == "SR904"
+    assert _code(verify_chain_sampling, c, p, q, coins=torch.ones(B, 2)) == "SR904"
+    assert _code(verify_chain_sampling, c, p, q, final_coins=torch.full((B,), -0.5)) == "SR904"
+
+
+def test_invalid_scalars():
+    c, p, q = _inputs()
+    assert _code(ChainVerifier, num_draft_tokens=0) == "SR904"
+    assert _code(ChainVerifier, num_draft_tokens=None) == "SR904"
+    assert _code(verify_chain_greedy, c, p, backend="cuda") == "SR904"
+    assert _code(verify_chain_greedy, c, p, backend="triton", block_v=48) == "SR904"
+
+
+def test_errors_render_with_fix():
+    c, p, q = _inputs()
+    with pytest.raises(KernelInputError) as err:
+        verify_chain_sampling(c, p, q[:, :1])
+    text = str(err.value)
+    assert "draft_probs" in text and "Fix:" in text and "SR900" in text
+    assert isinstance(err.value, ValueError)
