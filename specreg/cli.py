@@ -194,14 +194,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from specreg import catalog
 
-    if args.markdown:
-        text = catalog.render_markdown()
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        else:
-            print(text)
-        return EXIT_OK
     if not args.code:
         for entry in catalog.entries().values():
             print(f"{entry.code}  {entry.title}")
@@ -250,8 +242,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="explain an error code")
     p.add_argument("code", nargs="?")
-    p.add_argument("--markdown", action="store_true", help="the whole catalog as Markdown")
-    p.add_argument("--output", "-o", help="with --markdown: write to this file")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("demo", help="run every algorithm on the built-in toy model")

@@ -222,7 +222,7 @@ def save_plot(rows: list[DemoRow], path: str) -> None:
     cols = min(4, max(len(shown), 1))
     nrows = (len(shown) + cols - 1) // cols or 1
     fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
-    for ax, r in zip(axes.flat, shown):
+    for ax, r in zip(axes.flat, shown, strict=False):
         top = max(r.accept_lengths)
         ax.hist(r.accept_lengths, bins=range(1, top + 2), align="left", rwidth=0.8)
         ax.set_title(f"{r.algorithm} {r.case} {r.cache}", fontsize=8)

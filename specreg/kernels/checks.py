@@ -40,7 +40,7 @@ def check_shape(name: str, tensor: torch.Tensor, expected: Sequence[int | None])
     check_tensor(name, tensor)
     shape = tuple(tensor.shape)
     ok = len(shape) == len(expected) and all(
-        want is None or have == want for have, want in zip(shape, expected)
+        want is None or have == want for have, want in zip(shape, expected, strict=False)
     )
     if not ok:
         want_text = "[" + ", ".join("*" if w is None else str(w) for w in expected) + "]"

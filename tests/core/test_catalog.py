@@ -41,12 +41,6 @@ def test_seed_failures_have_reserved_codes():
     assert seeds == {"SR100", "SR300", "SR400"}
 
 
-def test_docs_errors_page_is_generated_from_the_catalog():
-    page = ROOT / "docs" / "errors.md"
-    assert page.read_text(encoding="utf-8") == catalog.render_markdown(), (
-        "docs/errors.md is stale: run `specreg explain --markdown -o docs/errors.md`"
-    )
-
 
 def test_explain_prints_an_entry(capsys):
     assert main(["explain", "sr100"]) == 0
