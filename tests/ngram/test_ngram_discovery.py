@@ -194,3 +194,13 @@ def test_override_replaces_the_algorithm_and_its_hooks(installed):
     assert plan["config"]["num_draft_tokens"] == 6 and plan["gamma"] == 5
     original = python(installed["ngram"], code=RESOLVE_CODE, allowlist="ngram")
     assert original["config"]["num_draft_tokens"] == 3 and original["gamma"] == 2
+
+
+def test_the_example_unit_tests_pass_against_the_installed_copy(installed):
+    done = run(
+        installed["ngram"],
+        args=["-m", "pytest", "-q", "-p", "no:cacheprovider", str(NGRAM_SRC / "tests")],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    code = "import specreg_ngram, json; print(json.dumps(specreg_ngram.__file__))"
+    assert python(installed["ngram"], code=code).startswith(str(installed["ngram"]))
