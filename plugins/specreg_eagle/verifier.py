@@ -1,0 +1,205 @@
+"""`EagleVerifier`: the object `plan.verifier` holds for eagle / eagle3."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree, organize_draft_results
+from specreg_eagle.verify import TreeVerifyResult, verify_tree_greedy, verify_tree_sampling
+
+
+class EagleVerifier:
+    """Builds EAGLE draft trees and verifies them, from tensors only.
+
+    A generation loop drives it in two calls per step (b requests, N = num_draft_tokens):
+
+    1. ``tree = verifier.build_tree(bonus_tokens, seq_lens, score_list=..., token_list=...,
+       parents_list=...)`` with the per-step draft outputs of ``select_top_k_tokens`` (or with
+       ``parent_list=, top_scores_index=, draft_tokens=`` already organised).
+       ``bonus_tokens`` [b] is the last committed token of each request (the tree root),
+       ``seq_lens`` [b] the committed length. ``tree.draft_tokens.view(b, N)`` are the tokens to
+       run through the target, at ``tree.positions`` with attention mask ``tree.tree_mask``.
+    2. ``out = verifier.verify_greedy(tree, target_logits)`` or
+       ``out = verifier.verify_sampling(tree, target_probs, draft_probs=None, seed=None)`` with
+       the target's output for every tree node, [b, N, V] (row i = the next-token distribution
+       after node i). ``draft_probs`` [b, N, V] (row i = q of node i's children) is optional.
+
+    ``out`` is a `TreeVerifyResult`: ``out.output_tokens`` [b, num_steps + 1] int64 holds each
+    request's accepted drafts then the bonus token, padded with -1; ``out.accept_len`` [b] int32
+    the number of accepted drafts (emit ``accept_len + 1`` tokens); ``out.bonus`` [b] the token
+    after them (the next step's root); ``out.accept_index`` the accepted nodes' flat rows (to keep
+    their KV / hidden states). With topk = 1 the tree is a chain and sampling with a real q uses
+    specreg's `ChainVerifier` (classic rejection sampling; the result is converted to the same
+    `TreeVerifyResult`).
+    """
+
+    rules = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
+
+    def __init__(
+        self,
+        *,
+        num_steps: int,
+        topk: int,
+        num_draft_tokens: int,
+        mask_mode: str = "full",
+        threshold_single: float = 1.0,
+        threshold_acc: float = 1.0,
+        check_values: bool | None = None,
+    ) -> None:
+        self.num_steps = int(num_steps)
+        self.topk = int(topk)
+        self.num_draft_tokens = int(num_draft_tokens)
+        self.mask_mode = mask_mode
+        self.threshold_single = threshold_single
+        self.threshold_acc = threshold_acc
+        self.check_values = check_values
+        if mask_mode not in MASK_MODES:
+            from specreg.errors import KernelInputError, problem
+
+            raise KernelInputError(
+                problem("SR211", f"tree mask mode {mask_mode!r} is not known",
+                        accepted=", ".join(MASK_MODES), fix="pass one of the accepted modes",
+                        field="mask_mode")
+            )
+
+    # ------------------------------------------------------------------------------ build
+    def build_tree(
+        self,
+        bonus_tokens: torch.Tensor,
+        seq_lens: torch.Tensor,
+        *,
+        score_list: Sequence[torch.Tensor] | None = None,
+        token_list: Sequence[torch.Tensor] | None = None,
+        parents_list: Sequence[torch.Tensor] | None = None,
+        parent_list: torch.Tensor | None = None,
+        top_scores_index: torch.Tensor | None = None,
+        draft_tokens: torch.Tensor | None = None,
+        mask_mode: str | None = None,
+        seq_lens_sum: int | None = None,
+    ) -> TreeBuildResult:
+        """The verify tree from the raw draft lists or the organised tree (see the class doc)."""
+        if score_list is not None:
+            parent_list, top_scores_index, draft_tokens = organize_draft_results(
+                score_list, token_list or (), parents_list or (), self.num_draft_tokens
+            )
+        if parent_list is None or top_scores_index is None or draft_tokens is None:
+            from specreg.errors import KernelInputError, problem
+
+            raise KernelInputError(
+                problem("SR213", "build_tree needs the draft lists or the organised tree",
+                        accepted="score_list/token_list/parents_list, or parent_list/"
+                        "top_scores_index/draft_tokens",
+                        fix="pass the outputs of the draft loop", field="score_list")
+            )
+        return build_tree(
+            bonus_tokens, parent_list, top_scores_index, draft_tokens, seq_lens,
+            topk=self.topk, depth=self.num_steps, num_verify_tokens=self.num_draft_tokens,
+            mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
+            check_values=self.check_values,
+        )
+
+    # ----------------------------------------------------------------------------- verify
+    def _links(self, tree: TreeBuildResult) -> tuple[torch.Tensor, ...]:
+        n = tree.num_verify_tokens
+        return (
+            tree.draft_tokens.view(-1, n),
+            tree.retrieve_index,
+            tree.retrieve_next_token,
+            tree.retrieve_next_sibling,
+        )
+
+    def verify_greedy(
+        self, tree: TreeBuildResult, target_logits: torch.Tensor | None = None, *,
+        target_predict: torch.Tensor | None = None,
+    ) -> TreeVerifyResult:
+        """Longest path matching the target's argmax; `target_logits` [b, N, V] (or
+        `target_predict` [b, N])."""
+        return verify_tree_greedy(
+            *self._links(tree), depth=self.num_steps, target_logits=target_logits,
+            target_predict=target_predict, check_values=self.check_values,
+        )
+
+    def verify_sampling(
+        self,
+        tree: TreeBuildResult,
+        target_probs: torch.Tensor,
+        *,
+        draft_probs: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        final_coins: torch.Tensor | None = None,
+        seed: int | None = None,
+        offsets: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> TreeVerifyResult:
+        """Lossless tree sampling; `target_probs` [b, N, V]. With `seed`, coins are a hash of
+        (seed, offsets[r] (default: the tree's root positions), column)."""
+        candidates, ridx, nxt, sib = self._links(tree)
+        b, n = candidates.shape
+        if seed is not None and offsets is None:
+            offsets = tree.positions.view(b, n)[:, 0]
+        if self.topk == 1 and draft_probs is not None:
+            return self._chain_sampling(
+                candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
+            )
+        return verify_tree_sampling(
+            candidates, ridx, nxt, sib, target_probs, depth=self.num_steps,
+            draft_probs=draft_probs, coins=coins, final_coins=final_coins,
+            threshold_single=self.threshold_single, threshold_acc=self.threshold_acc,
+            seed=seed, offsets=offsets, generator=generator, check_values=self.check_values,
+        )
+
+    def _chain_sampling(
+        self, candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
+    ) -> TreeVerifyResult:
+        from specreg.kernels.chain import ChainVerifier
+
+        b, n = candidates.shape
+        if coins is None or final_coins is None:
+            from specreg.kernels.sampling import uniform_coins
+
+            drawn = uniform_coins(
+                (b, n + 1), device=candidates.device, seed=seed, offsets=offsets,
+                generator=generator,
+            )
+            coins = drawn[:, :n] if coins is None else coins
+            final_coins = drawn[:, n] if final_coins is None else final_coins
+        chain = ChainVerifier(n, check_values=self.check_values).verify_sampling(
+            candidates, target_probs, draft_probs[:, : n - 1], coins=coins[:, : n - 1],
+            final_coins=final_coins,
+        )
+        return chain_to_tree_result(chain, self.num_steps)
+
+    def describe(self) -> str:
+        return (
+            f"EagleVerifier(num_steps={self.num_steps}, topk={self.topk}, "
+            f"num_draft_tokens={self.num_draft_tokens}, mask_mode={self.mask_mode}, "
+            f"rules={', '.join(self.rules)}, thresholds=({self.threshold_single}, "
+            f"{self.threshold_acc}), chain rejection sampling via ChainVerifier when topk=1)"
+        )
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+
+def chain_to_tree_result(chain: object, num_steps: int) -> TreeVerifyResult:
+    """A `ChainVerifyResult` of a chain of n = num_steps + 1 nodes as a `TreeVerifyResult`."""
+    out = chain.output_tokens.to(torch.int64)
+    b, n = out.shape
+    slots = num_steps + 1
+    if n < slots:
+        out = torch.cat([out, out.new_full((b, slots - n), -1)], 1)
+    out = out[:, :slots]
+    count = chain.accept_len.to(torch.int64)
+    k = torch.arange(slots, device=out.device).unsqueeze(0)
+    rows = torch.arange(b, device=out.device).unsqueeze(1) * n
+    accept_index = torch.where(k <= count.unsqueeze(1), rows + k, torch.full_like(out, -1))
+    predicts = torch.full((b * n,), -1, dtype=torch.int64, device=out.device)
+    on = accept_index >= 0
+    predicts[accept_index[on]] = out[on]
+    return TreeVerifyResult(
+        predicts=predicts, accept_index=accept_index,
+        accept_token_num=chain.accept_len.to(torch.int32), bonus=chain.bonus.to(torch.int64),
+        output_tokens=out,
+    )
