@@ -204,3 +204,17 @@ def test_the_example_unit_tests_pass_against_the_installed_copy(installed):
     assert done.returncode == 0, done.stdout + done.stderr
     code = "import specreg_ngram, json; print(json.dumps(specreg_ngram.__file__))"
     assert python(installed["ngram"], code=code).startswith(str(installed["ngram"]))
+
+
+CONFORMANCE_CODE = """
+import json
+from specreg import Registry
+from specreg.testing.conformance import check_algorithm
+report = check_algorithm(Registry.load(), "ngram")
+print(json.dumps({"checked": len(report.checked), "failures": report.failures}))
+"""
+
+
+def test_the_installed_plugin_passes_the_conformance_kit(installed):
+    report = python(installed["ngram"], code=CONFORMANCE_CODE, allowlist="ngram")
+    assert report["failures"] == [] and report["checked"] > 10
