@@ -56,8 +56,9 @@ _FIX = (
 def check_consistent(plan: SpecPlan, group: Any = None) -> None:
     """Raise `ConsistencyError` (SR120) on every rank if any rank resolved a different plan.
 
-    `group` is a `torch.distributed` process group (default: the whole job). Ranks in messages
-    are ranks within `group`, with the global rank added when it differs.
+    `group` is a `torch.distributed` process group (default: the whole job); on a rank outside
+    `group` this returns at once. Ranks in messages are ranks within `group`, with the global
+    rank added when it differs.
     """
     own = _own_entry(plan)
     import torch.distributed as dist
@@ -65,6 +66,8 @@ def check_consistent(plan: SpecPlan, group: Any = None) -> None:
     if not (dist.is_available() and dist.is_initialized()):
         _check_single_process(own)
         return
+    if group is not None and dist.get_rank(group) < 0:
+        return  # not a member of `group`: nothing to compare, as torch collectives do
     world = dist.get_world_size(group)
     gathered: list[Any] = [None] * world
     dist.all_gather_object(gathered, own, group=group)

@@ -108,6 +108,8 @@ def main() -> None:
         sub_config = {**base, "num_draft_tokens": 5} if rank == world - 1 else base
         sub_plan = toy_registry().resolve(sub_config)
         results["subgroup"] = outcome(lambda: check_consistent(sub_plan, group=subgroup))
+    else:
+        results["outside_subgroup"] = outcome(lambda: check_consistent(plan, group=subgroup))
     dist.barrier()
 
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w", encoding="utf-8") as handle:

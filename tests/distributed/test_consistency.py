@@ -93,6 +93,7 @@ def test_every_rank_reaches_the_same_verdict(results):
         assert all(v == verdicts[0] for v in verdicts), (scenario, verdicts)
     assert results[1]["subgroup"] == results[2]["subgroup"]
     assert "subgroup" not in results[0]
+    assert results[0]["outside_subgroup"] == {"ok": True}
 
 
 def test_equal_plans_pass(results):
