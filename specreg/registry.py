@@ -560,6 +560,7 @@ class Registry:
             resolution = self._resolve(config, algorithm, skip)
         except SpecRegError as exc:
             problems += exc.problems
+        generic: list[Problem] = []  # the default plugin's rules, superseded per field below
         for plugin, found in self._call(
             "specreg_validate_config",
             skip=skip,
@@ -577,7 +578,10 @@ class Registry:
                         "specreg_validate_config instead of specreg.Problem",
                         fix="return a list of specreg.Problem",
                     )
-                problems.append(item)
+                (generic if plugin == default_plugin.PLUGIN_NAME else problems).append(item)
+        # A plugin's own error about a field replaces the generic range message for it.
+        owned = {p.field for p in problems if p.is_error and p.field}
+        problems += [p for p in generic if not (p.is_error and p.field in owned)]
         return config, algorithm, cache, _dedupe(problems)
 
     def _resolve(

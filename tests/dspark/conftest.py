@@ -1,16 +1,6 @@
-"""Shared helpers for the DSpark plugin tests."""
-
-import json
-from pathlib import Path
+"""Fixtures for the DSpark plugin tests."""
 
 import pytest
-
-DATA = Path(__file__).parent / "data"
-
-
-def load(name: str) -> dict:
-    """A hand-written draft config.json from tests/dspark/data."""
-    return json.loads((DATA / f"{name}.json").read_text())
 
 
 @pytest.fixture(scope="session")

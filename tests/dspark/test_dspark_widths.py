@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import load
+from dspark_helpers import load
 
 from specreg import ConfigError, Phase, SpecConfig
 

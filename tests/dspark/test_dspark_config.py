@@ -1,7 +1,7 @@
 """Draft config parsing: every resolution path and every error, from config.json files."""
 
 import pytest
-from conftest import DATA, load
+from dspark_helpers import DATA, load
 from specreg_dspark import (
     DFlashDraftConfig,
     DSparkDraftConfig,

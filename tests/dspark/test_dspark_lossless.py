@@ -2,7 +2,7 @@
 q = softmax(corrected / T). Statistical tests use fixed seeds."""
 
 import torch
-from conftest import load
+from dspark_helpers import load
 from scipy.stats import chisquare
 from specreg_dspark.markov import ExponentialRaceSampler, make_markov_head
 

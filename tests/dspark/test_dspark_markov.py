@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import load
+from dspark_helpers import load
 from specreg_dspark.markov import (
     ExponentialRaceSampler,
     GatedMarkovHead,

@@ -1,0 +1,206 @@
+"""The conformance kit: the contract every algorithm and cache plugin must meet.
+
+`check_algorithm(registry, name)` and `check_cache(registry, name)` return a report and raise
+`ConformanceError` listing every failed clause. The built-in plugins run them in specreg's own
+tests; plugin authors run them through the pytest plugin (`specreg.testing.pytest_plugin`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import torch
+
+from specreg.catalog import lookup
+from specreg.errors import SpecRegError
+from specreg.phase import PHASES, Phase
+from specreg.registry import Registry
+from specreg.specs import AlgorithmSpec
+from specreg.testing.lossless import check_greedy, check_sampling
+from specreg.testing.toy_model import ToyConfig, ToyLM
+
+
+class ConformanceError(AssertionError):
+    """Some clauses of the plugin contract failed; `failures` lists them."""
+
+    def __init__(self, subject: str, failures: list[str]) -> None:
+        self.failures = failures
+        super().__init__(f"{subject} fails {len(failures)} clause(s):\n  - " + "\n  - ".join(failures))
+
+
+@attrs.define
+class ConformanceReport:
+    subject: str
+    checked: list[str] = attrs.field(factory=list)
+    failures: list[str] = attrs.field(factory=list)
+
+    def clause(self, name: str, ok: bool, detail: str = "") -> None:
+        self.checked.append(name)
+        if not ok:
+            self.failures.append(f"{name}: {detail}" if detail else name)
+
+    def raise_if_failed(self) -> ConformanceReport:
+        if self.failures:
+            raise ConformanceError(self.subject, self.failures)
+        return self
+
+
+def _probe_values(allowed: Any, limit: int) -> list[int]:
+    low = allowed.minimum
+    high = allowed.maximum if allowed.maximum is not None else low + limit
+    return sorted({low, min(low + 1, high), min(low + 2, high), allowed.default or low, min(high, low + limit)})
+
+
+def valid_configs(
+    registry: Registry, algorithm: AlgorithmSpec, base: Mapping[str, Any], limit: int = 4
+) -> list[dict[str, Any]]:
+    """A small grid over the declared ranges, kept where `registry.check` finds no error."""
+    grid = itertools.product(
+        _probe_values(algorithm.num_steps, limit),
+        _probe_values(algorithm.topk, limit),
+        _probe_values(algorithm.num_draft_tokens, limit * 2),
+    )
+    out = []
+    for steps, topk, n in grid:
+        config = {**base, "num_steps": steps, "topk": topk, "num_draft_tokens": n}
+        if not any(p.is_error for p in registry.check(config)):
+            out.append(config)
+    return out
+
+
+def out_of_range_configs(algorithm: AlgorithmSpec, base: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One config per declared bound, just outside it."""
+    out = []
+    for field in ("num_steps", "topk", "num_draft_tokens"):
+        allowed = getattr(algorithm, field)
+        out.append({**base, field: allowed.minimum - 1})
+        if allowed.maximum is not None:
+            out.append({**base, field: allowed.maximum + 1})
+    return out
+
+
+def check_algorithm(
+    registry: Registry,
+    name: str,
+    *,
+    base_config: Mapping[str, Any] | None = None,
+    lossless: bool = True,
+    samples: int = 3000,
+    seed: int = 0,
+) -> ConformanceReport:
+    """Run the algorithm contract. `base_config` adds keys (e.g. a draft_config) to every config."""
+    algorithm = registry.get_algorithm(name)
+    base = {"algorithm": algorithm.name, **(base_config or {})}
+    report = ConformanceReport(f"algorithm {algorithm.name!r}")
+
+    configs = valid_configs(registry, algorithm, base)
+    report.clause("has valid configs in its declared ranges", bool(configs), "none of the probes passed check()")
+    for config in configs:
+        try:
+            plan = registry.resolve(config)
+        except SpecRegError as exc:
+            report.clause(f"resolves {config}", False, str(exc))
+            continue
+        for phase, draft in itertools.product(PHASES, (False, True)):
+            width = plan.num_tokens_per_req(phase, is_draft_worker=draft)
+            report.clause(
+                f"width {phase.value} ({'draft' if draft else 'target'}) > 0 for {config}",
+                isinstance(width, int) and width > 0,
+                f"got {width!r}",
+            )
+        report.clause(
+            f"gamma < target_verify width for {config}",
+            0 < plan.gamma < plan.num_tokens_per_req(Phase.TARGET_VERIFY) + 1,
+            f"gamma {plan.gamma}",
+        )
+
+    for config in out_of_range_configs(algorithm, base):
+        problems = registry.check(config)
+        errors = [p for p in problems if p.is_error]
+        coded = all(_known(p.code) for p in errors)
+        report.clause(
+            f"reports a coded problem for {config}",
+            bool(errors) and coded and all(p.fix for p in errors),
+            f"problems: {[p.render() for p in problems]}",
+        )
+
+    if lossless and configs:
+        toy = ToyConfig()
+        target = ToyLM(toy, seed=seed)
+        draft = target.perturbed(0.25, seed=seed + 1)
+        prompts = torch.randint(0, toy.vocab_size - 1, (3, 24), generator=torch.Generator().manual_seed(seed))
+        for config in _spread(configs, 2):
+            plan = registry.resolve(config)
+            if plan.num_tokens_per_req(Phase.TARGET_VERIFY) > toy.window:
+                continue
+            try:
+                greedy = check_greedy(plan, target, draft, prompts, 24)
+                report.clause(
+                    f"greedy output equals plain greedy decoding for {config}",
+                    greedy.passed,
+                    f"first mismatch at column {greedy.first_mismatch}",
+                )
+                sampled = check_sampling(plan, target, draft, prompts[0], samples=samples, seed=seed)
+                report.clause(
+                    f"sampled tokens follow the target distribution for {config}",
+                    sampled.passed,
+                    f"chi-square p-values {sampled.p_values}",
+                )
+            except AssertionError as exc:  # a width disagreeing with the kernels' shapes
+                report.clause(f"kernel shapes agree with the widths for {config}", False, str(exc))
+    return report.raise_if_failed()
+
+
+def _spread(items: list[Any], count: int) -> Iterable[Any]:
+    if len(items) <= count:
+        return items
+    step = (len(items) - 1) / (count - 1)
+    return [items[round(i * step)] for i in range(count)]
+
+
+def _known(code: str) -> bool:
+    try:
+        lookup(code)
+    except KeyError:
+        return False
+    return True
+
+
+def check_cache(
+    registry: Registry,
+    name: str,
+    *,
+    algorithm_config: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    calls: int = 40,
+) -> ConformanceReport:
+    """Run the cache contract: resolves with an algorithm, and nothing is lost end to end."""
+    from specreg.testing.kv import swap_property_check
+
+    cache = registry.get_cache(name)
+    report = ConformanceReport(f"cache {cache.name!r}")
+    config = {**(algorithm_config or {"algorithm": "eagle"}), "cache": cache.name}
+    try:
+        plan = registry.resolve(config)
+    except SpecRegError as exc:
+        report.clause(f"resolves with {config}", False, str(exc))
+        return report.raise_if_failed()
+    report.clause("builds a swapper", plan.cache_swapper is not None, "make_cache_swapper returned None")
+    if plan.cache_swapper is None:
+        return report.raise_if_failed()
+    toy = ToyConfig()
+    target = ToyLM(toy, seed=seed)
+    draft = target.perturbed(0.25, seed=seed + 1)
+    prompts = torch.randint(0, toy.vocab_size - 1, (3, 24), generator=torch.Generator().manual_seed(seed))
+    greedy = check_greedy(plan, target, draft, prompts, 24)
+    report.clause(
+        "greedy output through the cache equals plain greedy decoding",
+        greedy.passed,
+        f"first mismatch at column {greedy.first_mismatch}",
+    )
+    lost = swap_property_check(plan, target, calls=calls, seed=seed)
+    report.clause("nothing lost over random swap calls", not lost, "; ".join(lost[:5]))
+    return report.raise_if_failed()
