@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-
 from specreg_eagle.tree import organize_draft_results, select_top_k_tokens
 
 
@@ -46,7 +45,7 @@ def naive_build_tree(bonus, parent_list, sel, drafts, seq_lens, topk, n):
         first = [children[i][0] if children[i] else -1 for i in range(n)]
         sibling = [-1] * n
         for kids in children.values():
-            for a, c in zip(kids, kids[1:]):
+            for a, c in zip(kids, kids[1:], strict=False):
                 sibling[a] = c
         out.append(
             dict(
@@ -70,7 +69,7 @@ def full_tree_links(b: int, topk: int):
         kids = [j for j in range(n) if parents[j] == i]
         if kids:
             first[i] = kids[0]
-        for a, c in zip(kids, kids[1:]):
+        for a, c in zip(kids, kids[1:], strict=False):
             sib[a] = c
     ridx = torch.arange(b * n).view(b, n)
     return n, parents, ridx, torch.tensor(first).expand(b, n), torch.tensor(sib).expand(b, n)

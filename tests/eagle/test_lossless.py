@@ -10,7 +10,6 @@ import pytest
 import torch
 from eagle_helpers import full_tree_links
 from scipy.stats import chisquare
-
 from specreg_eagle.verify import verify_tree_sampling
 
 V = 5

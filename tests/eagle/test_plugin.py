@@ -67,8 +67,9 @@ def test_alias_and_eagle3(registry):
 
 
 def test_hooks_ignore_other_algorithms():
-    from specreg.specs import AlgorithmSpec
     from specreg_eagle import plugin
+
+    from specreg.specs import AlgorithmSpec
 
     other = AlgorithmSpec(name="other", drafting="chain", verify_rules=("greedy",))
     from specreg.config import SpecConfig

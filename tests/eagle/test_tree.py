@@ -1,7 +1,6 @@
 import pytest
 import torch
-
-from specreg.errors import KernelInputError
+from eagle_helpers import naive_build_tree, random_draft
 from specreg_eagle.tree import (
     bitpacked_dtype,
     build_tree,
@@ -11,7 +10,7 @@ from specreg_eagle.tree import (
     select_top_k_tokens,
 )
 
-from eagle_helpers import naive_build_tree, random_draft
+from specreg.errors import KernelInputError
 
 FIELDS = ("tree_mask", "positions", "retrieve_index", "retrieve_next_token",
           "retrieve_next_sibling", "draft_tokens", "invalid")

@@ -1,8 +1,6 @@
 import pytest
 import torch
 from eagle_helpers import random_draft
-
-from specreg.errors import KernelInputError
 from specreg_eagle.tree import build_tree
 from specreg_eagle.verifier import EagleVerifier
 from specreg_eagle.verify import (
@@ -13,6 +11,8 @@ from specreg_eagle.verify import (
     verify_tree_sampling_torch,
     verify_tree_sampling_triton,
 )
+
+from specreg.errors import KernelInputError
 
 RESULT_FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
 
@@ -145,7 +145,6 @@ def test_seeded_coins_are_deterministic():
 
 
 def test_verifier_end_to_end_api():
-    from eagle_helpers import random_draft as _  # noqa: F401  (same helpers as a loop would use)
     from specreg_eagle.tree import select_top_k_tokens
 
     b, topk, steps, n, vocab = 2, 2, 3, 6, 10
@@ -157,7 +156,7 @@ def test_verifier_end_to_end_api():
     hidden, scores, lists = torch.randn(b, 4), None, ([], [], [])
     for i in range(steps):
         _, hidden, scores, info = select_top_k_tokens(i, tp, ti, hidden, scores, topk)
-        for lst, item in zip(lists, info):
+        for lst, item in zip(lists, info, strict=False):
             lst.append(item)
         tp, ti = torch.softmax(torch.randn(b * topk, vocab, generator=gen), -1).topk(topk, -1)
     tree = verifier.build_tree(torch.tensor([1, 2]), torch.tensor([4, 5]), score_list=lists[0],
