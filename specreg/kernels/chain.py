@@ -53,7 +53,6 @@ from specreg.kernels.checks import (
     INDEX_DTYPES,
     check_dtype,
     check_index_range,
-    check_probabilities,
     check_same_device,
     check_shape,
     check_tensor,
@@ -122,6 +121,25 @@ def _check_no_nan(name: str, tensor: torch.Tensor) -> None:
         )
 
 
+def _row_mass(name: str, probs: torch.Tensor) -> torch.Tensor:
+    """Row sums [..] in float32 after checking values are finite and >= 0, in two passes and
+    without copies (NaN or inf anywhere makes its row sum non-finite)."""
+    if probs.numel() == 0:
+        return probs.sum(-1, dtype=torch.float32)
+    mass = probs.sum(-1, dtype=torch.float32)
+    if not bool(torch.isfinite(mass).all()) or bool(probs.amin() < 0):
+        raise KernelInputError(
+            problem(
+                "SR904",
+                f"{name} holds NaN, infinite or negative probabilities",
+                accepted="finite values >= 0",
+                fix="compute probabilities with torch.softmax in float32 from finite logits",
+                field=name,
+            )
+        )
+    return mass
+
+
 def _check_chain(
     candidates: torch.Tensor,
     target: torch.Tensor,
@@ -188,12 +206,20 @@ def _check_chain(
     if not probabilities:
         _check_no_nan(target_name, target)
         return b, n, vocab
-    check_probabilities(target_name, target, allow_zero_rows=True)
-    check_probabilities(target_name, target[verified])
+    target_mass = _row_mass(target_name, target)
+    if bool((target_mass[verified] <= 0).any()):
+        raise KernelInputError(
+            problem(
+                "SR904",
+                f"{target_name} has a verified row whose probabilities sum to zero",
+                accepted="rows with positive total mass at every verified position",
+                fix="check the temperature and the top-k/top-p filtering that produced the row",
+                field=target_name,
+            )
+        )
     if draft_probs is not None:
-        check_probabilities("draft_probs", draft_probs, allow_zero_rows=True)
-        used = verified[:, 1:]
-        if bool((draft_probs[used].sum(-1) <= 0).any()):
+        draft_mass = _row_mass("draft_probs", draft_probs)
+        if bool((draft_mass[verified[:, 1:]] <= 0).any()):
             raise KernelInputError(
                 problem(
                     "SR904",

@@ -200,12 +200,15 @@ def inverse_cdf_sample(weights: torch.Tensor, coins: torch.Tensor) -> torch.Tens
     An all-zero row returns 0. Returns int64 [N].
     """
     weights = weights.to(torch.float32)
+    vocab = weights.shape[-1]
     cdf = torch.cumsum(weights, dim=-1)
     target = coins.to(torch.float32).unsqueeze(-1) * cdf[..., -1:]
-    positive = weights > 0
-    hit = (cdf > target) & positive
-    first_hit = torch.argmax(hit.to(torch.int8), dim=-1)
-    vocab = weights.shape[-1]
-    last_positive = vocab - 1 - torch.argmax(positive.flip(-1).to(torch.int8), dim=-1)
-    last_positive = torch.where(positive.any(-1), last_positive, torch.zeros_like(last_positive))
-    return torch.where(hit.any(-1), first_hit, last_positive).to(torch.int64)
+    # The first index past the target. With a monotone cumsum it always has positive weight;
+    # rounding (a non-monotone parallel scan, or target >= total) falls back below.
+    index = (cdf <= target).sum(-1).clamp_max(vocab - 1)
+    ok = (weights.gather(-1, index.unsqueeze(-1)).squeeze(-1) > 0) & (
+        cdf.gather(-1, index.unsqueeze(-1)).squeeze(-1) > target.squeeze(-1)
+    )
+    positions = torch.arange(vocab, device=weights.device)
+    last_positive = torch.where(weights > 0, positions, 0).amax(-1)
+    return torch.where(ok, index, last_positive).to(torch.int64)
