@@ -228,8 +228,8 @@ def verify_tree_sampling_torch(
     slot_ids = torch.arange(cap, device=device).unsqueeze(0)
     has_q = draft_probs is not None
     if has_q:
-        q_mass = draft_probs.sum(-1, dtype=f32)  # [b, N]: one reduction, kept small
-        p_mass = target_probs.sum(-1, dtype=f32)
+        q_mass = draft_probs.sum(-1).to(f32)  # [b, N]: one reduction, no full-size cast
+        p_mass = target_probs.sum(-1).to(f32)
 
     path = torch.full((b, depth + 1), -1, dtype=torch.int64, device=device)
     path[:, 0] = 0

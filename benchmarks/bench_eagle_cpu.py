@@ -1,0 +1,147 @@
+"""EAGLE kernels, torch path vs a naive per-request Python loop (one run, same machine).
+
+    python benchmarks/bench_eagle_cpu.py                 # small default sizes
+    python benchmarks/bench_eagle_cpu.py --issue-sizes   # b=64, topk=4, steps=4, N=16, V=32k
+
+Greedy verify is timed from the target argmax (both sides get the same `target_predict`), so the
+ratio measures the tree walk, not the shared argmax. Also prints the peak extra memory of
+verify_tree_sampling as a fraction of its input size (tracked with torch's CPU allocator
+profiler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from specreg_eagle.tree import build_tree_torch, organize_draft_results, select_top_k_tokens
+from specreg_eagle.verify import verify_tree_greedy_torch, verify_tree_sampling_torch
+
+
+def draft(b, topk, steps, n, vocab, gen):
+    hidden = torch.randn(b, 8, generator=gen)
+    tp, ti = torch.softmax(torch.randn(b, vocab, generator=gen), -1).topk(topk, -1)
+    scores, lists = None, ([], [], [])
+    for i in range(steps):
+        _, hidden, scores, info = select_top_k_tokens(i, tp, ti, hidden, scores, topk)
+        for lst, item in zip(lists, info, strict=True):
+            lst.append(item)
+        tp, ti = torch.softmax(torch.randn(b * topk, vocab, generator=gen), -1).topk(topk, -1)
+    return organize_draft_results(*lists, n)
+
+
+def naive_build(bonus, parent_list, sel, drafts, seq, topk, n):
+    out = []
+    for r in range(bonus.shape[0]):
+        s = sel[r].tolist()
+        parents = [-1] + [0 if v // topk == 0 else 1 + s.index(int(parent_list[r, v // topk])) for v in s]
+        mask = torch.zeros(n, n, dtype=torch.bool)
+        pos = torch.zeros(n, dtype=torch.int64)
+        for t in range(n):
+            cur, d = t, 0
+            mask[t, 0] = True
+            while cur != 0:
+                mask[t, cur] = True
+                d += 1
+                cur = parents[cur]
+            pos[t] = int(seq[r]) + d
+        out.append((mask, pos, parents))
+    return out
+
+
+def naive_walk(cand, nt, ns, accept_fn):
+    outs = []
+    for r in range(cand.shape[0]):
+        last, cur, path = 0, int(nt[r, 0]), []
+        while cur != -1:
+            if accept_fn(r, last, cur):
+                path.append(int(cand[r, cur]))
+                last, cur = cur, int(nt[r, cur])
+            else:
+                cur = int(ns[r, cur])
+        outs.append((path, last))
+    return outs
+
+
+def naive_sampling(cand, nt, ns, p, coins, final):
+    results = []
+    for r in range(cand.shape[0]):
+        last, cur, acc, removed = 0, int(nt[r, 0]), 0.0, []
+        while cur != -1:
+            x = int(cand[r, cur])
+            px = float(p[r, last, x]) if x not in removed else 0.0
+            acc += px
+            if float(coins[r, last]) < acc:
+                last, cur, acc, removed = cur, int(nt[r, cur]), 0.0, []
+            else:
+                removed.append(x)
+                cur = int(ns[r, cur])
+        w = p[r, last].clone()
+        if removed:
+            w[removed] = 0
+        cdf = torch.cumsum(w, 0)
+        results.append(int(torch.searchsorted(cdf, float(final[r]) * float(cdf[-1]))))
+    return results
+
+
+def timeit(fn, repeat=3):
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--issue-sizes", action="store_true")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--topk", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=4096)
+    a = ap.parse_args()
+    if a.issue_sizes:
+        a.batch, a.topk, a.steps, a.n, a.vocab = 64, 4, 4, 16, 32768
+    b, k, s, n, v = a.batch, a.topk, a.steps, a.n, a.vocab
+    gen = torch.Generator().manual_seed(0)
+    parent_list, sel, drafts = draft(b, k, s, n, v, gen)
+    bonus = torch.randint(0, v, (b,), generator=gen)
+    seq = torch.randint(10, 100, (b,), generator=gen)
+    print(f"b={b} topk={k} steps={s} N={n} V={v}")
+
+    kw = dict(topk=k, depth=s, num_verify_tokens=n, mask_mode="qlen_only")
+    t_fast = timeit(lambda: build_tree_torch(bonus, parent_list, sel, drafts, seq, **kw))
+    t_naive = timeit(lambda: naive_build(bonus, parent_list, sel, drafts, seq, k, n), 1)
+    print(f"build_tree      torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
+
+    tree = build_tree_torch(bonus, parent_list, sel, drafts, seq, **kw)
+    cand = tree.draft_tokens.view(b, n)
+    nt, ns, ridx = tree.retrieve_next_token, tree.retrieve_next_sibling, tree.retrieve_index
+    logits = torch.randn(b, n, v, generator=gen)
+    predict = logits.argmax(-1)
+    cand = torch.where(torch.rand(b, n, generator=gen) < 0.5, predict.roll(1, 1), cand)
+    t_fast = timeit(lambda: verify_tree_greedy_torch(cand, ridx, nt, ns, predict, depth=s))
+    t_naive = timeit(lambda: naive_walk(cand, nt, ns, lambda r, last, cur: int(cand[r, cur]) == int(predict[r, last])), 1)
+    print(f"greedy verify   torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
+
+    probs = torch.softmax(logits, -1)
+    coins, final = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
+    t_fast = timeit(lambda: verify_tree_sampling_torch(cand, ridx, nt, ns, probs, None, coins, final, depth=s))
+    t_naive = timeit(lambda: naive_sampling(cand, nt, ns, probs, coins, final), 1)
+    print(f"sampling verify torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
+
+    q = torch.softmax(torch.randn(b, n, v, generator=gen), -1)
+    for name, draft_probs in (("target-only", None), ("with q", q)):
+        inputs = probs.numel() * 4 + (0 if draft_probs is None else q.numel() * 4)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+            verify_tree_sampling_torch(cand, ridx, nt, ns, probs, draft_probs, coins, final, depth=s)
+        peak = max(e.cpu_memory_usage for e in prof.key_averages())
+        print(f"sampling verify ({name}) largest op allocation {peak / 2**20:7.2f} MiB = "
+              f"{peak / inputs:.3f} of the {inputs / 2**20:.1f} MiB input")
+
+
+if __name__ == "__main__":
+    main()
