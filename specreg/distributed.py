@@ -22,7 +22,7 @@ Rules:
 - A rank whose fingerprint cannot be computed (for example an invalid SPECREG_KERNEL_BACKEND)
   still joins the collective; every rank then raises SR120 naming it.
 - Without an initialised process group: a no-op when the job has one process (`WORLD_SIZE`
-  unset or 1); SR120 when `WORLD_SIZE` says several processes, because comparing is then
+  unset or 1); SR121 when `WORLD_SIZE` says several processes, because comparing is then
   impossible and silently skipping would hide the very mismatch this check exists for.
 
 With the NCCL backend, `all_gather_object` uses the current CUDA device: call
@@ -158,7 +158,7 @@ def _check_single_process(own: Mapping[str, Any]) -> None:
     if world > 1:
         raise ConsistencyError(
             problem(
-                "SR120",
+                "SR121",
                 f"WORLD_SIZE={world} but torch.distributed is not initialised, so the ranks' "
                 "plans cannot be compared",
                 accepted="check_consistent called after torch.distributed.init_process_group, "

@@ -2,7 +2,8 @@
 
 - `docs/errors/`: one page per catalog code, plus an index;
 - `docs/reference/hooks.md`: every hookspec with its exact signature and docstring;
-- `docs/reference/widths.md`: the width table of every built-in algorithm, from the registry.
+- `docs/reference/widths.md`: the width table of every built-in algorithm, from the registry;
+- `docs/writing-plugins.md`: the example plugin's README (the tutorial for algorithm authors).
 
 Run ``python -m specreg.docgen`` from the repository root to rewrite them; the tests regenerate
 each page in memory and fail when a committed page is stale.
@@ -167,8 +168,19 @@ def widths_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------------------------- tutorial
+EXAMPLE_README = Path(__file__).parents[1] / "examples" / "specreg-ngram" / "README.md"
+
+
+def tutorial_page() -> str:
+    """The plugin-author tutorial: the example plugin's README, which ships with the example."""
+    body = EXAMPLE_README.read_text(encoding="utf-8").strip()
+    return f"{GENERATED}\n\n{body}\n"
+
+
 def all_pages() -> dict[str, str]:
     pages = error_pages()
+    pages["writing-plugins.md"] = tutorial_page()
     pages["reference/hooks.md"] = hooks_page()
     pages["reference/widths.md"] = widths_page()
     return pages

@@ -152,6 +152,20 @@ def specreg_make_verifier(config: SpecConfig, algorithm: AlgorithmSpec) -> Any |
 
 
 @hookspec(firstresult=True)
+def specreg_make_drafter(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
+    """Return the object that proposes draft tokens without a draft model, if the algorithm has one.
+
+    Called once per resolve, after validation passed, with the resolved config. Model-free
+    drafters (n-gram / prompt lookup) return an object with
+    ``propose(history: LongTensor[b, L], lengths: LongTensor[b]) -> LongTensor[b, gamma]``;
+    it is stored as ``plan.drafter``. Algorithms whose drafts come from a draft model the
+    serving framework runs return None (the default).
+
+    :returns: the drafter, or None.
+    """
+
+
+@hookspec(firstresult=True)
 def specreg_make_cache_swapper(
     config: SpecConfig, cache: CacheSpec, resolution: Resolution
 ) -> Any | None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 @attrs.frozen(kw_only=True)
 class SpecPlan:
-    """The resolved plan for one config: widths, gamma, verifier and cache swapper.
+    """The resolved plan for one config: widths, gamma, verifier, drafter and cache swapper.
 
     `num_tokens_per_req(phase, is_draft_worker=False)` costs one dictionary lookup.
     """
@@ -33,6 +33,7 @@ class SpecPlan:
     resolution: Resolution
     verifier: Any = attrs.field(eq=False)
     cache_swapper: Any = attrs.field(eq=False)
+    drafter: Any = attrs.field(default=None, eq=False)
     notices: tuple[Problem, ...] = ()
     plugins: tuple[PluginInfo, ...] = ()
     gamma: int = attrs.field(init=False)
@@ -89,6 +90,7 @@ class SpecPlan:
                 for worker in ("target", "draft")
             },
             "verifier": _describe(self.verifier),
+            "drafter": _describe(self.drafter),
             "cache_swapper": _describe(self.cache_swapper),
             "kernel_backends": self.kernel_backends(),
             "notices": [n.render() for n in self.notices],

@@ -513,6 +513,13 @@ class Registry:
             config=resolution.config,
             algorithm=algorithm,
         )
+        drafter = self._call(
+            "specreg_make_drafter",
+            skip=skip_alg,
+            firstresult=True,
+            config=resolution.config,
+            algorithm=algorithm,
+        )
         swapper = None
         if cache is not None:
             swapper = self._call(
@@ -528,6 +535,7 @@ class Registry:
             cache=cache,
             resolution=resolution,
             verifier=verifier,
+            drafter=drafter,
             cache_swapper=swapper,
             notices=tuple(warnings),
             plugins=tuple(self.plugins()),

@@ -292,4 +292,22 @@ ENTRIES = (
         ),
         example_fix="# the message names the rank and field, e.g.\nrank 1 field plugins: ...",
     ),
+    ErrorEntry(
+        code="SR121",
+        title="Ranks cannot be compared: torch.distributed is not initialised",
+        meaning=(
+            "WORLD_SIZE says the job has several processes, but no process group exists, so "
+            "check_consistent cannot gather the other ranks' plans. Skipping silently would hide "
+            "the mismatch the check exists for."
+        ),
+        when="specreg.distributed.check_consistent(plan) before init_process_group in a multi-rank job.",
+        solutions=(
+            "Call torch.distributed.init_process_group(...) before check_consistent.",
+            "In a single-process job, leave WORLD_SIZE unset or 1.",
+        ),
+        example_fix=(
+            "torch.distributed.init_process_group('nccl')\n"
+            "specreg.distributed.check_consistent(plan)"
+        ),
+    ),
 )

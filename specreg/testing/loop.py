@@ -129,8 +129,16 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- chain drafting
     def _draft_chain(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """gamma tokens autoregressively from the draft model: (candidates [b, n], q [b, gamma, V])."""
+        """gamma tokens autoregressively from the draft model: (candidates [b, n], q [b, gamma, V]).
+
+        With a model-free `plan.drafter`, its proposals are used and q is one-hot on them
+        (a deterministic proposal), which keeps rejection sampling exact."""
         b = batch.size
+        if self.plan.drafter is not None:
+            drafts = self.plan.drafter.propose(batch.seqs, batch.lengths)
+            assert drafts.shape == (b, gamma), (drafts.shape, gamma)
+            q = torch.nn.functional.one_hot(drafts, self.target.config.vocab_size).float()
+            return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q
         ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
         candidates = [batch.last_tokens()]
         qs = []

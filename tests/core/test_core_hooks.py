@@ -52,7 +52,7 @@ def make_registry(*plugins) -> Registry:
 
 def test_every_hookspec_has_a_test():
     names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("specreg_")]
-    assert len(names) == 8
+    assert len(names) == 9
     missing = [n for n in names if f"test_hook_{n}" not in globals()]
     assert not missing, f"hooks without a test: {missing}"
 
@@ -157,6 +157,22 @@ def test_hook_specreg_make_verifier():
     plan = make_registry(Make()).resolve({"algorithm": "treealgo"})
     assert isinstance(plan.verifier, Verifier)
     assert plan.to_dict()["verifier"] == "tree verifier"
+
+
+def test_hook_specreg_make_drafter():
+    class Drafter:
+        def propose(self, history, lengths):
+            return history[:, :1]
+
+    class Make:
+        @hookimpl
+        def specreg_make_drafter(self, config, algorithm):
+            return Drafter() if algorithm.name == "treealgo" else None
+
+    assert make_registry().resolve({"algorithm": "treealgo"}).drafter is None
+    plan = make_registry(Make()).resolve({"algorithm": "treealgo"})
+    assert isinstance(plan.drafter, Drafter)
+    assert plan.to_dict()["drafter"] == "Drafter"
 
 
 def test_hook_specreg_make_cache_swapper():

@@ -177,7 +177,7 @@ def test_multi_process_job_without_process_group_is_an_error(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
     with pytest.raises(ConsistencyError) as info:
         check_consistent(_plan())
-    assert info.value.code == "SR120"
+    assert info.value.code == "SR121"
     assert "WORLD_SIZE=4" in str(info.value) and "init_process_group" in str(info.value)
 
 

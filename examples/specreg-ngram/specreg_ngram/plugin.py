@@ -8,6 +8,8 @@ specreg loads this module through the entry point `ngram = "specreg_ngram.plugin
 - `specreg_resolve_config`: a chain of `num_steps` drafts is verified with
   `num_draft_tokens = num_steps + 1` tokens, so either one is inferred from the other.
 - `specreg_validate_config`: reject a config that sets both inconsistently.
+- `specreg_make_drafter`: the `NgramDrafter` a generation loop calls for proposals (the plan
+  holds it as `plan.drafter`; torch is imported only here, at resolve time).
 
 Gamma (`num_draft_tokens - 1`), the per-phase widths and the verifier (specreg's chain verifier,
 greedy or rejection sampling with one-hot draft probabilities) are the default plugin's.
@@ -84,3 +86,12 @@ def specreg_validate_config(config: SpecConfig, algorithm: AlgorithmSpec) -> lis
             field="num_draft_tokens",
         )
     ]
+
+
+@hookimpl
+def specreg_make_drafter(config: SpecConfig, algorithm: AlgorithmSpec) -> object | None:
+    if algorithm.name != NAME:
+        return None
+    from specreg_ngram.drafter import NgramDrafter
+
+    return NgramDrafter(num_draft_tokens=config.num_draft_tokens)
