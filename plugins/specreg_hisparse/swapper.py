@@ -32,6 +32,7 @@ from specreg.kernels.checks import (
     should_check_values,
 )
 from specreg_hisparse.kernels import (
+    PADDED_LOCATION,
     copy_planned_torch,
     copy_planned_triton,
     swap_torch,
@@ -39,7 +40,7 @@ from specreg_hisparse.kernels import (
 )
 from specreg_hisparse.layout import HiSparseLayout, steps_problem
 
-PADDED_ROW_LOCATION = 0  # locations returned for CUDA-graph padding rows (a valid row: safe reads)
+PADDED_ROW_LOCATION = PADDED_LOCATION  # what CUDA-graph padding rows get (a valid row)
 
 
 @attrs.define
