@@ -1,2 +1,31 @@
-"""Tools for testing speculative decoding end to end: toy models, a reference loop, the
-conformance kit for plugin authors. Imports torch (unlike `import specreg`)."""
+"""Tools for testing speculative decoding end to end: toy models, a reference loop driven only by
+a `SpecPlan`, lossless checks, and the conformance kit for plugin authors.
+
+Imports torch (unlike `import specreg`).
+"""
+
+from specreg.testing.conformance import (
+    ConformanceError,
+    ConformanceReport,
+    check_algorithm,
+    check_cache,
+)
+from specreg.testing.lossless import check_greedy, check_sampling, chi_square_p_value
+from specreg.testing.loop import GenerationResult, SpeculativeLoop, run_generation
+from specreg.testing.toy_model import ToyConfig, ToyLM, greedy_reference
+
+__all__ = [
+    "ConformanceError",
+    "ConformanceReport",
+    "GenerationResult",
+    "SpeculativeLoop",
+    "ToyConfig",
+    "ToyLM",
+    "check_algorithm",
+    "check_cache",
+    "check_greedy",
+    "check_sampling",
+    "chi_square_p_value",
+    "greedy_reference",
+    "run_generation",
+]

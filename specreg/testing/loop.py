@@ -165,19 +165,23 @@ class SpeculativeLoop:
         width = block_ids.shape[1]
         assert width == self.plan.num_tokens_per_req(Phase.TARGET_VERIFY, is_draft_worker=True)
         mask_id = verifier.runtime.mask_token_id
-        # slot k's window: the block up to slot k (mask tokens are absent), then the context
+        # The toy draft reads slot k as "anchor then k mask tokens" and predicts the token after
+        # it. In the bonus-anchor layout slot 0 only conditions and slot k >= 1 predicts the
+        # token at its own position, so slot k there reads like dense slot k - 1.
+        shift = 0 if verifier.runtime.sample_from_anchor else 1
         context = self.draft.windows_for(batch.seqs, batch.lengths)  # [b, w], anchor first
         windows = torch.full((b, width, w), -1, dtype=torch.long)
         for k in range(width):
-            block_part = block_ids[:, : k + 1].flip(1)
+            slot = max(k - shift, 0)  # the dense slot this one reads like
+            block_part = block_ids[:, : slot + 1].flip(1)
             block_part = torch.where(block_part == mask_id, torch.full_like(block_part, -1), block_part)
-            take = min(k + 1, w)
+            take = min(slot + 1, w)
             windows[:, k, :take] = block_part[:, :take]
             rest = w - take
             if rest > 0:
                 windows[:, k, take:] = context[:, 1 : 1 + rest]
         flat_w = windows.reshape(b * width, w)
-        flat_p = block_pos.reshape(-1).long()
+        flat_p = (block_pos - shift).clamp(min=0).reshape(-1).long()
         selected = self.draft.select(anchor.repeat_interleave(width), flat_p)
         rows, valid = self.draft.dense_rows(
             batch.seqs, torch.arange(b).repeat_interleave(width), selected
