@@ -125,7 +125,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("Plugins")
     for p in registry.plugins():
         dist = f"{p.distribution or '?'} {p.version or ''}".strip()
-        print(f"  {p.name:<16} {dist:<24} {len(p.hooks)} hooks")
+        took = f"  import {p.load_seconds:.2f} s" if p.load_seconds is not None else ""
+        slow = "  (slow import)" if p.slow else ""
+        print(f"  {p.name:<16} {dist:<24} {len(p.hooks)} hooks{took}{slow}")
     if registry.failures:
         print("Load failures")
         for f in registry.failures:

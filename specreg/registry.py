@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import threading
+import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from types import ModuleType
@@ -36,6 +37,9 @@ from specreg.specs import AlgorithmSpec, CacheSpec, Origin
 
 ENTRY_POINT_GROUP = "specreg"
 ALLOWLIST_ENV = "SPECREG_PLUGINS"
+IMPORT_TIMEOUT_ENV = "SPECREG_PLUGIN_IMPORT_TIMEOUT"
+DEFAULT_IMPORT_TIMEOUT = 60.0
+SLOW_IMPORT_SECONDS = 1.0
 _REGISTRATION_HOOKS = ("specreg_register_algorithms", "specreg_register_caches")
 
 
@@ -47,9 +51,15 @@ class PluginInfo:
     distribution: str | None
     version: str | None
     hooks: tuple[str, ...]
+    load_seconds: float | None = None
+
+    @property
+    def slow(self) -> bool:
+        """Its import took longer than SLOW_IMPORT_SECONDS."""
+        return self.load_seconds is not None and self.load_seconds > SLOW_IMPORT_SECONDS
 
     def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return {**attrs.asdict(self), "slow": self.slow}
 
 
 @attrs.frozen(kw_only=True)
@@ -105,8 +115,12 @@ class Registry:
     _shared: dict[tuple[Any, ...], Registry] = {}
     _shared_lock = threading.Lock()
 
-    def __init__(self, *, strict: bool = False) -> None:
+    def __init__(self, *, strict: bool = False, import_timeout: float | None = None) -> None:
         self.strict = strict
+        self.import_timeout = (
+            import_timeout if import_timeout is not None else _timeout_from_env()
+        )
+        self._load_seconds: dict[str, float] = {}
         self._lock = threading.RLock()
         self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self._pm.add_hookspecs(hookspecs)
@@ -125,24 +139,27 @@ class Registry:
         group: str = ENTRY_POINT_GROUP,
         allowlist: Iterable[str] | None = None,
         fresh: bool = False,
+        import_timeout: float | None = None,
     ) -> Registry:
         """Discover plugins through entry points in `group` and return the registry.
 
         `allowlist` (or the SPECREG_PLUGINS variable) restricts which entry-point names load.
         A plugin that fails to import or register is recorded in `failures` and skipped, unless
         `strict`, which raises `PluginError`. Repeated calls with the same arguments return the
-        same registry (idempotent and thread-safe); `fresh=True` builds a new one.
+        same registry (idempotent and thread-safe); `fresh=True` builds a new one. A plugin
+        whose import takes longer than `import_timeout` seconds (default: the
+        SPECREG_PLUGIN_IMPORT_TIMEOUT variable, else 60) is skipped with SR118.
         """
         allowed = (
             frozenset(allowlist)
             if allowlist is not None
             else parse_allowlist(os.environ.get(ALLOWLIST_ENV))
         )
-        key = (group, allowed, strict)
+        key = (group, allowed, strict, import_timeout)
         with cls._shared_lock:
             if not fresh and key in cls._shared:
                 return cls._shared[key]
-            registry = cls(strict=strict)
+            registry = cls(strict=strict, import_timeout=import_timeout)
             registry.load_entrypoints(group=group, allowlist=allowed)
             if not fresh:
                 cls._shared[key] = registry
@@ -163,8 +180,23 @@ class Registry:
                 dist = getattr(ep, "dist", None)
                 dist_name = dist.metadata["Name"] if dist is not None else None
                 version = dist.version if dist is not None else None
+                started = time.perf_counter()
                 try:
-                    plugin = ep.load()
+                    plugin = _load_with_timeout(ep, self.import_timeout)
+                except TimeoutError:
+                    self._fail(
+                        ep.name,
+                        dist_name,
+                        problem(
+                            "SR118",
+                            f"plugin {ep.name!r} ({dist_name or 'unknown distribution'}) did not "
+                            f"finish importing within {self.import_timeout:g} s",
+                            accepted=f"imports that finish within {IMPORT_TIMEOUT_ENV} seconds",
+                            fix=f"find what the plugin's import waits on, raise "
+                            f"{IMPORT_TIMEOUT_ENV}, or leave it out of {ALLOWLIST_ENV}",
+                        ),
+                    )
+                    continue
                 except BaseException as exc:  # noqa: BLE001 - isolate every plugin failure
                     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                         raise
@@ -181,6 +213,7 @@ class Registry:
                         detail=traceback.format_exc(limit=5),
                     )
                     continue
+                self._load_seconds[ep.name] = time.perf_counter() - started
                 self._register(plugin, ep.name, dist_name, version)
             self._rebuild()
 
@@ -415,6 +448,7 @@ class Registry:
                     distribution=origin.distribution if origin else "specreg",
                     version=origin.version if origin else _own_version(),
                     hooks=tuple(sorted(c.name for c in callers)),
+                    load_seconds=self._load_seconds.get(name),
                 )
             )
         return sorted(out, key=lambda p: p.name)
@@ -667,6 +701,39 @@ def _own_names(table: Mapping[str, Any]) -> list[Any]:
     """The specs stored under their own name, sorted. An alias that still points at a spec
     whose name was overridden or is in conflict must not list that spec under the name."""
     return [table[name] for name in sorted(table) if table[name].name == name]
+
+
+def _timeout_from_env() -> float:
+    raw = os.environ.get(IMPORT_TIMEOUT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_IMPORT_TIMEOUT
+    except ValueError:
+        value = DEFAULT_IMPORT_TIMEOUT
+    return value if value > 0 else DEFAULT_IMPORT_TIMEOUT
+
+
+def _load_with_timeout(ep: importlib.metadata.EntryPoint, timeout: float) -> Any:
+    """`ep.load()` in a daemon thread, so a hanging import cannot stall every other plugin.
+
+    A timed-out import keeps running in its thread (Python cannot stop it); the plugin is
+    skipped and reported.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = ep.load()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"specreg-import-{ep.name}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(ep.name)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _dedupe(problems: Iterable[Problem]) -> list[Problem]:

@@ -278,6 +278,25 @@ ENTRIES = (
         ),
     ),
     ErrorEntry(
+        code="SR118",
+        title="Plugin import timed out",
+        meaning=(
+            "Importing a plugin's entry point did not finish within the import timeout. The "
+            "plugin is skipped and the others load; its import keeps running in a background "
+            "thread, since Python cannot stop it."
+        ),
+        when=(
+            "Registry.load() with a plugin whose import blocks (a network call, a lock, a "
+            "device initialisation) or is very slow."
+        ),
+        solutions=(
+            "Find what the plugin's import waits on; plugins should import heavy modules lazily.",
+            "Raise SPECREG_PLUGIN_IMPORT_TIMEOUT (seconds, default 60).",
+            "Leave the plugin out with SPECREG_PLUGINS.",
+        ),
+        example_fix="SPECREG_PLUGIN_IMPORT_TIMEOUT=180 specreg list",
+    ),
+    ErrorEntry(
         code="SR120",
         title="Ranks resolved different plans",
         meaning=(

@@ -152,3 +152,18 @@ def test_loading_in_child_processes(testplugins_site, method):
     proc.join(timeout=60)
     assert proc.exitcode == 0
     assert names == ["toychain"]
+
+
+def test_hanging_import_times_out_and_the_others_load(load_registry, testplugins_site, monkeypatch):
+    import time
+
+    monkeypatch.syspath_prepend(str(testplugins_site))
+    started = time.perf_counter()
+    registry = Registry.load(allowlist={"toy", "hang", "slow"}, fresh=True, import_timeout=2.0)
+    assert time.perf_counter() - started < 15
+    by_plugin = {f.plugin: f.problem.code for f in registry.failures}
+    assert by_plugin == {"hang": "SR118"}
+    assert {a.name for a in registry.algorithms()} == {"toychain", "slowchain"}
+    info = {p.name: p for p in registry.plugins()}
+    assert info["slow"].slow and info["slow"].load_seconds >= 1.2
+    assert not info["toy"].slow
