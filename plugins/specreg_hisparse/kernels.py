@@ -90,10 +90,9 @@ def swap_torch(
     n_uniq = rank_all[:, dump].long()
     width = max(int(n_uniq.max()) if bs else 0, 1)
     occ_rank = (rank_all.gather(1, safe).long() - 1).clamp_(0, width - 1)
-    uniq = torch.full((bs, width + 1), BIG_KEY, device=dev, dtype=torch.long)
-    positions = torch.arange(dump + 1, device=dev).expand(bs, dump + 1)
-    uniq.scatter_(1, torch.where(present.bool(), rank_all.long() - 1, width), positions)
-    uniq = uniq[:, :width]
+    uniq = torch.full((bs, width), BIG_KEY, device=dev, dtype=torch.long)
+    row_of, token_of = present.nonzero(as_tuple=True)  # row-major: tokens ascending per row
+    uniq[row_of, rank_all[row_of, token_of].long() - 1] = token_of
     ucols = torch.arange(width, device=dev)
     umask = ucols < n_uniq[:, None]
     usafe = uniq.masked_fill(~umask, 0)
@@ -101,15 +100,16 @@ def swap_torch(
     #    exact lookups, so the decisions are the same)
     slot_ids = torch.arange(hot, device=dev)
     st = state.slot_tokens[layer].index_select(0, r).long()
-    dense = torch.full((bs, dump + 1), -1, device=dev, dtype=torch.long)
-    dense.scatter_(1, st.masked_fill(st < 0, dump), slot_ids.expand(bs, hot))
-    uslot = dense.gather(1, usafe)
+    dense = torch.full((bs, dump + 1), -1, device=dev, dtype=torch.int32)
+    dense.scatter_(1, st.masked_fill(st < 0, dump), slot_ids.int().expand(bs, hot))
+    uslot = dense.gather(1, usafe).long()
     uhit = umask & (uslot >= 0)
     umiss = umask & ~uhit
     # 3. misses in ascending token order
     mrank = umiss.cumsum(1) - 1
     m = umiss.sum(1)
-    host_rows = state.host_cache_locs.index_select(0, r).gather(1, usafe)
+    flat_locs = (r[:, None] * layout.max_seq_len + usafe).view(-1)
+    host_rows = state.host_cache_locs.view(-1).index_select(0, flat_locs).view(bs, width)
     bad = umiss & (host_rows < 0)
     if bool(bad.any()):
         row = int(bad.any(1).nonzero()[0, 0])
