@@ -396,6 +396,7 @@ def swap_triton(
         S=steps, K=top_k, HOT=layout.hot_size, PAGE=layout.page_size, BUF=layout.buffer_size,
         BLOCK_N=block_n, BLOCK_H=block_h, LOG_N=_log2(block_n), LOG_H=_log2(block_h),
         BIG=BIG_KEY,
+        num_warps=min(32, max(4, max(block_n, block_h) // 256)),  # ~8 elements per thread
     )  # fmt: skip
 
 
@@ -407,13 +408,19 @@ def copy_planned_triton(
     host_cache: torch.Tensor,
     device_buffer: torch.Tensor,
     *,
-    num_chunks: int = 4,
+    num_chunks: int | None = None,
     block_m: int = 16,
 ) -> None:
-    """The planned copy on Triton. `host_cache` may be pinned host memory (read through UVA)."""
+    """The planned copy on Triton. `host_cache` may be pinned host memory (read through UVA).
+
+    Grid `(bs, num_chunks)`; the default spreads a batch over ~256 programs so small batches
+    still keep many loads from the host in flight.
+    """
     bs = miss_count.shape[0]
     if bs == 0:
         return
+    if num_chunks is None:
+        num_chunks = max(1, 256 // bs)
     host = as_words(host_cache)
     dev = as_words(device_buffer)
     words = host.shape[1]

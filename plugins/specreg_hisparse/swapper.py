@@ -209,11 +209,18 @@ class HiSparseSwapper:
         lay, st = self.layout, self.state
         tail_slot = pos % lay.page_size
         st.tail_tokens[req, tail_slot] = pos.to(torch.int32)
-        stale = st.slot_tokens[:, req] == pos.to(torch.int32)[None, :, None]  # [L, n, hot]
-        if bool(stale.any()):
-            layer, row, slot = stale.nonzero(as_tuple=True)
-            st.slot_tokens[layer, req[row], slot] = -1
-            st.slot_stamp[layer, req[row], slot] = -1
+        # drop stale hot copies of rewritten positions without a host sync: at most one slot
+        # per (layer, request) holds a position, so add (-1 - value) there and 0 elsewhere
+        held = st.slot_tokens[:, req]  # [L, n, hot]
+        stale = held == pos.to(torch.int32)[None, :, None]
+        has = stale.any(2)
+        slot = stale.int().argmax(2)
+        layer_idx = torch.arange(lay.layers, device=self.device)[:, None].expand_as(slot)
+        index = (layer_idx, req[None, :].expand_as(slot), slot)
+        token_now = held.gather(2, slot[..., None]).squeeze(2)
+        stamp_now = st.slot_stamp[index]
+        st.slot_tokens.index_put_(index, torch.where(has, -1 - token_now, 0), accumulate=True)
+        st.slot_stamp.index_put_(index, torch.where(has, -1 - stamp_now, 0), accumulate=True)
         return st.slot_rows[req, lay.hot_size + tail_slot].long().view(positions.shape)
 
     def set_host_locs(
@@ -222,7 +229,8 @@ class HiSparseSwapper:
         """Record that the KV of (slot, position) lives in host row `host_rows` (-1: nowhere)."""
         req, pos = self._tail_args(req_pool_indices, positions)
         rows = host_rows.reshape(-1).to(self.device, torch.int64)
-        check_index_range("host_rows", rows, 0, self.layout.host_rows, allow=(-1,))
+        if should_check_values(self.device, None):
+            check_index_range("host_rows", rows, 0, self.layout.host_rows, allow=(-1,))
         self.state.host_cache_locs[req, pos] = rows
 
     def write_tail(
@@ -488,8 +496,20 @@ class HiSparseSwapper:
         req = req_pool_indices.reshape(-1).to(self.device, torch.int64)
         pos = positions.reshape(-1).to(self.device, torch.int64)
         check_shape("positions", pos, [req.numel()])
-        check_index_range("req_pool_indices", req, 0, self.layout.req_slots)
-        check_index_range("positions", pos, 0, self.layout.max_seq_len)
+        if should_check_values(self.device, None):  # data checks sync: CPU only
+            check_index_range("req_pool_indices", req, 0, self.layout.req_slots)
+            check_index_range("positions", pos, 0, self.layout.max_seq_len)
+            pairs = req * self.layout.max_seq_len + pos
+            if pairs.unique().numel() != pairs.numel():
+                raise KernelInputError(
+                    problem(
+                        "SR904",
+                        "a (request slot, position) pair is written twice in one call",
+                        accepted="distinct positions per request slot",
+                        fix="write each new token once per call",
+                        field="positions",
+                    )
+                )
         return req, pos
 
 

@@ -275,3 +275,27 @@ def test_counters_accumulate_without_reading_back(cache):
     swap(cache, [[1, 2, 3, 4]], [10])
     swap(cache, [[1, 2, 5, -1]], [10])
     assert swapper.totals.tolist() == [2, 5, 5 * swapper.layout.row_bytes]
+
+
+def test_layers_keep_separate_state_and_rewrites_clear_every_layer():
+    swapper, host, dev = make_cache(small_layout(layers=2))
+    req, seq = torch.tensor([0]), torch.tensor([10])
+    swapper.swap(t32([[5, 6, -1, -1]]), req, seq, host_cache=host, device_buffer=dev, layer=1)
+    assert torch.all(swapper.slot_tokens[0] == -1)
+    swapper.swap(t32([[5, 7, -1, -1]]), req, seq, host_cache=host, device_buffer=dev, layer=0)
+    assert {5, 6} <= set(swapper.slot_tokens[1, 0].tolist())
+    kv = torch.zeros((1, ROW_ELEMS), dtype=torch.int32)
+    swapper.write_tail(torch.tensor([0]), torch.tensor([5]), kv, host_cache=host, device_buffer=dev)
+    assert 5 not in swapper.slot_tokens[:, 0].flatten().tolist()
+    assert 6 in swapper.slot_tokens[1, 0].tolist() and 7 in swapper.slot_tokens[0, 0].tolist()
+    held = swapper.slot_tokens >= 0
+    assert torch.all(swapper.state.slot_stamp[~held] == -1)
+
+
+def test_writing_one_position_twice_in_a_call_is_sr904(cache):
+    swapper, host, dev = cache
+    kv = torch.zeros((2, ROW_ELEMS), dtype=torch.int32)
+    with pytest.raises(KernelInputError) as info:
+        swapper.write_tail(torch.tensor([1, 1]), torch.tensor([4, 4]), kv, host_cache=host,
+                           device_buffer=dev)  # fmt: skip
+    assert info.value.code == "SR904"
