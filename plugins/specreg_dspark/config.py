@@ -291,7 +291,8 @@ def _speculative_tokens(mapping: Mapping[str, Any], problems: list[Problem]) -> 
     wanted = spec.get("default_proposal_method")
     chosen: Any = None
     if isinstance(methods, Mapping):
-        chosen = methods.get(wanted) if wanted in methods else next(iter(methods.values()))
+        known = isinstance(wanted, str) and wanted in methods
+        chosen = methods[wanted] if known else next(iter(methods.values()))
     elif isinstance(methods, (list, tuple)):
         named = [m for m in methods if isinstance(m, Mapping) and m.get("proposal_type") == wanted]
         chosen = named[0] if named else methods[0]
