@@ -342,7 +342,6 @@ def verify_chain_sampling_torch(
     gamma = n - 1
     device = candidates.device
     limit = _limits(verify_lens, b, n, device)
-    rows = torch.arange(b, device=device)
     drafts = candidates[:, 1:].to(torch.int64)
     valid = (drafts >= 0) & (drafts < vocab)
     safe = drafts.clamp(0, vocab - 1).unsqueeze(-1)
@@ -355,20 +354,89 @@ def verify_chain_sampling_torch(
     accepted &= torch.arange(gamma, device=device)[None, :] < limit[:, None]
     accept_len = _leading_run(accepted)
 
-    p_row = target_probs[rows, accept_len]  # [b, V]: the row the emitted token is drawn from
+    if device.type != "cpu" or gamma == 0:
+        bonus = _emit_dense(target_probs, draft_probs, drafts, valid, limit, accept_len, final_coins)
+    else:
+        bonus = _emit_cpu(target_probs, draft_probs, drafts, valid, limit, accept_len, final_coins)
+    return _assemble(candidates, accept_len, bonus)
+
+
+def _take_rows(probs: torch.Tensor, row_index: torch.Tensor) -> torch.Tensor:
+    """Float32 rows `probs[r, row_index[r]]` of [b, n, V] as a fresh [len(row_index), V] tensor
+    (one index_select on the flat view when the layout allows it)."""
+    b, n, vocab = probs.shape
+    rows = torch.arange(b, device=probs.device)
+    try:
+        flat = probs.view(b * n, vocab)
+    except RuntimeError:
+        return probs[rows, row_index].to(torch.float32)
+    return flat.index_select(0, rows * n + row_index).to(torch.float32)
+
+
+def _emit_dense(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    drafts: torch.Tensor,
+    valid: torch.Tensor,
+    limit: torch.Tensor,
+    accept_len: torch.Tensor,
+    final_coins: torch.Tensor,
+) -> torch.Tensor:
+    """The emitted token, computed over every request's row (no host synchronisation)."""
+    gamma = drafts.shape[1]
+    rows = torch.arange(target_probs.shape[0], device=target_probs.device)
+    p_row = _take_rows(target_probs, accept_len)  # [b, V]: the row the emitted token comes from
     if gamma == 0:
-        weights = p_row.to(torch.float32)
+        weights = p_row
     else:
         rejected_row = accept_len.clamp(max=gamma - 1)
         if draft_probs is None:
             rejected = torch.where(valid, drafts, -1)[rows, rejected_row]
             residual = residual_weights(p_row, exclude=rejected)
         else:
-            residual = residual_weights(p_row, draft_probs[rows, rejected_row])
-        all_accepted = (accept_len >= limit)[:, None]
-        weights = torch.where(all_accepted, p_row.to(torch.float32), residual)
-    bonus = inverse_cdf_sample(weights, final_coins)
-    return _assemble(candidates, accept_len, bonus)
+            residual = residual_weights(p_row, _take_rows(draft_probs, rejected_row))
+        weights = torch.where((accept_len >= limit)[:, None], p_row, residual)
+    return inverse_cdf_sample(weights, final_coins)
+
+
+def _emit_cpu(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    drafts: torch.Tensor,
+    valid: torch.Tensor,
+    limit: torch.Tensor,
+    accept_len: torch.Tensor,
+    final_coins: torch.Tensor,
+) -> torch.Tensor:
+    """`_emit_dense` on CPU: each request's vocab row is gathered once and only the rejected
+    requests build a residual (same values, fewer full-row passes)."""
+    b = target_probs.shape[0]
+    p_row = _take_rows(target_probs, accept_len)
+    bonus = torch.empty(b, dtype=torch.int64)
+    rejected_mask = accept_len < limit
+    plain = (~rejected_mask).nonzero().squeeze(1)
+    residual_rows = rejected_mask.nonzero().squeeze(1)
+    if plain.numel():
+        p_plain = p_row if plain.numel() == b else p_row.index_select(0, plain)
+        bonus[plain] = inverse_cdf_sample(p_plain, final_coins.index_select(0, plain))
+    if residual_rows.numel():
+        p_sub = p_row if residual_rows.numel() == b else p_row.index_select(0, residual_rows)
+        at = accept_len.index_select(0, residual_rows)  # < gamma: the rejected draft's row
+        if draft_probs is None:
+            token = torch.where(valid, drafts, -1)[residual_rows, at]
+            residual = p_sub.clone()
+            hit = (token >= 0).nonzero().squeeze(1)
+            residual[hit, token[hit]] = 0.0
+        else:
+            q_sub = draft_probs[residual_rows, at].to(torch.float32)
+            residual = torch.sub(p_sub, q_sub, out=q_sub).clamp_min_(0.0)
+        empty = (residual.sum(-1) <= 0).nonzero().squeeze(1)
+        if empty.numel():
+            residual[empty] = p_sub[empty]
+        bonus[residual_rows] = inverse_cdf_sample(
+            residual, final_coins.index_select(0, residual_rows)
+        )
+    return bonus
 
 
 # --------------------------------------------------------------------------------------------

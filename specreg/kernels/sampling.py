@@ -200,15 +200,48 @@ def inverse_cdf_sample(weights: torch.Tensor, coins: torch.Tensor) -> torch.Tens
     An all-zero row returns 0. Returns int64 [N].
     """
     weights = weights.to(torch.float32)
+    return inverse_cdf_from_cdf(weights, torch.cumsum(weights, dim=-1), coins)
+
+
+def inverse_cdf_from_cdf(
+    weights: torch.Tensor, cdf: torch.Tensor, coins: torch.Tensor, *, nonnegative: bool = False
+) -> torch.Tensor:
+    """`inverse_cdf_sample` given float32 `weights` [N, V] and their `cdf = cumsum(weights)`.
+
+    The index is the number of cdf entries <= `coin * total` (clamped to V - 1), accepted when it
+    has positive weight and cdf above the target, else the last positive index. On CPU, with
+    weights known (or checked, one min pass) to be >= 0 and finite totals, the CPU cumsum
+    (sequential, double accumulation) is monotone, so the count is a binary search
+    (`searchsorted`) instead of a full pass, and the last positive index is computed only for
+    the rows that need it. `nonnegative=True` skips the >= 0 check (the caller clamped).
+    """
     vocab = weights.shape[-1]
-    cdf = torch.cumsum(weights, dim=-1)
     target = coins.to(torch.float32).unsqueeze(-1) * cdf[..., -1:]
-    # The first index past the target. With a monotone cumsum it always has positive weight;
-    # rounding (a non-monotone parallel scan, or target >= total) falls back below.
-    index = (cdf <= target).sum(-1).clamp_max(vocab - 1)
+    cpu = weights.device.type == "cpu"
+    monotone = (
+        cpu
+        and weights.dim() == 2
+        and bool(torch.isfinite(cdf[..., -1]).all())
+        and (nonnegative or weights.numel() == 0 or bool(weights.amin() >= 0))
+    )
+    if monotone:
+        index = torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_max(vocab - 1)
+    else:
+        index = (cdf <= target).sum(-1).clamp_max(vocab - 1)
     ok = (weights.gather(-1, index.unsqueeze(-1)).squeeze(-1) > 0) & (
         cdf.gather(-1, index.unsqueeze(-1)).squeeze(-1) > target.squeeze(-1)
     )
-    positions = torch.arange(vocab, device=weights.device)
-    last_positive = torch.where(weights > 0, positions, 0).amax(-1)
-    return torch.where(ok, index, last_positive).to(torch.int64)
+    if cpu:
+        bad = (~ok).nonzero().squeeze(-1) if ok.dim() == 1 else None
+        if bad is not None:
+            if bad.numel():
+                index = index.clone()
+                index[bad] = _last_positive(weights[bad])
+            return index.to(torch.int64)
+    return torch.where(ok, index, _last_positive(weights)).to(torch.int64)
+
+
+def _last_positive(weights: torch.Tensor) -> torch.Tensor:
+    """The last index with weight > 0 per row (0 for a row without one)."""
+    positions = torch.arange(weights.shape[-1], device=weights.device)
+    return torch.where(weights > 0, positions, 0).amax(-1)
