@@ -60,10 +60,11 @@ def swap_torch(
     miss_dst: torch.Tensor,
     miss_count: torch.Tensor,
     hits: torch.Tensor,
-) -> None:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Resolve, plan and commit one call (see the module docstring); IO is a separate copy.
 
-    `tokens` [bs, S, K], `seq_lens` [bs, S]; writes `out`, the plan and `hits` in place.
+    `tokens` [bs, S, K], `seq_lens` [bs, S]; writes `out`, the plan and `hits` in place and
+    returns the plan's (host rows, device rows) pairs flattened, for `copy_rows_torch`.
     """
     bs, steps, top_k = tokens.shape
     n = steps * top_k
@@ -148,11 +149,16 @@ def swap_torch(
     loc = torch.where(in_tail, rows.gather(1, hot + tail_slot), loc)
     loc[num_real:] = PADDED_LOCATION
     out.copy_(loc.view(bs, steps, top_k))
-    plan_col = torch.where(umiss, mrank, n)
-    plan_src = torch.full((bs, n + 1), -1, device=dev, dtype=torch.long)
-    plan_dst = torch.full((bs, n + 1), -1, device=dev, dtype=torch.int32)
-    miss_src[:, :n] = plan_src.scatter_(1, plan_col, host_rows)[:, :n]
-    miss_dst[:, :n] = plan_dst.scatter_(1, plan_col, uloc)[:, :n]
+    # flat index_select / index_copy_: advanced indexing is far slower in torch's CPU build
+    flat_miss = umiss.view(-1).nonzero().squeeze(1)
+    src_rows = host_rows.view(-1).index_select(0, flat_miss)
+    dst_rows = uloc.view(-1).index_select(0, flat_miss)
+    plan_at = (flat_miss // width) * miss_src.stride(0) + mrank.view(-1).index_select(0, flat_miss)
+    miss_src[:, :n] = -1
+    miss_dst[:, :n] = -1
+    span = ((bs - 1) * miss_src.stride(0) + miss_src.shape[1],)  # rows may be padded apart
+    miss_src.as_strided(span, (1,)).index_copy_(0, plan_at, src_rows)
+    miss_dst.as_strided(span, (1,)).index_copy_(0, plan_at, dst_rows)
     miss_count.copy_(m)
     hits.copy_(n_hits)
     # 6. commit (real rows come first; padded rows changed nothing above)
@@ -167,6 +173,22 @@ def swap_torch(
     )
     state.slot_stamp[layer].index_copy_(0, real_rows, new_stamp[:num_real])
     state.clock[layer].index_copy_(0, real_rows, t[:num_real])
+    return src_rows, dst_rows
+
+
+def copy_rows_torch(
+    src_rows: torch.Tensor,
+    dst_rows: torch.Tensor,
+    host_cache: torch.Tensor,
+    device_buffer: torch.Tensor,
+) -> None:
+    """Copy host rows `src_rows` to device rows `dst_rows` (as int32 words when possible)."""
+    if src_rows.numel() == 0:
+        return
+    host = as_words(host_cache)  # int32 words: index_select is ~10x faster than on bytes
+    dev = as_words(device_buffer)
+    rows = host.index_select(0, src_rows.to(host.device)).to(dev.device, non_blocking=True)
+    dev.index_copy_(0, dst_rows.long().to(dev.device), rows)
 
 
 def copy_planned_torch(
@@ -188,11 +210,8 @@ def copy_planned_torch(
     if picked.numel() == 0:
         return
     src = miss_src.reshape(-1).index_select(0, picked)
-    dst = miss_dst.reshape(-1).index_select(0, picked).long()
-    host = as_words(host_cache)  # int32 words: index_select is ~10x faster than on bytes
-    dev = as_words(device_buffer)
-    rows = host.index_select(0, src.to(host.device)).to(dev.device, non_blocking=True)
-    dev.index_copy_(0, dst.to(dev.device), rows)
+    dst = miss_dst.reshape(-1).index_select(0, picked)
+    copy_rows_torch(src, dst, host_cache, device_buffer)
 
 
 # ----------------------------------------------------------------------------------- triton

@@ -35,6 +35,7 @@ from specreg_hisparse.kernels import (
     PADDED_LOCATION,
     copy_planned_torch,
     copy_planned_triton,
+    copy_rows_torch,
     swap_torch,
     swap_triton,
 )
@@ -353,8 +354,8 @@ class HiSparseSwapper:
             copy_planned_triton(plan.miss_src, plan.miss_dst, plan.miss_count, num_real_t, host_cache, device_buffer)  # fmt: skip
         else:
             real = num_real_int if num_real_int is not None else int(num_real_t.item())
-            swap_torch(tokens, req, seq2, real, layer, self.state, lay, out, plan.miss_src, plan.miss_dst, plan.miss_count, hits)  # fmt: skip
-            copy_planned_torch(plan.miss_src, plan.miss_dst, plan.miss_count, real, host_cache, device_buffer)  # fmt: skip
+            src_rows, dst_rows = swap_torch(tokens, req, seq2, real, layer, self.state, lay, out, plan.miss_src, plan.miss_dst, plan.miss_count, hits)  # fmt: skip
+            copy_rows_torch(src_rows, dst_rows, host_cache, device_buffer)
         misses = plan.miss_count
         stats = SwapStats(hits=hits, misses=misses, bytes_copied=misses.long() * lay.row_bytes)
         self.totals += torch.stack(
