@@ -21,6 +21,7 @@ from specreg.errors import SpecRegError
 from specreg.plan import SpecPlan
 from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
+from specreg.testing.kv import toy_cache_options
 from specreg.testing.lossless import check_greedy, check_sampling
 from specreg.testing.toy_model import ToyConfig, ToyLM
 
@@ -28,6 +29,7 @@ DRAFT_NOISE = 0.25
 GREEDY_PROMPTS = 4
 SAMPLING_SAMPLES = 2000
 PROMPT_LEN = 24
+TOY_MAX_POSITIONS = 160
 
 
 def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
@@ -118,12 +120,20 @@ def run_case(
     config = dict(case.config)
     if cache:
         config["cache"] = cache
-    shown = {k: v for k, v in config.items() if k != "draft_config"}
+        if cache == "hisparse":
+            config["cache_options"] = toy_cache_options(
+                max(SAMPLING_SAMPLES, GREEDY_PROMPTS), TOY_MAX_POSITIONS, target
+            )
+    shown = {k: v for k, v in config.items() if k not in ("draft_config", "cache_options")}
     row = DemoRow(algorithm.name, case.label, cache or "-", shown)
     started = time.perf_counter()
     try:
         plan: SpecPlan = registry.resolve(config)
-        row.config = {k: v for k, v in plan.config.to_dict().items() if k != "draft_config"}
+        row.config = {
+            k: v
+            for k, v in plan.config.to_dict().items()
+            if k not in ("draft_config", "cache_options")
+        }
         g = torch.Generator().manual_seed(seed)
         vocab = target.config.vocab_size
         prompts = torch.randint(0, vocab - 1, (GREEDY_PROMPTS, PROMPT_LEN), generator=g)
@@ -145,6 +155,8 @@ def run_case(
         row.sampling_p_values = tuple(round(p, 4) for p in sampled.p_values)
     except SpecRegError as exc:
         row.error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - one broken plugin fails its row, not the demo
+        row.error = f"{type(exc).__name__}: {exc}"
     row.seconds = time.perf_counter() - started
     return row
 

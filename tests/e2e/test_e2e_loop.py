@@ -8,6 +8,7 @@ import torch
 from specreg import Phase, Registry
 from specreg.demo import toy_draft_checkpoint
 from specreg.testing import ToyConfig, ToyLM, check_greedy, check_sampling
+from specreg.testing.kv import toy_cache_options
 from specreg.testing.lossless import chi_square_p_value, target_marginals
 
 TOY = ToyConfig()
@@ -43,7 +44,10 @@ def prompts():
 @pytest.mark.parametrize("cache", [None, "hisparse"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_greedy_equals_plain_greedy(registry, models, prompts, case, cache):
-    config = dict(CASES[case], **({"cache": cache} if cache else {}))
+    config = dict(CASES[case])
+    if cache:
+        config["cache"] = cache
+        config["cache_options"] = toy_cache_options(3000, 160, models[0])
     plan = registry.resolve(config)
     target, draft = models
     check = check_greedy(plan, target, draft, prompts, 32)
@@ -57,9 +61,14 @@ def test_greedy_equals_plain_greedy(registry, models, prompts, case, cache):
         assert 0.0 < stats["hit_rate"] < 1.0 and stats["bytes_copied"] > 0
 
 
+@pytest.mark.parametrize("cache", [None, "hisparse"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_sampling_matches_the_target_distribution(registry, models, prompts, case):
-    plan = registry.resolve(CASES[case])
+def test_sampling_matches_the_target_distribution(registry, models, prompts, case, cache):
+    config = dict(CASES[case])
+    if cache:
+        config["cache"] = cache
+        config["cache_options"] = toy_cache_options(3000, 160, models[0])
+    plan = registry.resolve(config)
     target, draft = models
     check = check_sampling(plan, target, draft, prompts[0], samples=3000, seed=5)
     assert check.passed, check.p_values

@@ -1,0 +1,100 @@
+"""The built-in plugins pass the conformance kit that third-party plugins run."""
+
+import pytest
+
+from specreg import AlgorithmSpec, ParamRange, Registry, hookimpl
+from specreg.demo import toy_draft_checkpoint
+from specreg.testing import ConformanceError, ToyConfig, ToyLM, check_algorithm, check_cache
+from specreg.testing.kv import toy_cache_options
+
+TOY = ToyConfig()
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return Registry.load(allowlist={"eagle", "dspark", "hisparse"}, fresh=True)
+
+
+@pytest.mark.parametrize(
+    "name, base",
+    [
+        ("eagle", {}),
+        ("eagle3", {}),
+        ("dspark", {"draft_config": toy_draft_checkpoint(TOY)}),
+        ("dflash", {"draft_config": toy_draft_checkpoint(TOY)}),
+    ],
+)
+def test_builtin_algorithms_conform(registry, name, base):
+    report = check_algorithm(registry, name, base_config=base, samples=2000)
+    assert len(report.checked) > 10 and not report.failures
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        {"algorithm": "eagle", "num_steps": 3, "topk": 1},
+        {"algorithm": "dspark", "draft_config": toy_draft_checkpoint(TOY)},
+    ],
+)
+def test_hisparse_conforms_with_eagle_and_dspark(registry, algorithm):
+    options = toy_cache_options(8, 128, ToyLM(TOY))
+    report = check_cache(registry, "hisparse", algorithm_config={**algorithm, "cache_options": options})
+    assert "nothing lost over random swap calls" in report.checked
+
+
+def test_kit_catches_a_plugin_whose_widths_lie():
+    """A broken plugin fails the kit: its draft_decode width is 0 and its ranges are unchecked."""
+
+    class Liar:
+        @hookimpl
+        def specreg_register_algorithms(self, register):
+            register(AlgorithmSpec(name="liar", drafting="chain", verify_rules=("greedy",),
+                                   num_draft_tokens=ParamRange(2, 6, 3)))
+
+        @hookimpl
+        def specreg_num_tokens_per_req(self, algorithm, phase):
+            return 0 if algorithm.name == "liar" and phase == "draft_decode" else None
+
+    registry = Registry()
+    registry.register_plugin(Liar(), "liar")
+    with pytest.raises(ConformanceError) as info:
+        check_algorithm(registry, "liar", lossless=False)
+    assert any("draft_decode" in f for f in info.value.failures)
+
+
+def test_kit_catches_a_lossy_verifier():
+    class Lossy:
+        """Accepts every draft: fast, and wrong."""
+
+        @hookimpl
+        def specreg_register_algorithms(self, register):
+            register(AlgorithmSpec(name="lossy", drafting="chain", verify_rules=("greedy",),
+                                   num_draft_tokens=ParamRange(2, 6, 3)))
+
+        @hookimpl
+        def specreg_make_verifier(self, config, algorithm):
+            if algorithm.name != "lossy":
+                return None
+            import torch
+
+            from specreg.kernels.chain import ChainVerifyResult
+
+            class AcceptAll:
+                rules = ("greedy",)
+
+                def verify_greedy(self, candidates, target_logits, **kwargs):
+                    b, n = candidates.shape
+                    bonus = target_logits[:, -1].argmax(-1)
+                    out = torch.cat([candidates[:, 1:], bonus[:, None]], 1)
+                    return ChainVerifyResult(accept_len=torch.full((b,), n - 1, dtype=torch.int32),
+                                             bonus=bonus, output_tokens=out)
+
+                verify_sampling = None
+
+            return AcceptAll()
+
+    registry = Registry()
+    registry.register_plugin(Lossy(), "lossy")
+    with pytest.raises(ConformanceError) as info:
+        check_algorithm(registry, "lossy")
+    assert any("greedy output equals plain greedy" in f for f in info.value.failures)
