@@ -51,6 +51,7 @@ def exponential_race_sample(
     """
     check_shape("probs", probs, (None, None))
     check_dtype("probs", probs, FLOAT_DTYPES)
+    _check_vocab("probs", probs)
     if noise is not None:
         check_shape("noise", noise, tuple(probs.shape))
         check_dtype("noise", noise, FLOAT_DTYPES)
@@ -73,6 +74,19 @@ def exponential_race_sample(
         noise.exponential_(generator=generator)
     noise = noise.to(torch.float32).clamp_min(tiny)
     return torch.argmax(probs.to(torch.float32) / noise, dim=-1)
+
+
+def _check_vocab(name: str, tensor: torch.Tensor) -> None:
+    if tensor.shape[-1] < 1:
+        raise KernelInputError(
+            problem(
+                "SR900",
+                f"{name} has shape {list(tensor.shape)}: an empty vocab (last dimension 0)",
+                accepted="[N, V] with V >= 1",
+                fix=f"pass {name} over the whole vocab",
+                field=name,
+            )
+        )
 
 
 def _mul32(value: torch.Tensor, constant: int) -> torch.Tensor:
@@ -199,6 +213,12 @@ def inverse_cdf_sample(weights: torch.Tensor, coins: torch.Tensor) -> torch.Tens
     is never returned: rounding that would run past the end lands on the last positive index.
     An all-zero row returns 0. Returns int64 [N].
     """
+    check_shape("weights", weights, (None, None))
+    check_dtype("weights", weights, FLOAT_DTYPES)
+    _check_vocab("weights", weights)
+    check_shape("coins", coins, (weights.shape[0],))
+    check_dtype("coins", coins, FLOAT_DTYPES)
+    check_same_device(weights=weights, coins=coins)
     weights = weights.to(torch.float32)
     return inverse_cdf_from_cdf(weights, torch.cumsum(weights, dim=-1), coins)
 
@@ -245,3 +265,24 @@ def _last_positive(weights: torch.Tensor) -> torch.Tensor:
     """The last index with weight > 0 per row (0 for a row without one)."""
     positions = torch.arange(weights.shape[-1], device=weights.device)
     return torch.where(weights > 0, positions, 0).amax(-1)
+
+
+#: Elements per chunk of the CPU row loops (about 1 MiB of float32): temporaries stay in cache
+#: and are reused instead of freshly mapped (page faults dominate full-batch temporaries).
+CPU_CHUNK_ELEMENTS = 1 << 18
+
+
+def cpu_row_chunks(num_rows: int, vocab: int) -> list[tuple[int, int]]:
+    """[start, stop) row ranges of at most `CPU_CHUNK_ELEMENTS` elements (at least one row)."""
+    step = max(1, CPU_CHUNK_ELEMENTS // max(vocab, 1))
+    return [(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
+
+
+def take_rows_float32(
+    flat: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`flat[index]` as float32 [len(index), V]; written into `out` (float32, at least that many
+    rows) when given and `flat` is float32, else a fresh tensor."""
+    if out is not None and flat.dtype == torch.float32:
+        return torch.index_select(flat, 0, index, out=out[: index.shape[0]])
+    return flat.index_select(0, index).to(torch.float32)
