@@ -58,7 +58,14 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
-from specreg.kernels.sampling import inverse_cdf_sample, residual_weights, uniform_coins
+from specreg.kernels.sampling import (
+    cpu_row_chunks,
+    inverse_cdf_from_cdf,
+    inverse_cdf_sample,
+    residual_weights,
+    take_rows_float32,
+    uniform_coins,
+)
 
 try:
     import triton
@@ -354,23 +361,26 @@ def verify_chain_sampling_torch(
     accepted &= torch.arange(gamma, device=device)[None, :] < limit[:, None]
     accept_len = _leading_run(accepted)
 
-    if device.type != "cpu" or gamma == 0:
+    if device.type != "cpu":
         bonus = _emit_dense(target_probs, draft_probs, drafts, valid, limit, accept_len, final_coins)
     else:
         bonus = _emit_cpu(target_probs, draft_probs, drafts, valid, limit, accept_len, final_coins)
     return _assemble(candidates, accept_len, bonus)
 
 
-def _take_rows(probs: torch.Tensor, row_index: torch.Tensor) -> torch.Tensor:
-    """Float32 rows `probs[r, row_index[r]]` of [b, n, V] as a fresh [len(row_index), V] tensor
-    (one index_select on the flat view when the layout allows it)."""
+def _take_rows(
+    probs: torch.Tensor, row_index: torch.Tensor, requests: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Float32 rows `probs[requests[k], row_index[k]]` of [b, n, V] as a fresh [k, V] tensor
+    (`requests` defaults to every request; one index_select on the flat view when possible)."""
     b, n, vocab = probs.shape
-    rows = torch.arange(b, device=probs.device)
+    if requests is None:
+        requests = torch.arange(b, device=probs.device)
     try:
         flat = probs.view(b * n, vocab)
     except RuntimeError:
-        return probs[rows, row_index].to(torch.float32)
-    return flat.index_select(0, rows * n + row_index).to(torch.float32)
+        return probs[requests, row_index].to(torch.float32)
+    return flat.index_select(0, requests * n + row_index).to(torch.float32)
 
 
 def _emit_dense(
@@ -408,35 +418,54 @@ def _emit_cpu(
     accept_len: torch.Tensor,
     final_coins: torch.Tensor,
 ) -> torch.Tensor:
-    """`_emit_dense` on CPU: each request's vocab row is gathered once and only the rejected
-    requests build a residual (same values, fewer full-row passes)."""
-    b = target_probs.shape[0]
-    p_row = _take_rows(target_probs, accept_len)
+    """`_emit_dense` on CPU, in chunks of requests with reused buffers: each request's vocab row
+    is read once and stays in cache for the residual, cumsum and search (same values)."""
+    b, n, vocab = target_probs.shape
+    gamma = drafts.shape[1]
+    p_flat = _flat_rows(target_probs)
+    q_flat = None if draft_probs is None or gamma == 0 else _flat_rows(draft_probs)
+    rows = torch.arange(b)
+    p_index = rows * n + accept_len
+    rejected = accept_len < limit
+    excluded = torch.full((b,), -1, dtype=torch.int64)
+    q_index = excluded
+    if gamma > 0:
+        rejected_row = accept_len.clamp(max=gamma - 1)
+        q_index = rows * gamma + rejected_row
+        excluded = torch.where(valid, drafts, -1)[rows, rejected_row]
+        excluded = torch.where(rejected, excluded, -1)
+    chunks = cpu_row_chunks(b, vocab)
+    size = chunks[0][1] - chunks[0][0]
+    p_buf = torch.empty(size, vocab, dtype=torch.float32)
+    q_buf = torch.empty_like(p_buf) if q_flat is not None else None
+    cdf_buf = torch.empty_like(p_buf)
     bonus = torch.empty(b, dtype=torch.int64)
-    rejected_mask = accept_len < limit
-    plain = (~rejected_mask).nonzero().squeeze(1)
-    residual_rows = rejected_mask.nonzero().squeeze(1)
-    if plain.numel():
-        p_plain = p_row if plain.numel() == b else p_row.index_select(0, plain)
-        bonus[plain] = inverse_cdf_sample(p_plain, final_coins.index_select(0, plain))
-    if residual_rows.numel():
-        p_sub = p_row if residual_rows.numel() == b else p_row.index_select(0, residual_rows)
-        at = accept_len.index_select(0, residual_rows)  # < gamma: the rejected draft's row
-        if draft_probs is None:
-            token = torch.where(valid, drafts, -1)[residual_rows, at]
-            residual = p_sub.clone()
-            hit = (token >= 0).nonzero().squeeze(1)
-            residual[hit, token[hit]] = 0.0
+    for start, stop in chunks:
+        p_rows = take_rows_float32(p_flat, p_index[start:stop], p_buf)
+        if q_flat is not None:
+            q_rows = take_rows_float32(q_flat, q_index[start:stop], q_buf)
+            residual = torch.sub(p_rows, q_rows, out=q_rows).clamp_min_(0.0)
+            use_p = (~rejected[start:stop] | (residual.sum(-1) <= 0)).nonzero().squeeze(1)
+            weights = residual
+            if use_p.numel():
+                weights[use_p] = p_rows[use_p]
         else:
-            q_sub = draft_probs[residual_rows, at].to(torch.float32)
-            residual = torch.sub(p_sub, q_sub, out=q_sub).clamp_min_(0.0)
-        empty = (residual.sum(-1) <= 0).nonzero().squeeze(1)
-        if empty.numel():
-            residual[empty] = p_sub[empty]
-        bonus[residual_rows] = inverse_cdf_sample(
-            residual, final_coins.index_select(0, residual_rows)
-        )
+            weights = p_rows
+            hit = (excluded[start:stop] >= 0).nonzero().squeeze(1)
+            if hit.numel():
+                token = excluded[start:stop][hit]
+                kept = weights[hit, token]
+                weights[hit, token] = 0.0
+                empty = weights[hit].sum(-1) <= 0  # residual without mass: draw from p
+                weights[hit[empty], token[empty]] = kept[empty]
+        cdf = torch.cumsum(weights, -1, out=cdf_buf[: stop - start])
+        bonus[start:stop] = inverse_cdf_from_cdf(weights, cdf, final_coins[start:stop])
     return bonus
+
+
+def _flat_rows(probs: torch.Tensor) -> torch.Tensor:
+    """[b, n, V] as [b * n, V] (a view when the layout allows, else a copy)."""
+    return probs.reshape(-1, probs.shape[-1])
 
 
 # --------------------------------------------------------------------------------------------
