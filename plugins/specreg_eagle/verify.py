@@ -47,7 +47,12 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.sampling import inverse_cdf_sample
+from specreg.kernels.sampling import (
+    cpu_row_chunks,
+    inverse_cdf_from_cdf,
+    inverse_cdf_sample,
+    take_rows_float32,
+)
 
 try:
     import triton
@@ -305,9 +310,15 @@ def verify_tree_sampling_torch(
         if has_q:
             q_left = torch.where(append & rrs, q_left - q_x, q_left)
             coef = torch.where(reject & rrs, new_coef, coef)
-            p_row = row_probs(target_probs, last)
-            q_row = row_probs(draft_probs, last)
-            mass = residual_mass(p_row, q_row, coef, tried_tok, tried_val, tried_cnt)
+            if device.type == "cpu":
+                mass = _residual_mass_cpu(
+                    target_probs, draft_probs, last, reject & rrs, coef, tried_tok, tried_val,
+                    tried_cnt,
+                )
+            else:
+                p_row = row_probs(target_probs, last)
+                q_row = row_probs(draft_probs, last)
+                mass = residual_mass(p_row, q_row, coef, tried_tok, tried_val, tried_cnt)
             norm = torch.where(reject & rrs, mass, norm)
         # Move: down on acceptance, right on rejection.
         count = count + accept.to(torch.int64)
@@ -324,23 +335,128 @@ def verify_tree_sampling_torch(
             norm = torch.where(accept, p_mass[rows, last], norm)
             rrs = torch.where(accept, q_mass[rows, last] > 0, rrs)
 
-    p_row = row_probs(target_probs, last)
+    if device.type == "cpu":
+        bonus = _final_token_cpu(
+            target_probs, draft_probs, last, rrs, coef, tried_tok, tried_val, tried_cnt,
+            final_coins,
+        )
+    else:
+        p_row = row_probs(target_probs, last)
+        weights = _final_weights(
+            p_row, None if not has_q else row_probs(draft_probs, last), rrs if has_q else None,
+            coef, tried_tok, tried_val, tried_cnt,
+        )
+        weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, p_row)
+        bonus = inverse_cdf_sample(weights, final_coins)
+    return _assemble(candidates, retrieve_index, path, count, bonus)
+
+
+def _final_weights(
+    p_row: torch.Tensor,
+    q_row: torch.Tensor | None,
+    rrs: torch.Tensor | None,
+    coef: torch.Tensor,
+    tried_tok: torch.Tensor,
+    tried_val: torch.Tensor,
+    tried_cnt: torch.Tensor,
+) -> torch.Tensor:
+    """The residual rows [k, V] at the last accepted node, before the no-mass fallback.
+
+    `p_row` / `q_row` float32 rows (`q_row` and `rrs` None: target-only rule for every row)."""
+    vocab = p_row.shape[1]
+    slot_ids = torch.arange(tried_tok.shape[1], device=p_row.device).unsqueeze(0)
     live = slot_ids < tried_cnt.unsqueeze(1)
     safe_tok = tried_tok.clamp(0, vocab - 1)
     p_tried = p_row.gather(1, safe_tok)
     # Tried tokens are distinct among the live slots, so adding deltas overrides them exactly.
     weights = p_row.scatter_add(1, safe_tok, torch.where(live, -p_tried, 0.0)).clamp_min(0)
-    if has_q:
-        q_row = row_probs(draft_probs, last)
+    if q_row is not None:
         q_tried = q_row.gather(1, safe_tok)
         moving = (p_row - coef.unsqueeze(1) * q_row).clamp_min(0)
         frozen = (p_tried - tried_val * q_tried).clamp_min(0)
         delta = frozen - (p_tried - coef.unsqueeze(1) * q_tried).clamp_min(0)
         weights_rrs = moving.scatter_add(1, safe_tok, torch.where(live, delta, 0.0))
         weights = torch.where(rrs.unsqueeze(1), weights_rrs, weights)
-    weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, p_row)
-    bonus = inverse_cdf_sample(weights, final_coins)
-    return _assemble(candidates, retrieve_index, path, count, bonus)
+    return weights
+
+
+def _node_rows(probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
+    """Float32 rows probs[requests, node] ([k, V], fresh)."""
+    b, n, vocab = probs.shape
+    return take_rows_float32(probs.reshape(b * n, vocab), requests * n + node)
+
+
+def _final_token_cpu(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    last: torch.Tensor,
+    rrs: torch.Tensor,
+    coef: torch.Tensor,
+    tried_tok: torch.Tensor,
+    tried_val: torch.Tensor,
+    tried_cnt: torch.Tensor,
+    final_coins: torch.Tensor,
+) -> torch.Tensor:
+    """The final token on CPU, in cache-sized chunks of requests (same values as the dense
+    path): each request's row at its last node is read once and reused while hot."""
+    b, _, vocab = target_probs.shape
+    bonus = torch.empty(b, dtype=torch.int64)
+    for start, stop in cpu_row_chunks(b, vocab):
+        requests = torch.arange(start, stop)
+        p_rows = _node_rows(target_probs, requests, last[start:stop])
+        chunk_rrs = rrs[start:stop] if draft_probs is not None else None
+        q_rows = None
+        if chunk_rrs is not None and bool(chunk_rrs.any()):
+            q_rows = _node_rows(draft_probs, requests, last[start:stop])
+        weights = _final_weights(
+            p_rows, q_rows, chunk_rrs if q_rows is not None else None, coef[start:stop],
+            tried_tok[start:stop], tried_val[start:stop], tried_cnt[start:stop],
+        )
+        empty = (~(weights.sum(-1) > 0)).nonzero().squeeze(1)
+        if empty.numel():
+            weights[empty] = p_rows[empty]
+        cdf = torch.cumsum(weights, -1)
+        bonus[start:stop] = inverse_cdf_from_cdf(weights, cdf, final_coins[start:stop])
+    return bonus
+
+
+def _residual_mass_cpu(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    last: torch.Tensor,
+    need: torch.Tensor,
+    coef: torch.Tensor,
+    tried_tok: torch.Tensor,
+    tried_val: torch.Tensor,
+    tried_cnt: torch.Tensor,
+) -> torch.Tensor:
+    """Residual mass [b] at `last`, computed only for the requests in `need` (0 elsewhere).
+
+    Same per-row arithmetic as the dense path. A row sum over one output row may be split across
+    threads by torch, so a lone needed row is reduced beside a copy of itself whenever the dense
+    path (b > 1 rows) would not have split it."""
+    b, _, vocab = target_probs.shape
+    mass = torch.zeros(b, dtype=torch.float32)
+    needed = need.nonzero().squeeze(1)
+    for start, stop in cpu_row_chunks(needed.shape[0], vocab):
+        requests = needed[start:stop]
+        if requests.shape[0] == 1 and b > 1:
+            requests = requests.repeat(2)
+        p_rows = _node_rows(target_probs, requests, last[requests])
+        q_rows = _node_rows(draft_probs, requests, last[requests])
+        a = coef[requests]
+        slot_ids = torch.arange(tried_tok.shape[1]).unsqueeze(0)
+        live = slot_ids < tried_cnt[requests].unsqueeze(1)
+        safe_tok = tried_tok[requests].clamp_min(0)
+        p_t = p_rows.gather(1, safe_tok)
+        q_t = q_rows.gather(1, safe_tok)
+        dense = torch.sub(p_rows, a.unsqueeze(1) * q_rows, out=q_rows).clamp_min_(0).sum(-1)
+        frozen = (p_t - tried_val[requests] * q_t).clamp_min(0)
+        moving = (p_t - a.unsqueeze(1) * q_t).clamp_min(0)
+        rows_mass = dense + torch.where(live, frozen - moving, 0.0).sum(-1)
+        count = stop - start
+        mass[requests[:count]] = rows_mass[:count]
+    return mass
 
 
 # ---------------------------------------------------------------------------------------------
