@@ -401,22 +401,37 @@ def _final_token_cpu(
     path): each request's row at its last node is read once and reused while hot."""
     b, _, vocab = target_probs.shape
     bonus = torch.empty(b, dtype=torch.int64)
+    slot_ids = torch.arange(tried_tok.shape[1]).unsqueeze(0)
     for start, stop in cpu_row_chunks(b, vocab):
         requests = torch.arange(start, stop)
-        p_rows = _node_rows(target_probs, requests, last[start:stop])
-        chunk_rrs = rrs[start:stop] if draft_probs is not None else None
-        q_rows = None
-        if chunk_rrs is not None and bool(chunk_rrs.any()):
-            q_rows = _node_rows(draft_probs, requests, last[start:stop])
-        weights = _final_weights(
-            p_rows, q_rows, chunk_rrs if q_rows is not None else None, coef[start:stop],
-            tried_tok[start:stop], tried_val[start:stop], tried_cnt[start:stop],
-        )
+        nodes = last[start:stop]
+        p_rows = _node_rows(target_probs, requests, nodes)  # fresh: modified in place below
+        live = slot_ids < tried_cnt[start:stop].unsqueeze(1)
+        safe_tok = tried_tok[start:stop].clamp(0, vocab - 1)
+        p_tried = p_rows.gather(1, safe_tok)
+        rrs_rows = torch.empty(0, dtype=torch.int64)
+        if draft_probs is not None:
+            rrs_rows = rrs[start:stop].nonzero().squeeze(1)
+        if rrs_rows.numel():
+            a = coef[start:stop].unsqueeze(1)
+            q_rows = _node_rows(draft_probs, requests, nodes)
+            q_tried = q_rows.gather(1, safe_tok)
+            moving = torch.sub(p_rows, a * q_rows, out=q_rows).clamp_min_(0)
+            frozen = (p_tried - tried_val[start:stop] * q_tried).clamp_min(0)
+            delta = frozen - (p_tried - a * q_tried).clamp_min(0)
+            moving.scatter_add_(1, safe_tok, torch.where(live, delta, 0.0))
+        # Target-only rule: tried tokens are distinct among the live slots, so adding -p zeroes
+        # them exactly.
+        weights = p_rows.scatter_add_(1, safe_tok, torch.where(live, -p_tried, 0.0)).clamp_min_(0)
+        if rrs_rows.numel():
+            weights[rrs_rows] = moving[rrs_rows]
         empty = (~(weights.sum(-1) > 0)).nonzero().squeeze(1)
         if empty.numel():
-            weights[empty] = p_rows[empty]
+            weights[empty] = _node_rows(target_probs, requests[empty], nodes[empty])
         cdf = torch.cumsum(weights, -1)
-        bonus[start:stop] = inverse_cdf_from_cdf(weights, cdf, final_coins[start:stop])
+        bonus[start:stop] = inverse_cdf_from_cdf(
+            weights, cdf, final_coins[start:stop], nonnegative=rrs_rows.numel() == 0 and empty.numel() == 0,
+        )
     return bonus
 
 
