@@ -106,7 +106,7 @@ def specreg_validate_config(
 
 @hookimpl(trylast=True)
 def specreg_make_verifier(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
-    if algorithm.drafting not in ("chain", "block"):
+    if algorithm.drafting not in ("chain", "block") or config.num_draft_tokens is None:
         return None
     from specreg.kernels.chain import ChainVerifier
 

@@ -191,9 +191,12 @@ def run_demo(
         if algorithms
         else registry.algorithms()
     )
-    caches: list[str | None] = {"none": [None], "hisparse": ["hisparse"], "both": [None, "hisparse"]}[
-        kv_cache
-    ]
+    cache_choices: dict[str, list[str | None]] = {
+        "none": [None],
+        "hisparse": ["hisparse"],
+        "both": [None, "hisparse"],
+    }
+    caches = cache_choices[kv_cache]
     jobs = [(a, case, cache) for a in chosen for case in demo_cases(a, toy) for cache in caches]
     return [
         run_case(registry, a, case, cache, num_new=steps, seed=seed, target=target, draft=draft)

@@ -60,7 +60,7 @@ class SpecPlan:
 
     def kernel_backends(self) -> dict[str, str]:
         """Which kernel implementation runs for tensors on each device type."""
-        out = {"cpu": backend_for_device("cpu")}
+        out: dict[str, str] = {"cpu": backend_for_device("cpu")}
         cuda = "triton" if triton_available() else "torch"
         if requested_backend() == "torch":
             cuda = "torch"

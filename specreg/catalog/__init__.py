@@ -8,10 +8,15 @@ so code ranges never collide. The pages under `docs/errors/` are generated from 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import attrs
 
 _CODE_RE = re.compile(r"^SR\d{3}$")
+
+
+def _texts(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
 
 
 @attrs.frozen(kw_only=True)
@@ -22,7 +27,7 @@ class ErrorEntry:
     title: str
     meaning: str
     when: str
-    solutions: tuple[str, ...] = attrs.field(converter=tuple)
+    solutions: tuple[str, ...] = attrs.field(converter=_texts)
     example_fix: str
     seed: bool = False  # one of the failures specreg started from
 

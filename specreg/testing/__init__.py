@@ -10,8 +10,8 @@ from specreg.testing.conformance import (
     check_algorithm,
     check_cache,
 )
-from specreg.testing.lossless import check_greedy, check_sampling, chi_square_p_value
 from specreg.testing.loop import GenerationResult, SpeculativeLoop, run_generation
+from specreg.testing.lossless import check_greedy, check_sampling, chi_square_p_value
 from specreg.testing.toy_model import ToyConfig, ToyLM, greedy_reference
 
 __all__ = [

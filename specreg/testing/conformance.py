@@ -107,10 +107,10 @@ def check_algorithm(
         except SpecRegError as exc:
             report.clause(f"resolves {config}", False, str(exc))
             continue
-        for phase, draft in itertools.product(PHASES, (False, True)):
-            width = plan.num_tokens_per_req(phase, is_draft_worker=draft)
+        for phase, is_draft in itertools.product(PHASES, (False, True)):
+            width = plan.num_tokens_per_req(phase, is_draft_worker=is_draft)
             report.clause(
-                f"width {phase.value} ({'draft' if draft else 'target'}) > 0 for {config}",
+                f"width {phase.value} ({'draft' if is_draft else 'target'}) > 0 for {config}",
                 isinstance(width, int) and width > 0,
                 f"got {width!r}",
             )

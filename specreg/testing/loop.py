@@ -152,7 +152,7 @@ class SpeculativeLoop:
         return torch.stack(candidates, 1), torch.stack(qs, 1)
 
     # ----------------------------------------------------------------------------- block drafting
-    def _draft_block(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _draft_block(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One draft forward over the block [anchor, mask, ...], then the verifier's proposal
         step (a Markov walk when the checkpoint has a head) picks the draft tokens."""
         b = batch.size
@@ -201,7 +201,7 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- verify + commit
     def _verify_chain(
-        self, batch: _Batch, candidates: torch.Tensor, q: torch.Tensor
+        self, batch: _Batch, candidates: torch.Tensor, q: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         b, n = candidates.shape
         paths = torch.full((b, n, n), -1, dtype=torch.long)
@@ -268,7 +268,7 @@ def _markov_head_for(plan: SpecPlan, draft: ToyLM) -> Any:
     """A seeded Markov head when the plan's block drafter declares one (markov_rank > 0)."""
     runtime = getattr(plan.verifier, "runtime", None)
     rank = getattr(runtime, "markov_rank", 0) or 0
-    if rank <= 0:
+    if runtime is None or rank <= 0:
         return None
     from specreg_dspark.markov import make_markov_head
 

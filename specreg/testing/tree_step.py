@@ -38,6 +38,7 @@ def tree_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch
     verifier = plan.verifier
     config = plan.config
     k, steps, n = config.topk, config.num_steps, config.num_draft_tokens
+    assert k is not None and steps is not None and n is not None  # a resolved config
     b = batch.size
     assert loop.draft_decode_width == k  # draft_decode width = one token per branch
 
