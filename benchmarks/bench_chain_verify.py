@@ -144,7 +144,12 @@ def main() -> None:
     parser.add_argument("--v", type=int, default=32000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocess")
+    parser.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (default: torch's choice); 1 avoids stalls "
+                    "of parallel ops on a machine shared with other jobs")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     x = make_inputs(args.b, args.n, args.v, seed=0)
     print(f"chain verify on CPU: b={args.b} n={args.n} V={args.v}, "

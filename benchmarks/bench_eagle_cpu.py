@@ -103,7 +103,12 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (default: torch's choice); 1 avoids stalls "
+                    "of parallel ops on a machine shared with other jobs")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     if a.issue_sizes:
         a.batch, a.topk, a.steps, a.n, a.vocab = 64, 4, 4, 16, 32768
     b, k, s, n, v = a.batch, a.topk, a.steps, a.n, a.vocab
