@@ -230,6 +230,7 @@ class SpeculativeLoop:
         self.reader.commit(batch.seqs, old, batch.lengths)
 
     # ----------------------------------------------------------------------------- driver
+    @torch.inference_mode()
     def generate(self, prompts: torch.Tensor, num_new: int) -> GenerationResult:
         b, prompt_len = prompts.shape
         capacity = prompt_len + num_new + self.verify_width + 1
@@ -282,7 +283,7 @@ def _markov_head_for(plan: SpecPlan, draft: ToyLM) -> Any:
     with torch.no_grad():
         for param in head.parameters():
             param.mul_(0.3)
-    return head.eval()
+    return head.requires_grad_(False).eval()
 
 
 def run_generation(

@@ -42,6 +42,9 @@ class ToyLM:
         self.index_key = torch.randn(config.max_positions, d, generator=g)
         self.index_query = torch.randn(v, d, generator=g)
         self.out = torch.randn(v, d, generator=g) * config.temperature_scale / (d**0.5)
+        # Indexer scores of every (token, position) pair, computed once: a query's scores are
+        # then the same bits whatever batch it is computed in.
+        self.index_scores = self.index_query @ self.index_key.T  # [V, max_positions]
 
     def perturbed(self, scale: float, *, seed: int) -> ToyLM:
         """A copy with noise on the output and local tables: a draft model for this target."""
@@ -71,23 +74,16 @@ class ToyLM:
     ) -> torch.Tensor:
         """The indexer: top-k positions for queries (tokens, positions) [M] -> int32 [M, top_k].
 
-        Candidates are ``[0, sparse_context_len)``; -1 pads when fewer exist. Ties go to the
-        lower position.
+        Candidates are ``[0, sparse_context_len)``, ordered by score; -1 pads when fewer exist.
         """
         k = self.config.top_k
         n_ctx = self.sparse_context_len(positions)
-        width = max(int(n_ctx.max()) if n_ctx.numel() else 0, 1)
-        cand = torch.arange(width)
-        scores = self.index_query[tokens] @ self.index_key[:width].T  # [M, width]
-        valid = cand[None, :] < n_ctx[:, None]
+        width = max(int(n_ctx.max()) if n_ctx.numel() else 0, k)
+        scores = self.index_scores[tokens, :width]  # [M, width]
+        valid = torch.arange(width)[None, :] < n_ctx[:, None]
         scores = torch.where(valid, scores, torch.full_like(scores, float("-inf")))
-        order = torch.sort(-scores, dim=1, stable=True).indices[:, :k]
-        picked = torch.where(
-            torch.gather(valid, 1, order), order, torch.full_like(order, -1)
-        )
-        if picked.shape[1] < k:
-            pad = torch.full((picked.shape[0], k - picked.shape[1]), -1, dtype=picked.dtype)
-            picked = torch.cat([picked, pad], dim=1)
+        order = torch.topk(scores, k, dim=1, sorted=True).indices
+        picked = torch.where(torch.gather(valid, 1, order), order, torch.full_like(order, -1))
         return picked.to(torch.int32)
 
     # ----------------------------------------------------------------------------- forward
@@ -104,10 +100,12 @@ class ToyLM:
         positions: int64 [M]; rows: float32 [M, top_k, dim], the KV rows of the selected
         positions; row_valid: bool [M, top_k]. Returns float32 [M, vocab].
         """
-        w = self.config.window
+        w, v = self.config.window, self.config.vocab_size
         present = windows >= 0
-        emb = self.local[torch.arange(w)[None, :], windows.clamp(min=0)]  # [M, w, d]
-        local = (emb * present[..., None]).sum(1)
+        flat_ids = torch.arange(w)[None, :] * v + windows.clamp(min=0)  # offset-major table rows
+        local = torch.nn.functional.embedding_bag(
+            flat_ids, self.local.reshape(w * v, -1), per_sample_weights=present.float(), mode="sum"
+        )
         query = self.query[windows[:, 0].clamp(min=0)]
         scores = (rows * query[:, None, :]).sum(-1) / (self.config.dim**0.5)
         scores = torch.where(row_valid, scores, torch.full_like(scores, float("-inf")))
