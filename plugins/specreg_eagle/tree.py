@@ -20,11 +20,13 @@ import torch
 from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
+    FLOAT_DTYPES,
     INDEX_DTYPES,
     check_dtype,
     check_index_range,
     check_same_device,
     check_shape,
+    check_tensor,
     should_check_values,
 )
 
@@ -130,6 +132,17 @@ def organize_draft_results(
                 field="score_list",
             )
         )
+    first = check_tensor("score_list", score_list[0])
+    batch = first.shape[0] if first.dim() else -1  # a 0-d entry fails the shape check
+    for name, items, dtypes, rank in (
+        ("score_list", score_list, FLOAT_DTYPES, None),
+        ("token_list", token_list, INDEX_DTYPES, 2),
+        ("parents_list", parents_list, INDEX_DTYPES, 2),
+    ):
+        for item in items:
+            check_shape(name, item, (batch, *[None] * ((rank or max(item.dim(), 2)) - 1)))
+            check_dtype(name, item, dtypes)
+            check_same_device(**{"score_list[0]": first, name: item})
     scores = torch.cat([s.flatten(1) for s in score_list], dim=1)
     tokens = torch.cat(list(token_list), dim=1)
     if scores.shape != tokens.shape or not 1 <= num_draft_tokens - 1 <= scores.shape[1]:

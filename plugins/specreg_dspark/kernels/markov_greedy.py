@@ -206,6 +206,7 @@ def markov_greedy_step(
     """
     check_shape("base_logits", base_logits, (None, None))
     b, vocab = base_logits.shape
+    check_shape("base_logits", base_logits, (None, vocab or 1))  # SR900 for an empty vocab
     check_shape("prev_tokens", prev_tokens, (b,))
     check_shape("w1", w1, (vocab, None))
     check_shape("w2", w2, (vocab, w1.shape[1]))
