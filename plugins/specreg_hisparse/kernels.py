@@ -47,6 +47,26 @@ def as_words(buffer: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------ torch
+ABSENT_ROW = -2  # the dense map's value for a token in neither the hot buffer nor the tail
+
+
+def _torch_workspace(state: Any, bs: int, layout: HiSparseLayout, device: torch.device) -> Any:
+    """Per-swapper dense (row, token) maps reused across calls (fresh ones cost page faults).
+
+    `loc` is `ABSENT_ROW` everywhere between calls except its INVALID column (-1), and `selected`
+    is all False: each call puts back what it wrote.
+    """
+    cache = state.__dict__.setdefault("_torch_ws", {})
+    key = (bs, str(device))
+    if key not in cache:
+        width = layout.max_seq_len + 2  # + the INVALID column and a junk column
+        loc = torch.full((bs, width), ABSENT_ROW, dtype=torch.int32, device=device)
+        loc[:, width - 2] = -1
+        selected = torch.zeros((bs, width), dtype=torch.bool, device=device)
+        cache[key] = {"loc": loc, "selected": selected}
+    return cache[key]
+
+
 def swap_torch(
     tokens: torch.Tensor,
     req: torch.Tensor,
@@ -65,56 +85,56 @@ def swap_torch(
 
     `tokens` [bs, S, K], `seq_lens` [bs, S]; writes `out`, the plan and `hits` in place and
     returns the plan's (host rows, device rows) pairs flattened, for `copy_rows_torch`.
+
+    Works on two dense maps indexed by (batch row, token): `loc`, the device row of every tail
+    and hot token (tail first: a hot slot holding a tail token is never hit, rule 2), and
+    `selected`, the tokens some valid occurrence reads. Misses are the selected tokens `loc`
+    lacks, in (row, token) order straight from the map; the output is one gather of `loc`
+    once the misses' rows are in it. Invalid occurrences read column `max_seq_len` (-1).
     """
     bs, steps, top_k = tokens.shape
     n = steps * top_k
-    hot, page, buf = layout.hot_size, layout.page_size, layout.buffer_size
+    hot, page = layout.hot_size, layout.page_size
+    seq_cap = layout.max_seq_len
+    width, invalid_col, junk_col = seq_cap + 2, seq_cap, seq_cap + 1
     dev = tokens.device
+    ws = _torch_workspace(state, bs, layout, dev)
+    loc_map, selected = ws["loc"], ws["selected"]
     r = req.long()
-    tok3 = tokens.long()
-    valid3 = (tok3 >= 0) & (tok3 < seq_lens.long()[:, :, None])
-    valid3[num_real:] = False
-    tok, valid = tok3.view(bs, n), valid3.view(bs, n)
-    safe = tok.masked_fill(~valid, 0)
     rows = state.slot_rows.index_select(0, r)
-    # 1. tail
-    tail_slot = safe % page
-    in_tail = valid & (state.tail_tokens.index_select(0, r).gather(1, tail_slot) == tok)
-    need = valid & ~in_tail
-    # distinct tokens of the call, ascending, through dense per-position maps (O(bs x
-    # max_seq_len), no sort); each occurrence keeps the rank of its token
-    dump = layout.max_seq_len
-    present = torch.zeros((bs, dump + 1), device=dev, dtype=torch.int32)
-    present.scatter_(1, torch.where(need, tok, dump), 1)
-    present[:, dump] = 0
-    rank_all = present.cumsum(1, dtype=torch.int32)
-    n_uniq = rank_all[:, dump].long()
-    width = max(int(n_uniq.max()) if bs else 0, 1)
-    occ_rank = (rank_all.gather(1, safe).long() - 1).clamp_(0, width - 1)
-    uniq = torch.full((bs, width), BIG_KEY, device=dev, dtype=torch.long)
-    row_of, token_of = present.nonzero(as_tuple=True)  # row-major: tokens ascending per row
-    uniq[row_of, rank_all[row_of, token_of].long() - 1] = token_of
-    ucols = torch.arange(width, device=dev)
-    umask = ucols < n_uniq[:, None]
-    usafe = uniq.masked_fill(~umask, 0)
-    # 2. hits through a dense token -> slot map (Triton: binary search in sorted keys; both are
-    #    exact lookups, so the decisions are the same)
-    slot_ids = torch.arange(hot, device=dev)
-    st = state.slot_tokens[layer].index_select(0, r).long()
-    dense = torch.full((bs, dump + 1), -1, device=dev, dtype=torch.int32)
-    dense.scatter_(1, st.masked_fill(st < 0, dump), slot_ids.int().expand(bs, hot))
-    uslot = dense.gather(1, usafe).long()
-    uhit = umask & (uslot >= 0)
-    umiss = umask & ~uhit
-    # 3. misses in ascending token order
-    mrank = umiss.cumsum(1) - 1
-    m = umiss.sum(1)
-    flat_locs = (r[:, None] * layout.max_seq_len + usafe).view(-1)
-    host_rows = state.host_cache_locs.view(-1).index_select(0, flat_locs).view(bs, width)
-    bad = umiss & (host_rows < 0)
-    if bool(bad.any()):
-        row = int(bad.any(1).nonzero()[0, 0])
-        token = int(uniq[row][bad[row]][0])
+    # 1. the map column each occurrence reads: its token, or INVALID
+    tok = tokens.view(bs, steps, top_k)
+    valid = (tok >= 0) & (tok < seq_lens.view(bs, steps, 1))
+    col = torch.where(valid, tok, invalid_col).view(bs, n).long()
+    col[num_real:] = invalid_col
+    selected.scatter_(1, col, torch.ones((1, 1), dtype=torch.bool, device=dev).expand(bs, n))
+    # 2. the map: tail tokens (position p in tail slot p % page), then hot tokens not in the tail
+    tail = state.tail_tokens.index_select(0, r)
+    tail_ids = torch.arange(page, device=dev)
+    tail_ok = (tail >= 0) & (tail < seq_cap) & (tail % page == tail_ids)
+    tail_cols = torch.where(tail_ok, tail, junk_col).long()
+    loc_map.scatter_(1, tail_cols, rows[:, hot : hot + page])
+    loc_map[:, junk_col] = ABSENT_ROW
+    st = state.slot_tokens[layer].index_select(0, r)
+    hot_cols = torch.where((st >= 0) & (st < seq_cap), st, junk_col).long()
+    hot_cols.masked_fill_(loc_map.gather(1, hot_cols) != ABSENT_ROW, junk_col)
+    loc_map.scatter_(1, hot_cols, rows[:, :hot])
+    # 3. hits: hot slots whose token is selected
+    hitmask = selected.gather(1, hot_cols)
+    n_hits = hitmask.sum(1)
+    # 4. misses: selected tokens in neither, ascending per row
+    keys = (selected & (loc_map == ABSENT_ROW)).view(-1).nonzero().squeeze(1)
+    urow = torch.div(keys, width, rounding_mode="floor")
+    utok = keys - urow * width
+    m = torch.bincount(urow, minlength=bs)
+    rank = torch.arange(keys.numel(), device=dev) - (m.cumsum(0) - m).index_select(0, urow)
+    ureq = r.index_select(0, urow)
+    src_rows = state.host_cache_locs.view(-1).index_select(0, ureq * seq_cap + utok)
+    bad = (src_rows < 0).nonzero()
+    if bad.numel():
+        _reset_maps(loc_map, selected, tail_cols, hot_cols, keys, junk_col)
+        first = int(bad[0, 0])
+        row, token = int(urow[first]), int(utok[first])
         raise CacheMissError(
             problem(
                 "SR409",
@@ -125,35 +145,24 @@ def swap_torch(
                 field="top_k_tokens",
             )
         )
-    # 4. victims: unhit hot slots by (stamp, slot)
-    hitmask = torch.zeros((bs, hot + 1), device=dev, dtype=torch.bool)
-    hitmask.scatter_(1, torch.where(uhit, uslot, hot), True)
-    hitmask = hitmask[:, :hot]
-    n_hits = hitmask.sum(1)
+    # 5. victims: unhit hot slots by (stamp, slot); only the first max(misses) are ever used
+    slot_ids = torch.arange(hot, device=dev)
     stamp = state.slot_stamp[layer].index_select(0, r)
-    ekey = torch.where(hitmask, BIG_KEY, ((stamp + 1) << SLOT_BITS) | slot_ids)
-    # only the first max(misses) victims are ever used: a partial selection, in sorted order
+    ekey = torch.add(slot_ids + (1 << SLOT_BITS), stamp, alpha=1 << SLOT_BITS)
+    ekey.masked_fill_(hitmask, BIG_KEY)
     k_victims = max(1, min(hot, int(m.max()) if bs else 1))
-    evict_slots = ekey.topk(k_victims, dim=1, largest=False, sorted=True).values & SLOT_MASK
-    n_evict = (hot - n_hits)[:, None]
-    in_hot = mrank < n_evict
-    victim = torch.where(
-        in_hot,
-        evict_slots.gather(1, mrank.clamp(0, k_victims - 1)),
-        layout.scratch_start + mrank - n_evict,
-    )
-    uslot_final = torch.where(uhit, uslot, torch.where(umiss, victim, 0)).clamp_(0, buf - 1)
-    uloc = rows.gather(1, uslot_final)
-    # 5. outputs and plan
-    loc = uloc.gather(1, occ_rank).masked_fill_(~need, -1)
-    loc = torch.where(in_tail, rows.gather(1, hot + tail_slot), loc)
-    loc[num_real:] = PADDED_LOCATION
-    out.copy_(loc.view(bs, steps, top_k))
-    # flat index_select / index_copy_: advanced indexing is far slower in torch's CPU build
-    flat_miss = umiss.view(-1).nonzero().squeeze(1)
-    src_rows = host_rows.view(-1).index_select(0, flat_miss)
-    dst_rows = uloc.view(-1).index_select(0, flat_miss)
-    plan_at = (flat_miss // width) * miss_src.stride(0) + mrank.view(-1).index_select(0, flat_miss)
+    evict_slots = ekey.topk(k_victims, dim=1, largest=False, sorted=True).values
+    n_evict = (hot - n_hits).index_select(0, urow)
+    in_hot = rank < n_evict
+    evicted = evict_slots.view(-1).index_select(0, urow * k_victims + rank.clamp(max=k_victims - 1))
+    victim = torch.where(in_hot, evicted & SLOT_MASK, layout.scratch_start + rank - n_evict)
+    # 6. outputs and plan
+    dst_rows = rows.view(-1).index_select(0, urow * layout.buffer_size + victim)
+    loc_map.view(-1).index_copy_(0, keys, dst_rows)
+    torch.gather(loc_map, 1, col, out=out.view(bs, n))
+    out[num_real:] = PADDED_LOCATION
+    _reset_maps(loc_map, selected, tail_cols, hot_cols, keys, junk_col)
+    plan_at = urow * miss_src.stride(0) + rank
     miss_src[:, :n] = -1
     miss_dst[:, :n] = -1
     span = ((bs - 1) * miss_src.stride(0) + miss_src.shape[1],)  # rows may be padded apart
@@ -161,19 +170,37 @@ def swap_torch(
     miss_dst.as_strided(span, (1,)).index_copy_(0, plan_at, dst_rows)
     miss_count.copy_(m)
     hits.copy_(n_hits)
-    # 6. commit (real rows come first; padded rows changed nothing above)
+    # 7. commit (real rows only: padded rows select nothing, so they hit and miss nothing)
     t = state.clock[layer].index_select(0, r) + 1
-    admit_col = torch.where(umiss & in_hot, victim, hot)
-    new_tokens = torch.cat([st, st.new_zeros(bs, 1)], 1).scatter_(1, admit_col, uniq)[:, :hot]
-    new_stamp = torch.cat([torch.where(hitmask, t[:, None], stamp), stamp.new_zeros(bs, 1)], 1)
-    new_stamp = new_stamp.scatter_(1, admit_col, t[:, None].expand(bs, width))[:, :hot]
+    admit = in_hot.nonzero().squeeze(1)
+    admit_slot = victim.index_select(0, admit)
+    admit_row = urow.index_select(0, admit)
+    hitmask.view(-1).index_fill_(0, admit_row * hot + admit_slot, True)
+    new_stamp = torch.where(hitmask, t[:, None], stamp)
     real_rows = r[:num_real]
-    state.slot_tokens[layer].index_copy_(
-        0, real_rows, new_tokens[:num_real].to(state.slot_tokens.dtype)
-    )
     state.slot_stamp[layer].index_copy_(0, real_rows, new_stamp[:num_real])
+    state.slot_tokens[layer].view(-1).index_copy_(
+        0, r.index_select(0, admit_row) * hot + admit_slot, utok.index_select(0, admit).int()
+    )
     state.clock[layer].index_copy_(0, real_rows, t[:num_real])
     return src_rows, dst_rows
+
+
+def _reset_maps(
+    loc_map: torch.Tensor,
+    selected: torch.Tensor,
+    tail_cols: torch.Tensor,
+    hot_cols: torch.Tensor,
+    keys: torch.Tensor,
+    junk_col: int,
+) -> None:
+    """Put back what one call wrote in the workspace maps."""
+    absent = torch.full((1, 1), ABSENT_ROW, dtype=loc_map.dtype, device=loc_map.device)
+    loc_map.scatter_(1, tail_cols, absent.expand(tail_cols.shape))
+    loc_map.scatter_(1, hot_cols, absent.expand(hot_cols.shape))
+    loc_map.view(-1).index_fill_(0, keys, ABSENT_ROW)
+    loc_map[:, junk_col] = ABSENT_ROW
+    selected.zero_()
 
 
 def copy_rows_torch(
