@@ -47,23 +47,26 @@ def as_words(buffer: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------ torch
-ABSENT_ROW = -2  # the dense map's value for a token in neither the hot buffer nor the tail
+ABSENT_ROW = -2  # the location map's value for a token in neither the hot buffer nor the tail
 
 
 def _torch_workspace(state: Any, bs: int, layout: HiSparseLayout, device: torch.device) -> Any:
-    """Per-swapper dense (row, token) maps reused across calls (fresh ones cost page faults).
+    """Per-swapper dense maps over (batch row, 1 + token), reused across calls (fresh ones cost
+    a fill and page faults every call).
 
-    `loc` is `ABSENT_ROW` everywhere between calls except its INVALID column (-1), and `selected`
-    is all False: each call puts back what it wrote.
+    Column 0 is INVALID (what invalid occurrences and empty slots read: location -1, never
+    selected); column ``1 + t`` is token ``t``; the last column (token `max_seq_len`) is junk.
+    Between calls `loc` is `ABSENT_ROW` except column 0, and `selected` is all False: each call
+    puts back what it wrote.
     """
     cache = state.__dict__.setdefault("_torch_ws", {})
     key = (bs, str(device))
     if key not in cache:
-        width = layout.max_seq_len + 2  # + the INVALID column and a junk column
+        width = layout.max_seq_len + 2
         loc = torch.full((bs, width), ABSENT_ROW, dtype=torch.int32, device=device)
-        loc[:, width - 2] = -1
+        loc[:, 0] = -1
         selected = torch.zeros((bs, width), dtype=torch.bool, device=device)
-        cache[key] = {"loc": loc, "selected": selected}
+        cache[key] = (loc, selected)
     return cache[key]
 
 
@@ -86,53 +89,54 @@ def swap_torch(
     `tokens` [bs, S, K], `seq_lens` [bs, S]; writes `out`, the plan and `hits` in place and
     returns the plan's (host rows, device rows) pairs flattened, for `copy_rows_torch`.
 
-    Works on two dense maps indexed by (batch row, token): `loc`, the device row of every tail
-    and hot token (tail first: a hot slot holding a tail token is never hit, rule 2), and
-    `selected`, the tokens some valid occurrence reads. Misses are the selected tokens `loc`
-    lacks, in (row, token) order straight from the map; the output is one gather of `loc`
-    once the misses' rows are in it. Invalid occurrences read column `max_seq_len` (-1).
+    Works on two dense maps over (batch row, token) (see `_torch_workspace`): `loc`, the device
+    row of every hot and tail token (the tail written last, so it wins: rule 2), and `selected`,
+    the tokens some valid occurrence reads. The misses are the selected tokens `loc` lacks, in
+    (row, token) order straight off the map; the output is one gather of `loc` once the
+    misses' rows are in it. CPU note: masks are applied with arithmetic (clamp, multiply-add),
+    which runs several times faster than `where`/`masked_fill` on this path.
     """
     bs, steps, top_k = tokens.shape
     n = steps * top_k
-    hot, page = layout.hot_size, layout.page_size
+    hot, page, buf = layout.hot_size, layout.page_size, layout.buffer_size
     seq_cap = layout.max_seq_len
-    width, invalid_col, junk_col = seq_cap + 2, seq_cap, seq_cap + 1
+    width = seq_cap + 2
     dev = tokens.device
-    ws = _torch_workspace(state, bs, layout, dev)
-    loc_map, selected = ws["loc"], ws["selected"]
+    loc_map, selected = _torch_workspace(state, bs, layout, dev)
     r = req.long()
     rows = state.slot_rows.index_select(0, r)
-    # 1. the map column each occurrence reads: its token, or INVALID
-    tok = tokens.view(bs, steps, top_k)
-    valid = (tok >= 0) & (tok < seq_lens.view(bs, steps, 1))
-    col = torch.where(valid, tok, invalid_col).view(bs, n).long()
-    col[num_real:] = invalid_col
+    # 1. the column each occurrence reads: 1 + token, or 0 (INVALID) for -1 / >= seq_len
+    col = tokens.view(bs, steps, top_k).to(torch.long, copy=True)  # never the caller's tensor
+    valid = col < seq_lens.view(bs, steps, 1)
+    col = col.clamp_(min=-1).add_(1).mul_(valid).view(bs, n)
+    col[num_real:] = 0
     selected.scatter_(1, col, torch.ones((1, 1), dtype=torch.bool, device=dev).expand(bs, n))
-    # 2. the map: tail tokens (position p in tail slot p % page), then hot tokens not in the tail
-    tail = state.tail_tokens.index_select(0, r)
-    tail_ids = torch.arange(page, device=dev)
-    tail_ok = (tail >= 0) & (tail < seq_cap) & (tail % page == tail_ids)
-    tail_cols = torch.where(tail_ok, tail, junk_col).long()
-    loc_map.scatter_(1, tail_cols, rows[:, hot : hot + page])
-    loc_map[:, junk_col] = ABSENT_ROW
-    st = state.slot_tokens[layer].index_select(0, r)
-    hot_cols = torch.where((st >= 0) & (st < seq_cap), st, junk_col).long()
-    hot_cols.masked_fill_(loc_map.gather(1, hot_cols) != ABSENT_ROW, junk_col)
+    # 2. the map: hot tokens (empty slots write column 0), then tail tokens over them (position
+    #    p sits in tail slot p % page); a hot slot holding a tail token is never hit (rule 2)
+    hot_cols = state.slot_tokens[layer].index_select(0, r).long().clamp_(min=-1).add_(1)
     loc_map.scatter_(1, hot_cols, rows[:, :hot])
+    tail = state.tail_tokens.index_select(0, r).long()
+    tail_ok = (tail >= 0) & (tail < seq_cap) & (tail % page == torch.arange(page, device=dev))
+    tail_cols = (tail + 1).mul_(tail_ok)
+    loc_map.scatter_(1, tail_cols, rows[:, hot : hot + page])
+    loc_map[:, 0] = -1
+    selected[:, 0] = False
+    selected.scatter_(1, tail_cols, torch.zeros_like(tail_cols, dtype=torch.bool))
     # 3. hits: hot slots whose token is selected
     hitmask = selected.gather(1, hot_cols)
-    n_hits = hitmask.sum(1)
+    hit_long = hitmask.long()
+    n_hits = hit_long.sum(1)
     # 4. misses: selected tokens in neither, ascending per row
     keys = (selected & (loc_map == ABSENT_ROW)).view(-1).nonzero().squeeze(1)
     urow = torch.div(keys, width, rounding_mode="floor")
-    utok = keys - urow * width
+    utok = keys - urow * width - 1
     m = torch.bincount(urow, minlength=bs)
     rank = torch.arange(keys.numel(), device=dev) - (m.cumsum(0) - m).index_select(0, urow)
     ureq = r.index_select(0, urow)
     src_rows = state.host_cache_locs.view(-1).index_select(0, ureq * seq_cap + utok)
     bad = (src_rows < 0).nonzero()
     if bad.numel():
-        _reset_maps(loc_map, selected, tail_cols, hot_cols, keys, junk_col)
+        _reset_maps(loc_map, selected, hot_cols, tail_cols, keys)
         first = int(bad[0, 0])
         row, token = int(urow[first]), int(utok[first])
         raise CacheMissError(
@@ -146,10 +150,9 @@ def swap_torch(
             )
         )
     # 5. victims: unhit hot slots by (stamp, slot); only the first max(misses) are ever used
-    slot_ids = torch.arange(hot, device=dev)
     stamp = state.slot_stamp[layer].index_select(0, r)
-    ekey = torch.add(slot_ids + (1 << SLOT_BITS), stamp, alpha=1 << SLOT_BITS)
-    ekey.masked_fill_(hitmask, BIG_KEY)
+    ekey = torch.add(torch.arange(1 << SLOT_BITS, (1 << SLOT_BITS) + hot, device=dev), stamp,
+                     alpha=1 << SLOT_BITS).add_(hit_long, alpha=BIG_KEY)  # fmt: skip
     k_victims = max(1, min(hot, int(m.max()) if bs else 1))
     evict_slots = ekey.topk(k_victims, dim=1, largest=False, sorted=True).values
     n_evict = (hot - n_hits).index_select(0, urow)
@@ -157,11 +160,11 @@ def swap_torch(
     evicted = evict_slots.view(-1).index_select(0, urow * k_victims + rank.clamp(max=k_victims - 1))
     victim = torch.where(in_hot, evicted & SLOT_MASK, layout.scratch_start + rank - n_evict)
     # 6. outputs and plan
-    dst_rows = rows.view(-1).index_select(0, urow * layout.buffer_size + victim)
+    dst_rows = rows.view(-1).index_select(0, urow * buf + victim)
     loc_map.view(-1).index_copy_(0, keys, dst_rows)
     torch.gather(loc_map, 1, col, out=out.view(bs, n))
     out[num_real:] = PADDED_LOCATION
-    _reset_maps(loc_map, selected, tail_cols, hot_cols, keys, junk_col)
+    _reset_maps(loc_map, selected, hot_cols, tail_cols, keys)
     plan_at = urow * miss_src.stride(0) + rank
     miss_src[:, :n] = -1
     miss_dst[:, :n] = -1
@@ -175,8 +178,8 @@ def swap_torch(
     admit = in_hot.nonzero().squeeze(1)
     admit_slot = victim.index_select(0, admit)
     admit_row = urow.index_select(0, admit)
-    hitmask.view(-1).index_fill_(0, admit_row * hot + admit_slot, True)
-    new_stamp = torch.where(hitmask, t[:, None], stamp)
+    hit_long.view(-1).index_fill_(0, admit_row * hot + admit_slot, 1)
+    new_stamp = stamp.addcmul_(hit_long, t[:, None] - stamp)  # t where hit or admitted
     real_rows = r[:num_real]
     state.slot_stamp[layer].index_copy_(0, real_rows, new_stamp[:num_real])
     state.slot_tokens[layer].view(-1).index_copy_(
@@ -189,18 +192,30 @@ def swap_torch(
 def _reset_maps(
     loc_map: torch.Tensor,
     selected: torch.Tensor,
-    tail_cols: torch.Tensor,
     hot_cols: torch.Tensor,
+    tail_cols: torch.Tensor,
     keys: torch.Tensor,
-    junk_col: int,
 ) -> None:
-    """Put back what one call wrote in the workspace maps."""
+    """Put back what one call wrote in the workspace maps (see `_torch_workspace`)."""
     absent = torch.full((1, 1), ABSENT_ROW, dtype=loc_map.dtype, device=loc_map.device)
-    loc_map.scatter_(1, tail_cols, absent.expand(tail_cols.shape))
     loc_map.scatter_(1, hot_cols, absent.expand(hot_cols.shape))
+    loc_map.scatter_(1, tail_cols, absent.expand(tail_cols.shape))
     loc_map.view(-1).index_fill_(0, keys, ABSENT_ROW)
-    loc_map[:, junk_col] = ABSENT_ROW
+    loc_map[:, 0] = -1
+    loc_map[:, -1] = ABSENT_ROW
     selected.zero_()
+
+
+def row_words(buffer: torch.Tensor) -> torch.Tensor:
+    """A 2-D KV buffer as `[rows, words]` of the widest word that divides its rows: the torch
+    copies move whole words (index_copy_ on CPU goes element by element, so 16-byte words
+    copy ~4x faster than int32). Bit-exact: the words are only loaded and stored."""
+    raw = buffer.reshape(buffer.shape[0], -1).view(torch.uint8)
+    for dtype in (torch.complex128, torch.int64, torch.int32):
+        size = torch.empty((), dtype=dtype).element_size()
+        if raw.shape[1] % size == 0 and raw.data_ptr() % size == 0:
+            return raw.view(dtype)
+    return raw
 
 
 def copy_rows_torch(
@@ -209,11 +224,14 @@ def copy_rows_torch(
     host_cache: torch.Tensor,
     device_buffer: torch.Tensor,
 ) -> None:
-    """Copy host rows `src_rows` to device rows `dst_rows` (as int32 words when possible)."""
+    """Copy host rows `src_rows` to device rows `dst_rows` (as the widest words that fit)."""
     if src_rows.numel() == 0:
         return
-    host = as_words(host_cache)  # int32 words: index_select is ~10x faster than on bytes
-    dev = as_words(device_buffer)
+    host, dev = row_words(host_cache), row_words(device_buffer)
+    if host.dtype != dev.dtype:  # aligned differently: the narrower words fit both
+        narrow = min(host.dtype, dev.dtype, key=lambda d: torch.empty((), dtype=d).element_size())
+        host = host.view(torch.uint8).view(narrow)
+        dev = dev.view(torch.uint8).view(narrow)
     rows = host.index_select(0, src_rows.to(host.device)).to(dev.device, non_blocking=True)
     dev.index_copy_(0, dst_rows.long().to(dev.device), rows)
 
