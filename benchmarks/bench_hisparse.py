@@ -18,7 +18,7 @@ import statistics
 import time
 
 import torch
-from specreg_hisparse.kernels import as_words, copy_planned_torch
+from specreg_hisparse.kernels import copy_planned_torch, row_words
 from specreg_hisparse.layout import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
@@ -114,6 +114,9 @@ def main() -> None:
     parser.add_argument("--new-frac", type=float, default=0.05)
     parser.add_argument("--calls", type=int, default=8, help="timed calls per measurement")
     parser.add_argument(
+        "--naive-calls", type=int, default=3, help="of those, how many also run the reference"
+    )
+    parser.add_argument(
         "--threads", type=int, default=1, help="torch CPU threads (1: stable on a shared machine)"
     )
     args = parser.parse_args()
@@ -142,24 +145,25 @@ def main() -> None:
     print(f"bs={bs} steps={steps} top_k={top_k} hot={hot} row={args.row_bytes} B "
           f"new/step={args.new_frac:.0%}; torch {torch.__version__}, {torch.get_num_threads()} threads")  # fmt: skip
 
-    # 1. torch path vs naive Python reference (same decisions: checked)
+    # 1. torch path vs naive Python reference on the same calls, timed alternately (so a change
+    #    in machine load hits both sides); same decisions checked after every reference call:
+    #    locations, policy state and the device buffer's bytes
     calls = [work.call(steps) for _ in range(args.calls)]
     fast, slow = copy.deepcopy(base), copy.deepcopy(base)
     dev_fast, dev_slow = dev.clone(), dev.clone()
     t_fast, t_slow = [], []
-    for tokens in calls:
+    for i, tokens in enumerate(calls):
         start = time.perf_counter()
-        fast.swap(tokens, req, seq, host_cache=host, device_buffer=dev_fast)
+        locs = fast.swap(tokens, req, seq, host_cache=host, device_buffer=dev_fast)
         t_fast.append(time.perf_counter() - start)
-    for tokens in calls[:2]:
-        start = time.perf_counter()
-        b = naive_swap(slow, tokens, req, seq, host, dev_slow)
-        t_slow.append(time.perf_counter() - start)
-        if len(t_slow) == 1:
-            check = copy.deepcopy(base)
-            assert torch.equal(
-                check.swap(tokens, req, seq, host_cache=host, device_buffer=dev.clone()), b
-            )
+        if i < args.naive_calls:
+            start = time.perf_counter()
+            ref = naive_swap(slow, tokens, req, seq, host, dev_slow)
+            t_slow.append(time.perf_counter() - start)
+            assert torch.equal(locs, ref), f"call {i}: locations differ from the reference"
+            for name in ("slot_tokens", "slot_stamp", "clock"):
+                assert torch.equal(getattr(fast.state, name)[0], getattr(slow.state, name)[0]), name
+            assert torch.equal(dev_fast, dev_slow), f"call {i}: copied rows differ"
     tf, ts = statistics.median(t_fast), statistics.median(t_slow)
     misses = fast.last_stats.misses.sum().item()
     print(f"swap call: torch {tf * 1e3:.2f} ms, naive Python {ts * 1e3:.1f} ms -> "
@@ -174,7 +178,7 @@ def main() -> None:
     src, dst = plan.miss_src[keep], plan.miss_dst[keep].long()
     scratch = dev.clone()
     t_plan = _median_time(lambda: copy_planned_torch(plan.miss_src, plan.miss_dst, plan.miss_count, bs, host, scratch), 20)  # fmt: skip
-    host_w, scratch_w = as_words(host), as_words(scratch)  # the fastest form of the baseline
+    host_w, scratch_w = row_words(host), row_words(scratch)  # the fastest form of the baseline
     t_ref = _median_time(lambda: scratch_w.index_copy_(0, dst, host_w.index_select(0, src)), 20)
     bw_plan, bw_ref, bw_swap = nbytes / t_plan / 1e9, nbytes / t_ref / 1e9, nbytes / tf / 1e9
     print(f"copy: {count} rows, {nbytes / 1e6:.2f} MB: planned copy {bw_plan:.2f} GB/s, "

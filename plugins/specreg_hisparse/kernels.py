@@ -107,8 +107,10 @@ def swap_torch(
     rows = state.slot_rows.index_select(0, r)
     # 1. the column each occurrence reads: 1 + token, or 0 (INVALID) for -1 / >= seq_len
     col = tokens.view(bs, steps, top_k).to(torch.long, copy=True)  # never the caller's tensor
-    valid = col < seq_lens.view(bs, steps, 1)
-    col = col.clamp_(min=-1).add_(1).mul_(valid).view(bs, n)
+    seq3 = seq_lens.view(bs, steps, 1)
+    if bs and not bool((col.amax(2, keepdim=True) < seq3).all()):  # tokens past seq_len: rare
+        col.masked_fill_(col >= seq3, -1)
+    col = col.clamp_(min=-1).add_(1).view(bs, n)
     col[num_real:] = 0
     selected.scatter_(1, col, torch.ones((1, 1), dtype=torch.bool, device=dev).expand(bs, n))
     # 2. the map: hot tokens (empty slots write column 0), then tail tokens over them (position
