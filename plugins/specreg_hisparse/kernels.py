@@ -104,7 +104,6 @@ def swap_torch(
     dev = tokens.device
     loc_map, selected = _torch_workspace(state, bs, layout, dev)
     r = req.long()
-    rows = state.slot_rows.index_select(0, r)
     # 1. the column each occurrence reads: 1 + token, or 0 (INVALID) for -1 / >= seq_len
     col = tokens.view(bs, steps, top_k).to(torch.long, copy=True)  # never the caller's tensor
     seq3 = seq_lens.view(bs, steps, 1)
@@ -116,11 +115,11 @@ def swap_torch(
     # 2. the map: hot tokens (empty slots write column 0), then tail tokens over them (position
     #    p sits in tail slot p % page); a hot slot holding a tail token is never hit (rule 2)
     hot_cols = state.slot_tokens[layer].index_select(0, r).long().clamp_(min=-1).add_(1)
-    loc_map.scatter_(1, hot_cols, rows[:, :hot])
+    loc_map.scatter_(1, hot_cols, state.slot_rows[:, :hot].index_select(0, r))
     tail = state.tail_tokens.index_select(0, r).long()
     tail_ok = (tail >= 0) & (tail < seq_cap) & (tail % page == torch.arange(page, device=dev))
     tail_cols = (tail + 1).mul_(tail_ok)
-    loc_map.scatter_(1, tail_cols, rows[:, hot : hot + page])
+    loc_map.scatter_(1, tail_cols, state.slot_rows[:, hot : hot + page].index_select(0, r))
     loc_map[:, 0] = -1
     selected[:, 0] = False
     selected.scatter_(1, tail_cols, torch.zeros_like(tail_cols, dtype=torch.bool))
@@ -138,7 +137,7 @@ def swap_torch(
     src_rows = state.host_cache_locs.view(-1).index_select(0, ureq * seq_cap + utok)
     bad = (src_rows < 0).nonzero()
     if bad.numel():
-        _reset_maps(loc_map, selected, hot_cols, tail_cols, keys)
+        _reset_maps(loc_map, selected)
         first = int(bad[0, 0])
         row, token = int(urow[first]), int(utok[first])
         raise CacheMissError(
@@ -162,11 +161,11 @@ def swap_torch(
     evicted = evict_slots.view(-1).index_select(0, urow * k_victims + rank.clamp(max=k_victims - 1))
     victim = torch.where(in_hot, evicted & SLOT_MASK, layout.scratch_start + rank - n_evict)
     # 6. outputs and plan
-    dst_rows = rows.view(-1).index_select(0, urow * buf + victim)
+    dst_rows = state.slot_rows.view(-1).index_select(0, ureq * buf + victim)
     loc_map.view(-1).index_copy_(0, keys, dst_rows)
     torch.gather(loc_map, 1, col, out=out.view(bs, n))
     out[num_real:] = PADDED_LOCATION
-    _reset_maps(loc_map, selected, hot_cols, tail_cols, keys)
+    _reset_maps(loc_map, selected)
     plan_at = urow * miss_src.stride(0) + rank
     miss_src[:, :n] = -1
     miss_dst[:, :n] = -1
@@ -191,20 +190,11 @@ def swap_torch(
     return src_rows, dst_rows
 
 
-def _reset_maps(
-    loc_map: torch.Tensor,
-    selected: torch.Tensor,
-    hot_cols: torch.Tensor,
-    tail_cols: torch.Tensor,
-    keys: torch.Tensor,
-) -> None:
-    """Put back what one call wrote in the workspace maps (see `_torch_workspace`)."""
-    absent = torch.full((1, 1), ABSENT_ROW, dtype=loc_map.dtype, device=loc_map.device)
-    loc_map.scatter_(1, hot_cols, absent.expand(hot_cols.shape))
-    loc_map.scatter_(1, tail_cols, absent.expand(tail_cols.shape))
-    loc_map.view(-1).index_fill_(0, keys, ABSENT_ROW)
+def _reset_maps(loc_map: torch.Tensor, selected: torch.Tensor) -> None:
+    """Put the workspace maps back (see `_torch_workspace`): two fills cost less than
+    scattering back the ~hot_size + misses entries one call wrote."""
+    loc_map.fill_(ABSENT_ROW)
     loc_map[:, 0] = -1
-    loc_map[:, -1] = ABSENT_ROW
     selected.zero_()
 
 
@@ -214,7 +204,7 @@ def row_words(buffer: torch.Tensor) -> torch.Tensor:
     copy ~4x faster than int32). Bit-exact: the words are only loaded and stored."""
     raw = buffer.reshape(buffer.shape[0], -1).view(torch.uint8)
     for dtype in (torch.complex128, torch.int64, torch.int32):
-        size = torch.empty((), dtype=dtype).element_size()
+        size = dtype.itemsize
         if raw.shape[1] % size == 0 and raw.data_ptr() % size == 0:
             return raw.view(dtype)
     return raw
@@ -231,7 +221,7 @@ def copy_rows_torch(
         return
     host, dev = row_words(host_cache), row_words(device_buffer)
     if host.dtype != dev.dtype:  # aligned differently: the narrower words fit both
-        narrow = min(host.dtype, dev.dtype, key=lambda d: torch.empty((), dtype=d).element_size())
+        narrow = min(host.dtype, dev.dtype, key=lambda d: d.itemsize)
         host = host.view(torch.uint8).view(narrow)
         dev = dev.view(torch.uint8).view(narrow)
     rows = host.index_select(0, src_rows.to(host.device)).to(dev.device, non_blocking=True)
