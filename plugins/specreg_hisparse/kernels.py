@@ -228,6 +228,28 @@ def copy_rows_torch(
     dev.index_copy_(0, dst_rows.long().to(dev.device), rows)
 
 
+def planned_rows(
+    miss_src: torch.Tensor, miss_dst: torch.Tensor, miss_count: torch.Tensor, num_real: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (host rows, device rows) a plan copies, flattened row by row: entries
+    ``[b, :miss_count[b]]`` of the real rows, found from the counts alone (no pass over the
+    plan's full width)."""
+    num_real = max(0, min(num_real, miss_count.shape[0]))
+    counts = miss_count[:num_real].long().clamp(0, miss_src.shape[1])
+    total = int(counts.sum()) if num_real else 0
+    device = miss_src.device
+    if total == 0:
+        empty = torch.empty(0, dtype=torch.long, device=device)
+        return empty, empty
+    # entry j of row b sits at b * stride + j: a global arange plus a per-row offset
+    offset = torch.arange(num_real, device=device) * miss_src.stride(0) - (counts.cumsum(0) - counts)
+    picked = torch.arange(total, device=device) + offset.repeat_interleave(counts, output_size=total)
+    span = ((miss_src.shape[0] - 1) * miss_src.stride(0) + miss_src.shape[1],)
+    src = miss_src.as_strided(span, (1,)).index_select(0, picked)
+    dst = miss_dst.as_strided(span, (1,)).index_select(0, picked)
+    return src, dst
+
+
 def copy_planned_torch(
     miss_src: torch.Tensor,
     miss_dst: torch.Tensor,
@@ -237,17 +259,9 @@ def copy_planned_torch(
     device_buffer: torch.Tensor,
 ) -> None:
     """Copy host rows `miss_src[b, :miss_count[b]]` to device rows `miss_dst[b, ...]`."""
-    bs = miss_count.shape[0]
-    if bs == 0:
+    if miss_count.shape[0] == 0:
         return
-    cols = torch.arange(miss_src.shape[1], device=miss_src.device)
-    real = torch.arange(bs, device=miss_src.device) < num_real
-    keep = (cols[None, :] < miss_count.long()[:, None]) & real[:, None]
-    picked = keep.flatten().nonzero().squeeze(1)
-    if picked.numel() == 0:
-        return
-    src = miss_src.reshape(-1).index_select(0, picked)
-    dst = miss_dst.reshape(-1).index_select(0, picked)
+    src, dst = planned_rows(miss_src, miss_dst, miss_count, num_real)
     copy_rows_torch(src, dst, host_cache, device_buffer)
 
 

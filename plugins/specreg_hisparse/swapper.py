@@ -33,9 +33,9 @@ from specreg.kernels.checks import (
 )
 from specreg_hisparse.kernels import (
     PADDED_LOCATION,
-    copy_planned_torch,
     copy_planned_triton,
     copy_rows_torch,
+    planned_rows,
     swap_torch,
     swap_triton,
 )
@@ -629,15 +629,19 @@ def copy_cache_planned(
     else:
         num_real_t = torch.tensor([int(num_real_reqs)], dtype=torch.int32, device=device)
         num_real_int = int(num_real_reqs)
-    if should_check_values(device, check_values):
-        real = num_real_int if num_real_int is not None else int(num_real_t.item())
-        check_index_range("miss_count", miss_count[:real], 0, miss_src.shape[1] + 1)
-        cols = torch.arange(miss_src.shape[1], device=device)
-        keep = cols[None, :] < miss_count[:real].long()[:, None]
-        check_index_range("miss_src", miss_src[:real][keep], 0, host_cache.shape[0])
-        check_index_range("miss_dst", miss_dst[:real][keep], 0, device_buffer.shape[0])
-    if select_backend(miss_src) == "triton":
+    checking = should_check_values(device, check_values)
+    torch_path = select_backend(miss_src) != "triton"
+    if not (checking or torch_path):
         copy_planned_triton(miss_src, miss_dst, miss_count, num_real_t, host_cache, device_buffer)
+        return
+    real = num_real_int if num_real_int is not None else int(num_real_t.item())
+    if checking:
+        check_index_range("miss_count", miss_count[:real], 0, miss_src.shape[1] + 1)
+    src, dst = planned_rows(miss_src, miss_dst, miss_count, real)  # from the counts alone
+    if checking:
+        check_index_range("miss_src", src, 0, host_cache.shape[0])
+        check_index_range("miss_dst", dst, 0, device_buffer.shape[0])
+    if torch_path:
+        copy_rows_torch(src, dst, host_cache, device_buffer)
     else:
-        real = num_real_int if num_real_int is not None else int(num_real_t.item())
-        copy_planned_torch(miss_src, miss_dst, miss_count, real, host_cache, device_buffer)
+        copy_planned_triton(miss_src, miss_dst, miss_count, num_real_t, host_cache, device_buffer)
