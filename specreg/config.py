@@ -138,7 +138,18 @@ class SpecConfig:
                     field="cache",
                 )
             )
-        if self.cache_options and self.cache is None:
+        if not isinstance(self.cache_options, Mapping):
+            out.append(
+                problem(
+                    "SR104",
+                    f"cache_options must be a mapping of option names to values, got "
+                    f"{type(self.cache_options).__name__}",
+                    accepted="a dict such as {'hot_size': 4096}",
+                    fix="pass cache_options as a dict, or --kv-cache-option KEY=VALUE",
+                    field="cache_options",
+                )
+            )
+        elif self.cache_options and self.cache is None:
             out.append(
                 problem(
                     "SR108",

@@ -20,3 +20,12 @@ def force_backend(monkeypatch):
         monkeypatch.setenv("SPECREG_KERNEL_BACKEND", name)
 
     return _force
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fuzz-long",
+        action="store_true",
+        default=False,
+        help="run every fuzz target with >= 10,000 hypothesis examples and the long load tests",
+    )

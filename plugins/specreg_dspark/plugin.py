@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from specreg.specs import CacheSpec
 
 _ONE = ParamRange(minimum=1, maximum=1, default=1)
+# gamma <= 256: far above published block sizes (16), and it bounds every buffer.
+MAX_NUM_DRAFT_TOKENS = 257
 
 DSPARK_SPEC = AlgorithmSpec(
     name="dspark",
@@ -41,7 +43,9 @@ DSPARK_SPEC = AlgorithmSpec(
     supports_ragged_verify=True,
     num_steps=_ONE,
     topk=_ONE,
-    num_draft_tokens=ParamRange(minimum=2, default=DEFAULT_DSPARK_GAMMA + 1),
+    num_draft_tokens=ParamRange(
+        minimum=2, maximum=MAX_NUM_DRAFT_TOKENS, default=DEFAULT_DSPARK_GAMMA + 1
+    ),
 )
 DFLASH_SPEC = AlgorithmSpec(
     name="dflash",
@@ -56,7 +60,9 @@ DFLASH_SPEC = AlgorithmSpec(
     supports_ragged_verify=False,
     num_steps=_ONE,
     topk=_ONE,
-    num_draft_tokens=ParamRange(minimum=2, default=DEFAULT_DFLASH_BLOCK_SIZE),
+    num_draft_tokens=ParamRange(
+        minimum=2, maximum=MAX_NUM_DRAFT_TOKENS, default=DEFAULT_DFLASH_BLOCK_SIZE
+    ),
 )
 SPECS: dict[str, AlgorithmSpec] = {DSPARK_SPEC.name: DSPARK_SPEC, DFLASH_SPEC.name: DFLASH_SPEC}
 _FLAGS = {"topk": "--speculative-eagle-topk", "num_steps": "--speculative-num-steps"}

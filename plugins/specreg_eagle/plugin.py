@@ -29,6 +29,13 @@ NAMES = frozenset({"eagle", "eagle3"})
 VERIFY_RULES = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
 
 
+# Upper bounds keep buffers sane (a verify of N tokens allocates N x vocab rows per request);
+# they are far above what any published EAGLE configuration uses.
+MAX_NUM_STEPS = 32
+MAX_TOPK = 32
+MAX_NUM_DRAFT_TOKENS = 1024
+
+
 def max_tree_nodes(num_steps: int, topk: int) -> int:
     """Nodes the draft loop can produce, root included: 1 + topk + (num_steps - 1) * topk**2."""
     return 1 + topk + (num_steps - 1) * topk * topk
@@ -54,9 +61,9 @@ def _spec(name: str, *, aliases: tuple[str, ...], description: str) -> Algorithm
         aliases=aliases,
         uses_target_hidden_states=True,
         owns_draft_kv=True,
-        num_steps=ParamRange(minimum=1, default=DEFAULT_NUM_STEPS),
-        topk=ParamRange(minimum=1, default=DEFAULT_TOPK),
-        num_draft_tokens=ParamRange(minimum=2, default=None),
+        num_steps=ParamRange(minimum=1, maximum=MAX_NUM_STEPS, default=DEFAULT_NUM_STEPS),
+        topk=ParamRange(minimum=1, maximum=MAX_TOPK, default=DEFAULT_TOPK),
+        num_draft_tokens=ParamRange(minimum=2, maximum=MAX_NUM_DRAFT_TOKENS, default=None),
     )
 
 

@@ -63,6 +63,46 @@ def bitpacked_dtype(num_verify_tokens: int) -> torch.dtype:
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_select_inputs(
+    i: int,
+    topk_p: torch.Tensor,
+    topk_index: torch.Tensor,
+    hidden_states: torch.Tensor,
+    scores: torch.Tensor | None,
+    topk: int,
+) -> None:
+    if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
+        raise KernelInputError(
+            problem("SR904", f"topk={topk!r} is not a positive integer", accepted="topk >= 1",
+                    fix="pass the plan's topk", field="topk")
+        )
+    check_tensor("topk_p", topk_p)
+    check_dtype("topk_p", topk_p, FLOAT_DTYPES)
+    check_dtype("topk_index", topk_index, INDEX_DTYPES)
+    check_tensor("hidden_states", hidden_states)
+    check_shape("topk_p", topk_p, (None, topk))
+    check_shape("topk_index", topk_index, tuple(topk_p.shape))
+    if i > 0:
+        if topk_p.shape[0] % topk:
+            raise KernelInputError(
+                problem(
+                    "SR900",
+                    f"step {i}: topk_p has {topk_p.shape[0]} rows, not a multiple of topk={topk}",
+                    accepted="[b * topk, topk] after step 0",
+                    fix="pass the draft model's top-k over every branch of the previous step",
+                    field="topk_p",
+                )
+            )
+        if scores is not None:
+            check_shape("scores", scores, (topk_p.shape[0] // topk, topk))
+            check_dtype("scores", scores, FLOAT_DTYPES)
+    if hidden_states.dim() < 1 or hidden_states.shape[0] != topk_p.shape[0]:
+        check_shape("hidden_states", hidden_states, (topk_p.shape[0], None))
+    check_same_device(
+        topk_p=topk_p, topk_index=topk_index, hidden_states=hidden_states, scores=scores
+    )
+
+
 def select_top_k_tokens(
     i: int,
     topk_p: torch.Tensor,
@@ -82,6 +122,7 @@ def select_top_k_tokens(
     [b, K+1] = -1, 0..K-1)`; step i gives `([b, K, K] cumulative scores, [b, K*K] tokens,
     [b, K] global ids of the chosen branches)`.
     """
+    _check_select_inputs(i, topk_p, topk_index, hidden_states, scores, topk)
     if i == 0:
         batch = topk_p.shape[0]
         input_ids = topk_index.flatten()

@@ -98,6 +98,10 @@ class HiSparseLayout:
         return (steps or self.max_steps) * (top_k or self.top_k)
 
 
+#: Upper bound of req_slots x max_seq_len: the swapper's host-location map is int64 per position.
+MAX_LOCATION_ENTRIES = 2**28
+
+
 def _as_int(name: str, value: Any) -> tuple[int | None, Problem | None]:
     if isinstance(value, bool):
         value = "bool"
@@ -150,7 +154,8 @@ def compute_layout(
     - ``page_size >= tokens_per_step`` (default ``max_steps``): the tail holds every token
       written in one step (SR402);
     - ``max_steps * top_k <= hot_size + scratch_rows`` (SR403; automatic scratch always fits);
-    - ``device_rows >= req_slots * buffer_size`` (SR405);
+    - ``device_rows >= req_slots * buffer_size`` and ``< 2**31`` (SR405);
+    - ``req_slots * max_seq_len <= MAX_LOCATION_ENTRIES`` (SR404);
     - ``policy == "lru"`` (SR406).
     """
     problems: list[Problem] = []
@@ -244,11 +249,35 @@ def compute_layout(
             )
         )
     slots = values["req_slots"]
+    seq_len = values["max_seq_len"]
+    if slots is not None and seq_len is not None and slots * seq_len > MAX_LOCATION_ENTRIES:
+        problems.append(
+            problem(
+                "SR404",
+                f"req_slots x max_seq_len = {slots} x {seq_len} = {slots * seq_len} host "
+                f"locations exceeds the supported {MAX_LOCATION_ENTRIES} (the swapper keeps one "
+                "int64 per position)",
+                accepted=f"req_slots x max_seq_len <= {MAX_LOCATION_ENTRIES}",
+                fix=f"lower {_FLAG} req_slots or max_seq_len",
+                field="cache_options.max_seq_len",
+            )
+        )
     if problems or None in (slots, hot, page, scratch, steps, k):
         return None, problems
     assert slots is not None and hot is not None and page is not None and scratch is not None
     buffer_size = hot + page + scratch
     dev_rows = values["device_rows"] if values["device_rows"] is not None else slots * buffer_size
+    if dev_rows >= 2**31:
+        problems.append(
+            problem(
+                "SR405",
+                f"device_rows={dev_rows} does not fit the int32 device locations a swap returns",
+                accepted="device_rows < 2**31",
+                fix="lower req_slots / hot_size / max_steps x top_k",
+                field="cache_options.device_rows",
+            )
+        )
+        return None, problems
     if dev_rows < slots * buffer_size:
         problems.append(
             problem(

@@ -421,6 +421,8 @@ def _emit_cpu(
     """`_emit_dense` on CPU, in chunks of requests with reused buffers: each request's vocab row
     is read once and stays in cache for the residual, cumsum and search (same values)."""
     b, n, vocab = target_probs.shape
+    if b == 0:
+        return torch.empty(0, dtype=torch.int64)
     gamma = drafts.shape[1]
     p_flat = _flat_rows(target_probs)
     q_flat = None if draft_probs is None or gamma == 0 else _flat_rows(draft_probs)

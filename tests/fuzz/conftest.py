@@ -11,19 +11,6 @@ from fuzz_profile import LONG_PROFILE, register_profiles
 from hypothesis import settings
 
 
-def pytest_addoption(parser) -> None:
-    # tests/hardening registers the same option when run on its own; whichever loads first wins.
-    try:
-        parser.addoption(
-            "--fuzz-long",
-            action="store_true",
-            default=False,
-            help="run every fuzz target with >= 10,000 hypothesis examples",
-        )
-    except ValueError:
-        pass
-
-
 def pytest_configure(config) -> None:
     register_profiles()
     if config.getoption("--fuzz-long", default=False):

@@ -1,20 +1,8 @@
-"""Hardening tests: the `--fuzz-long` option (also registered by tests/fuzz; first one wins)."""
+"""Hardening tests: `fuzz_long` tells a test whether `--fuzz-long` (tests/conftest.py) was given."""
 
 from __future__ import annotations
 
 import pytest
-
-
-def pytest_addoption(parser) -> None:
-    try:
-        parser.addoption(
-            "--fuzz-long",
-            action="store_true",
-            default=False,
-            help="run the long fuzz and load profiles (>= 10,000 examples / swap calls)",
-        )
-    except ValueError:
-        pass
 
 
 @pytest.fixture
