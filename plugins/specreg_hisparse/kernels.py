@@ -50,24 +50,29 @@ def as_words(buffer: torch.Tensor) -> torch.Tensor:
 ABSENT_ROW = -2  # the location map's value for a token in neither the hot buffer nor the tail
 
 
-def _torch_workspace(state: Any, bs: int, layout: HiSparseLayout, device: torch.device) -> Any:
-    """Per-swapper dense maps over (batch row, 1 + token), reused across calls (fresh ones cost
-    a fill and page faults every call).
+def _torch_maps(
+    state: Any, bs: int, layout: HiSparseLayout, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two dense maps of one call over (batch row, 1 + token), freshly initialised.
 
     Column 0 is INVALID (what invalid occurrences and empty slots read: location -1, never
     selected); column ``1 + t`` is token ``t``; the last column (token `max_seq_len`) is junk.
-    Between calls `loc` is `ABSENT_ROW` except column 0, and `selected` is all False: each call
-    puts back what it wrote.
+    `loc` starts as `ABSENT_ROW`, `selected` as False. The storage is kept on the swapper state
+    and grown to the largest batch seen: refilling it costs less than allocating (page faults).
     """
-    cache = state.__dict__.setdefault("_torch_ws", {})
-    key = (bs, str(device))
-    if key not in cache:
+    cache = state.__dict__.setdefault("_torch_maps", {})
+    key = str(device)
+    if key not in cache or cache[key][0].shape[0] < bs:
         width = layout.max_seq_len + 2
-        loc = torch.full((bs, width), ABSENT_ROW, dtype=torch.int32, device=device)
-        loc[:, 0] = -1
-        selected = torch.zeros((bs, width), dtype=torch.bool, device=device)
-        cache[key] = (loc, selected)
-    return cache[key]
+        cache[key] = (
+            torch.empty((bs, width), dtype=torch.int32, device=device),
+            torch.empty((bs, width), dtype=torch.bool, device=device),
+        )
+    loc, selected = cache[key][0][:bs], cache[key][1][:bs]
+    loc.fill_(ABSENT_ROW)
+    loc[:, 0] = -1
+    selected.zero_()
+    return loc, selected
 
 
 def swap_torch(
@@ -89,7 +94,7 @@ def swap_torch(
     `tokens` [bs, S, K], `seq_lens` [bs, S]; writes `out`, the plan and `hits` in place and
     returns the plan's (host rows, device rows) pairs flattened, for `copy_rows_torch`.
 
-    Works on two dense maps over (batch row, token) (see `_torch_workspace`): `loc`, the device
+    Works on two dense maps over (batch row, token) (see `_torch_maps`): `loc`, the device
     row of every hot and tail token (the tail written last, so it wins: rule 2), and `selected`,
     the tokens some valid occurrence reads. The misses are the selected tokens `loc` lacks, in
     (row, token) order straight off the map; the output is one gather of `loc` once the
@@ -102,7 +107,7 @@ def swap_torch(
     seq_cap = layout.max_seq_len
     width = seq_cap + 2
     dev = tokens.device
-    loc_map, selected = _torch_workspace(state, bs, layout, dev)
+    loc_map, selected = _torch_maps(state, bs, layout, dev)
     r = req.long()
     # 1. the column each occurrence reads: 1 + token, or 0 (INVALID) for -1 / >= seq_len
     col = tokens.view(bs, steps, top_k).to(torch.long, copy=True)  # never the caller's tensor
@@ -137,7 +142,6 @@ def swap_torch(
     src_rows = state.host_cache_locs.view(-1).index_select(0, ureq * seq_cap + utok)
     bad = (src_rows < 0).nonzero()
     if bad.numel():
-        _reset_maps(loc_map, selected)
         first = int(bad[0, 0])
         row, token = int(urow[first]), int(utok[first])
         raise CacheMissError(
@@ -165,7 +169,6 @@ def swap_torch(
     loc_map.view(-1).index_copy_(0, keys, dst_rows)
     torch.gather(loc_map, 1, col, out=out.view(bs, n))
     out[num_real:] = PADDED_LOCATION
-    _reset_maps(loc_map, selected)
     plan_at = urow * miss_src.stride(0) + rank
     miss_src[:, :n] = -1
     miss_dst[:, :n] = -1
@@ -188,14 +191,6 @@ def swap_torch(
     )
     state.clock[layer].index_copy_(0, real_rows, t[:num_real])
     return src_rows, dst_rows
-
-
-def _reset_maps(loc_map: torch.Tensor, selected: torch.Tensor) -> None:
-    """Put the workspace maps back (see `_torch_workspace`): two fills cost less than
-    scattering back the ~hot_size + misses entries one call wrote."""
-    loc_map.fill_(ABSENT_ROW)
-    loc_map[:, 0] = -1
-    selected.zero_()
 
 
 def row_words(buffer: torch.Tensor) -> torch.Tensor:
