@@ -88,6 +88,15 @@ def _missing_keys(selected: torch.Tensor, loc_map: torch.Tensor) -> torch.Tensor
     return (selected & (loc_map == ABSENT_ROW)).view(-1).nonzero().squeeze(1)
 
 
+def _write_rows(target: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> None:
+    """``target[rows] = values`` for distinct `rows` of a 2-D tensor (numpy copies whole rows
+    on CPU, ~5x faster than the element-wise `index_copy_`)."""
+    if numpy is not None and target.device.type == "cpu":
+        target.numpy()[rows.numpy()] = values.numpy()
+    else:
+        target.index_copy_(0, rows, values)
+
+
 def _smallest_sorted(keys: torch.Tensor, k: int) -> torch.Tensor:
     """The `k` smallest keys of each row, ascending (= topk(k, largest=False, sorted=True)
     values; on CPU numpy's introselect + a sort of the k beats torch's topk ~3x)."""
@@ -208,7 +217,7 @@ def swap_torch(
     hit_long.view(-1).index_fill_(0, admit_row * hot + admit_slot, 1)
     new_stamp = stamp.addcmul_(hit_long, t[:, None] - stamp)  # t where hit or admitted
     real_rows = r[:num_real]
-    state.slot_stamp[layer].index_copy_(0, real_rows, new_stamp[:num_real])
+    _write_rows(state.slot_stamp[layer], real_rows, new_stamp[:num_real])
     state.slot_tokens[layer].view(-1).index_copy_(
         0, r.index_select(0, admit_row) * hot + admit_slot, utok.index_select(0, admit).int()
     )
