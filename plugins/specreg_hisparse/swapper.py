@@ -465,9 +465,12 @@ class HiSparseSwapper:
     ) -> None:
         lay = self.layout
         real_req = req[:num_real]
-        check_index_range("req_pool_indices", real_req, 0, lay.req_slots)
-        check_index_range("seq_lens", seq_lens[:num_real], 0, lay.max_seq_len + 1)
-        if real_req.unique().numel() != real_req.numel():
+        if real_req.numel() and not _within(real_req, 0, lay.req_slots):
+            check_index_range("req_pool_indices", real_req, 0, lay.req_slots)
+        real_seq = seq_lens[:num_real]
+        if real_seq.numel() and not _within(real_seq, 0, lay.max_seq_len + 1):
+            check_index_range("seq_lens", real_seq, 0, lay.max_seq_len + 1)
+        if real_req.numel() and int(torch.bincount(real_req.reshape(-1)).max()) > 1:
             raise KernelInputError(
                 problem(
                     "SR410",
@@ -512,6 +515,13 @@ class HiSparseSwapper:
                     )
                 )
         return req, pos
+
+
+def _within(values: torch.Tensor, low: int, high: int) -> bool:
+    """Whether every value lies in [low, high): one reduction, for the common passing case
+    (`check_index_range` then builds the error)."""
+    lowest, highest = torch.aminmax(values)
+    return low <= int(lowest) and int(highest) < high
 
 
 def check_plan(
