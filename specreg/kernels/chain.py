@@ -331,8 +331,37 @@ def verify_chain_greedy_from_predict_torch(
 def verify_chain_greedy_torch(
     candidates: torch.Tensor, target_logits: torch.Tensor, *, verify_lens: torch.Tensor | None
 ) -> ChainVerifyResult:
-    predict = torch.argmax(target_logits, dim=-1)
-    return verify_chain_greedy_from_predict_torch(candidates, predict, verify_lens=verify_lens)
+    if target_logits.device.type != "cpu":  # one batched argmax, no host synchronisation
+        predict = torch.argmax(target_logits, dim=-1)
+        return verify_chain_greedy_from_predict_torch(candidates, predict, verify_lens=verify_lens)
+    return _verify_chain_greedy_progressive(candidates, target_logits, verify_lens)
+
+
+def _verify_chain_greedy_progressive(
+    candidates: torch.Tensor, target_logits: torch.Tensor, verify_lens: torch.Tensor | None
+) -> ChainVerifyResult:
+    """CPU: argmax only the rows a request reaches (its accepted drafts and its bonus row),
+    position by position over the still-matching requests. Same result as the batched argmax."""
+    b, n = candidates.shape
+    limit = _limits(verify_lens, b, n, candidates.device)
+    drafts = candidates[:, 1:].to(torch.int64)
+    accept_len = torch.zeros(b, dtype=torch.int64)
+    bonus = torch.empty(b, dtype=torch.int64)
+    active = torch.arange(b)
+    for i in range(n):
+        if active.numel() == 0:
+            break
+        rows = target_logits[:, i] if active.numel() == b else target_logits[active, i]
+        predict = torch.argmax(rows, dim=-1)
+        if i < n - 1:
+            matched = (drafts[active, i] == predict) & (limit[active] > i)
+        else:
+            matched = torch.zeros_like(predict, dtype=torch.bool)
+        stopped = ~matched
+        bonus[active[stopped]] = predict[stopped]
+        active = active[matched]
+        accept_len[active] = i + 1
+    return _assemble(candidates, accept_len, bonus)
 
 
 def verify_chain_sampling_torch(
