@@ -1,9 +1,8 @@
 """The swap's CPU fast path uses numpy when present; torch alone must decide identically."""
 
+import specreg_hisparse.kernels as kernels
 import torch
 from hisparse_helpers import make_cache, small_layout
-
-import specreg_hisparse.kernels as kernels
 
 
 def _run(calls, monkeypatch, use_numpy: bool):
