@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import statistics
 
 import torch
+from gpu_timing import cuda_time_ms
 
 os.environ.setdefault("SPECREG_KERNEL_BACKEND", "auto")
 
@@ -30,21 +30,6 @@ from specreg_dspark.kernels.markov_greedy import (  # noqa: E402
     markov_greedy_step_torch,
     markov_greedy_step_triton,
 )
-
-
-def _time_ms(fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(stop))
-    return statistics.median(samples)
 
 
 def _peak_mib(fn) -> float:
@@ -79,7 +64,7 @@ def main() -> None:
         ref = markov_greedy_step_torch(base, prev, w1, w2)
         scores = base.float() + w1[prev].float() @ w2.float().T
         two_step = functools.partial(markov_greedy_step_torch, base, prev, w1, w2)
-        t_ref = _time_ms(two_step, args.reps)
+        t_ref = cuda_time_ms(two_step, args.reps)
         m_ref = _peak_mib(two_step)
         for block_v in args.block_v:
             fused = functools.partial(
@@ -87,7 +72,7 @@ def main() -> None:
             )
 
             got = fused()
-            t_fused = _time_ms(fused, args.reps)
+            t_fused = cuda_time_ms(fused, args.reps)
             m_fused = _peak_mib(fused)
             match = float((got == ref).float().mean())
             picked = scores.gather(1, got[:, None]).squeeze(1)
@@ -104,7 +89,7 @@ def main() -> None:
         a = build_draft_block_torch(anchor, pos, width, vocab - 1)
         t = build_draft_block_triton(anchor, pos, width, vocab - 1)
         same = all(torch.equal(x, y) for x, y in zip(a, t, strict=True))
-        t_ms = _time_ms(lambda w=width: build_draft_block_triton(anchor, pos, w, vocab - 1), args.reps)
+        t_ms = cuda_time_ms(lambda w=width: build_draft_block_triton(anchor, pos, w, vocab - 1), args.reps)
         print(f"draft block b=64 width={width}: triton == torch {same}, {t_ms * 1e3:.1f} us")
 
 

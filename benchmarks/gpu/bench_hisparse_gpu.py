@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import statistics
 import sys
 from pathlib import Path
 
 import torch
+from gpu_timing import cuda_time_ms
 
 os.environ.setdefault("SPECREG_KERNEL_BACKEND", "auto")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,21 +35,6 @@ from bench_hisparse import Workload  # noqa: E402
 from specreg_hisparse.kernels import copy_planned_triton, swap_triton  # noqa: E402
 from specreg_hisparse.layout import compute_layout  # noqa: E402
 from specreg_hisparse.swapper import HiSparseSwapper  # noqa: E402
-
-
-def _time_ms(fn, reps: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(stop))
-    return statistics.median(samples)
 
 
 def _setup(layout, row_bytes, device):
@@ -112,14 +97,14 @@ def main() -> None:
     big = 256 << 20
     pinned = torch.empty(big, dtype=torch.uint8, pin_memory=True)
     target = torch.empty(big, dtype=torch.uint8, device=cuda)
-    t_peak = _time_ms(lambda: target.copy_(pinned, non_blocking=True))
+    t_peak = cuda_time_ms(lambda: target.copy_(pinned, non_blocking=True))
     peak = big / t_peak / 1e6
     print(f"pinned H2D peak (one 256 MiB copy): {peak:.1f} GB/s")
 
     # 4. device time per call
     tokens_g = [work.call(steps).to(cuda) for _ in range(args.calls)]
     it = iter(tokens_g * 1000)
-    t_call = _time_ms(lambda: gpu.swap(next(it), req_g, seq_g, num_real, host_cache=host_g,
+    t_call = cuda_time_ms(lambda: gpu.swap(next(it), req_g, seq_g, num_real, host_cache=host_g,
                                       device_buffer=dev_g), reps=args.calls)  # fmt: skip
     plan = gpu.last_plan
     misses = int(plan.miss_count.sum())
@@ -133,13 +118,13 @@ def main() -> None:
     def resolve_only():
         swap_triton(last, req_g, seq_g, num_real, 0, state_copy, layout, out, src, dst, cnt, hits)
 
-    t_resolve = _time_ms(resolve_only)
+    t_resolve = cuda_time_ms(resolve_only)
     print(f"swap call (device time): whole {t_call * 1e3:.1f} us, resolve+plan+commit kernel "
           f"{t_resolve * 1e3:.1f} us; {misses} distinct misses = {nbytes / 1e6:.2f} MB per call")  # fmt: skip
 
     # 2. Triton planned copy through UVA, several CTA counts
     for chunks in (1, 4, 16, 64):
-        t_copy = _time_ms(lambda c=chunks: copy_planned_triton(
+        t_copy = cuda_time_ms(lambda c=chunks: copy_planned_triton(
             plan.miss_src, plan.miss_dst, plan.miss_count, num_real, host_g, dev_g, num_chunks=c))  # fmt: skip
         bw = nbytes / t_copy / 1e6
         print(f"Triton UVA planned copy, {bs}x{chunks} CTAs: {t_copy * 1e3:.1f} us, {bw:.1f} GB/s "
@@ -158,7 +143,7 @@ def main() -> None:
         landing.copy_(staging, non_blocking=True)
         dev_g.index_copy_(0, dst_d, landing)
 
-    t_batched = _time_ms(batched)
+    t_batched = cuda_time_ms(batched)
     bw = nbytes / t_batched / 1e6
     print(f"batched copy (host gather + one H2D + scatter): {t_batched * 1e3:.1f} us, {bw:.1f} GB/s "
           f"({bw / peak:.0%} of pinned peak; includes the host-side gather)")  # fmt: skip
