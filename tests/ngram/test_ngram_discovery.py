@@ -218,3 +218,20 @@ print(json.dumps({"checked": len(report.checked), "failures": report.failures}))
 def test_the_installed_plugin_passes_the_conformance_kit(installed):
     report = python(installed["ngram"], code=CONFORMANCE_CODE, allowlist="ngram")
     assert report["failures"] == [] and report["checked"] > 10
+
+
+def test_the_installed_plugin_runs_in_specreg_demo(installed):
+    done = run(
+        installed["ngram"],
+        args=["-m", "specreg", "demo", "--algorithm", "ngram", "--json", "--steps", "24"],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert {(r["algorithm"], r["cache"]) for r in rows} == {("ngram", "-"), ("ngram", "hisparse")}
+    assert all(r["lossless"] for r in rows)
+    plan = python(
+        installed["ngram"],
+        code="import json; from specreg import Registry; "
+        "print(json.dumps(Registry.load().resolve({'algorithm': 'ngram'}).to_dict()))",
+    )
+    assert plan["drafter"] == "NgramDrafter"  # the plan carries the model-free drafter
