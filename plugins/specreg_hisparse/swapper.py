@@ -120,6 +120,15 @@ class HiSparseSwapper:
         self.last_stats: SwapStats | None = None
         self.totals = torch.zeros(3, dtype=torch.int64, device=self.device)  # hits, misses, bytes
 
+    def describe(self) -> str:
+        lay = self.layout
+        return (
+            f"HiSparseSwapper(steps 1..{lay.max_steps} per call, top_k={lay.top_k}, "
+            f"hot_size={lay.hot_size}, tail={lay.page_size}, scratch={lay.scratch_rows}, "
+            f"req_slots={lay.req_slots}, row_bytes={lay.row_bytes}, policy={lay.policy}, "
+            f"device={self.device})"
+        )
+
     # ---------------------------------------------------------------------------- state views
     @property
     def host_cache_locs(self) -> torch.Tensor:
