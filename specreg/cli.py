@@ -197,9 +197,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from specreg import catalog
 
     if not args.code:
+        _load_registry()  # include the codes loaded plugins registered
         for entry in catalog.entries().values():
             print(f"{entry.code}  {entry.title}")
         return EXIT_OK
+    try:
+        entry = catalog.lookup(args.code)
+    except KeyError:
+        _load_registry()  # plugins register their own codes while loading
     try:
         entry = catalog.lookup(args.code)
     except KeyError:

@@ -64,6 +64,20 @@ def specreg_register_caches(register: Callable[..., None]) -> None:
     """
 
 
+@hookspec
+def specreg_register_errors(register: Callable[..., None]) -> None:
+    """Register the error-catalog entries this plugin's own problems use.
+
+    Called once per plugin while the registry loads, before anything can raise. Call
+    ``register(specreg.catalog.ErrorEntry(code="SR5xx", ...))`` once per code; third-party codes
+    lie in SR500-SR899 and belong to the first plugin that registers them. ``specreg explain``
+    then prints them like the built-in entries. A code out of range or taken is SR119.
+
+    :param register: ``register(entry: ErrorEntry) -> None``.
+    :returns: nothing.
+    """
+
+
 # -------------------------------------------------------------------------------------------------
 # Configuration hooks: called by registry.resolve(config), in this order.
 # -------------------------------------------------------------------------------------------------

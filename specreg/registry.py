@@ -20,6 +20,7 @@ import pluggy
 
 from specreg import default_plugin, hookspecs
 from specreg._suggest import did_you_mean
+from specreg.catalog import ErrorEntry, register_plugin_entry
 from specreg.config import SpecConfig
 from specreg.errors import (
     ConfigError,
@@ -309,7 +310,7 @@ class Registry:
     def _rebuild(self) -> None:
         """Ask every plugin to register its specs and rebuild the lookup tables."""
         claims: dict[str, dict[str, list[_Claim]]] = {"algorithm": {}, "cache": {}}
-        refused: list[str] = []
+        refused: list[str] = self._register_error_entries()
         for hook_name, kind, spec_type in (
             ("specreg_register_algorithms", "algorithm", AlgorithmSpec),
             ("specreg_register_caches", "cache", CacheSpec),
@@ -382,6 +383,43 @@ class Registry:
             shadowed={**alg_shadowed, **cache_shadowed},
             conflicts={**alg_conflicts, **cache_conflicts},
         )
+
+    def _register_error_entries(self) -> list[str]:
+        """Run every plugin's specreg_register_errors; returns the plugins refused (SR119)."""
+        refused = []
+        for impl in self._impls("specreg_register_errors"):
+            plugin = impl.plugin_name
+            reasons: list[str] = []
+
+            def register(entry: Any, _p: str = plugin, _out: list[str] = reasons) -> None:
+                if not isinstance(entry, ErrorEntry):
+                    _out.append(f"registered {type(entry).__name__}, not a specreg ErrorEntry")
+                    return
+                reason = register_plugin_entry(entry, _p)
+                if reason is not None:
+                    _out.append(reason)
+
+            try:
+                impl.function(register=register)
+            except Exception as exc:  # noqa: BLE001 - a plugin must never take others down
+                reasons.append(f"raised {type(exc).__name__}: {exc}")
+            if reasons:
+                origin = self._origins.pop(plugin, None)
+                self._pm.unregister(name=plugin)
+                refused.append(plugin)
+                self._fail(
+                    plugin,
+                    origin.distribution if origin else None,
+                    problem(
+                        "SR119",
+                        f"plugin {plugin!r} could not register its error codes: "
+                        + "; ".join(reasons),
+                        accepted="ErrorEntry objects with codes SR500-SR899 not used by "
+                        "another plugin",
+                        fix="pick free codes in SR500-SR899 for the plugin's catalog entries",
+                    ),
+                )
+        return refused
 
     def _settle(
         self, table: dict[str, list[_Claim]], kind: str

@@ -8,6 +8,7 @@ so code ranges never collide. The pages under `docs/errors/` are generated from 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 
 import attrs
@@ -59,19 +60,52 @@ def _collect() -> dict[str, ErrorEntry]:
 
 _TABLE: dict[str, ErrorEntry] | None = None
 
+#: Codes third-party plugins may register through `specreg_register_errors` (SR500-SR899).
+PLUGIN_CODES = range(500, 900)
+_PLUGIN_ENTRIES: dict[str, tuple[ErrorEntry, str]] = {}
+_PLUGIN_LOCK = threading.Lock()
 
-def entries() -> dict[str, ErrorEntry]:
-    """Every catalog entry by code, sorted."""
+
+def builtin_entries() -> dict[str, ErrorEntry]:
+    """The entries specreg and its built-in plugins ship, by code, sorted."""
     global _TABLE
     if _TABLE is None:
         _TABLE = _collect()
     return _TABLE
 
 
+def entries() -> dict[str, ErrorEntry]:
+    """Every entry: the built-in ones and those loaded plugins registered, sorted by code."""
+    table = dict(builtin_entries())
+    with _PLUGIN_LOCK:
+        table.update({code: entry for code, (entry, _) in _PLUGIN_ENTRIES.items()})
+    return dict(sorted(table.items()))
+
+
+def register_plugin_entry(entry: ErrorEntry, plugin: str) -> str | None:
+    """Add a plugin's entry. Returns None, or why the entry was refused."""
+    number = int(entry.code[2:])
+    if number not in PLUGIN_CODES:
+        return (
+            f"code {entry.code} is outside the range plugins may use "
+            f"(SR{PLUGIN_CODES.start}-SR{PLUGIN_CODES.stop - 1})"
+        )
+    with _PLUGIN_LOCK:
+        taken = _PLUGIN_ENTRIES.get(entry.code)
+        if taken is not None and taken[0] != entry:  # the same entry again is fine
+            return f"code {entry.code} is already registered by plugin {taken[1]!r}"
+        if taken is None:
+            _PLUGIN_ENTRIES[entry.code] = (entry, plugin)
+    return None
+
+
 def lookup(code: str) -> ErrorEntry:
     """The entry for `code` (case-insensitive). Raises `KeyError` for an unknown code."""
-    table = entries()
     key = code.strip().upper()
-    if key not in table:
-        raise KeyError(f"unknown specreg error code {code!r}")
-    return table[key]
+    table = builtin_entries()
+    if key in table:
+        return table[key]
+    with _PLUGIN_LOCK:
+        if key in _PLUGIN_ENTRIES:
+            return _PLUGIN_ENTRIES[key][0]
+    raise KeyError(f"unknown specreg error code {code!r}")

@@ -297,6 +297,24 @@ ENTRIES = (
         example_fix="SPECREG_PLUGIN_IMPORT_TIMEOUT=180 specreg list",
     ),
     ErrorEntry(
+        code="SR119",
+        title="Plugin error code invalid or taken",
+        meaning=(
+            "Third-party plugins register their own catalog entries with codes SR500-SR899. A "
+            "code outside that range, a code another plugin registered, or something that is "
+            "not an ErrorEntry is refused, and the plugin is skipped."
+        ),
+        when="Registry.load() calls each plugin's specreg_register_errors hook.",
+        solutions=(
+            "Use codes in SR500-SR899 for a plugin's own errors.",
+            "Pick codes no other installed plugin uses (`specreg explain` lists every code).",
+        ),
+        example_fix=(
+            "register(ErrorEntry(code='SR512', title='...', meaning='...', when='...',\n"
+            "                    solutions=['...'], example_fix='...'))"
+        ),
+    ),
+    ErrorEntry(
         code="SR120",
         title="Ranks resolved different plans",
         meaning=(

@@ -52,7 +52,7 @@ def make_registry(*plugins) -> Registry:
 
 def test_every_hookspec_has_a_test():
     names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("specreg_")]
-    assert len(names) == 9
+    assert len(names) == 10
     missing = [n for n in names if f"test_hook_{n}" not in globals()]
     assert not missing, f"hooks without a test: {missing}"
 
@@ -75,6 +75,54 @@ def test_hook_specreg_register_caches():
     cache = registry.get_cache("MemCache")
     assert cache.name == "memcache" and cache.options == {"rows": 16}
     assert cache.origin.plugin == "tree"
+
+
+def test_hook_specreg_register_errors():
+    from specreg import catalog
+    from specreg.catalog import ErrorEntry
+
+    entry = ErrorEntry(code="SR512", title="Widget misconfigured", meaning="m", when="w",
+                       solutions=["s"], example_fix="e")
+
+    class Errors:
+        @hookimpl
+        def specreg_register_errors(self, register):
+            register(entry)
+
+        @hookimpl
+        def specreg_validate_config(self, config, algorithm):
+            if algorithm.name == "treealgo" and config.topk == 7:
+                return [problem("SR512", "topk 7 breaks the widget", fix="use another topk")]
+            return []
+
+    registry = make_registry(Errors())
+    assert catalog.lookup("sr512") is entry
+    assert "SR512" in catalog.entries() and "SR512" not in catalog.builtin_entries()
+    with pytest.raises(ConfigError) as info:
+        registry.resolve({"algorithm": "treealgo", "topk": 7})
+    assert info.value.code == "SR512"
+
+    class Squatter:
+        @hookimpl
+        def specreg_register_errors(self, register):
+            register(ErrorEntry(code="SR512", title="other", meaning="m", when="w",
+                                solutions=["s"], example_fix="e"))
+
+    class OutOfRange:
+        @hookimpl
+        def specreg_register_errors(self, register):
+            register(ErrorEntry(code="SR150", title="mine", meaning="m", when="w",
+                                solutions=["s"], example_fix="e"))
+
+    registry = Registry()
+    registry.register_plugin(Errors(), "owner")
+    assert registry.register_plugin(Squatter(), "squatter") is None
+    assert registry.register_plugin(OutOfRange(), "outofrange") is None
+    found = {f.plugin: f.problem for f in registry.failures}
+    assert "owner" not in found  # the same entry again (another registry) is fine
+    assert found["squatter"].code == "SR119" and "already registered" in found["squatter"].message
+    assert found["outofrange"].code == "SR119" and "SR500-SR899" in found["outofrange"].message
+    assert catalog.lookup("SR512") is entry  # the first owner keeps its code
 
 
 def test_hook_specreg_resolve_config():

@@ -235,3 +235,14 @@ def test_the_installed_plugin_runs_in_specreg_demo(installed):
         "print(json.dumps(Registry.load().resolve({'algorithm': 'ngram'}).to_dict()))",
     )
     assert plan["drafter"] == "NgramDrafter"  # the plan carries the model-free drafter
+
+
+def test_the_plugin_registers_its_own_error_code(installed):
+    done = run(installed["ngram"], args=["-m", "specreg", "explain", "SR501"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("SR501: ngram: num_draft_tokens must be num_steps + 1")
+    done = run(installed["ngram"], args=["-m", "specreg", "check", "--speculative-algorithm",
+                                         "ngram", "--speculative-num-steps", "3",
+                                         "--speculative-num-draft-tokens", "6"])
+    assert done.returncode == 1 and "[SR501]" in done.stdout
+    assert run(args=["-m", "specreg", "explain", "SR501"]).returncode == 1  # not installed

@@ -160,7 +160,7 @@ def test_chain_parameters_are_inferred_from_each_other(registry, given, steps, d
 
 def test_inconsistent_and_out_of_range_parameters_are_reported(registry):
     problems = registry.check({"algorithm": "ngram", "num_steps": 3, "num_draft_tokens": 6})
-    assert [p.code for p in problems] == ["SR103"]
+    assert [p.code for p in problems] == ["SR501"]  # the plugin's own catalog code
     assert "num_draft_tokens = num_steps + 1 = 4" in problems[0].message
     problems = registry.check({"algorithm": "ngram", "num_steps": 0, "topk": 2})
     assert sorted(p.field for p in problems) == ["num_steps", "topk"]
