@@ -124,7 +124,10 @@ class MarkovHead(nn.Module):
                 )
             check_shape("hidden", hidden, (b, gamma, self.hidden_size or None))
             check_dtype("hidden", hidden, FLOAT_DTYPES)
-        device = check_same_device(base_logits=base_logits, anchor=anchor, hidden=hidden)
+        weights = next(self.parameters())
+        device = check_same_device(
+            markov_weights=weights, base_logits=base_logits, anchor=anchor, hidden=hidden
+        )
         if should_check_values(device, None):
             check_index_range("anchor", anchor, 0, self.vocab_size)
 
