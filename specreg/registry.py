@@ -1,7 +1,8 @@
-"""The plugin registry: discovers plugins, collects their specs, resolves configs into plans.
+"""The plugin registry: discovers plugins, isolates their failures, collects their specs.
 
-Hooks run only here, at load and resolve time. `registry.resolve(config)` returns a `SpecPlan`
-of plain data and bound objects, which a serving loop queries per step without pluggy.
+Hooks run only at load time (here) and resolve time (`specreg.resolver`).
+`registry.resolve(config)` returns a `SpecPlan` of plain data and bound objects, which a serving
+loop queries per step without pluggy.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -23,17 +24,14 @@ from specreg._suggest import did_you_mean
 from specreg.catalog import ErrorEntry, register_plugin_entry
 from specreg.config import SpecConfig
 from specreg.errors import (
-    ConfigError,
     PluginError,
     Problem,
     SpecRegError,
     UnknownNameError,
     problem,
-    split_problems,
 )
-from specreg.phase import PHASES
 from specreg.plan import SpecPlan
-from specreg.resolution import Resolution
+from specreg.resolver import check_config, resolve_plan
 from specreg.specs import AlgorithmSpec, CacheSpec, Origin
 
 ENTRY_POINT_GROUP = "specreg"
@@ -530,7 +528,7 @@ class Registry:
         caller = getattr(self._pm.hook, hook_name)
         return [i for i in reversed(caller.get_hookimpls()) if i.plugin_name not in skip]
 
-    def _call(
+    def call_hook(
         self, hook_name: str, *, skip: frozenset[str], firstresult: bool, **kwargs: Any
     ) -> Any:
         """Call a hook plugin by plugin (config time only), naming the plugin on failure."""
@@ -558,181 +556,21 @@ class Registry:
             results.append((impl.plugin_name, result))
         return None if firstresult else results
 
+    def shadowed(self, name: str) -> frozenset[str]:
+        """Plugins whose claim on spec `name` was overridden: their hooks do not answer for it."""
+        return self._tables.shadowed.get(name, frozenset())
+
     # ------------------------------------------------------------------------------ resolve
     def check(self, config: SpecConfig | Mapping[str, Any]) -> list[Problem]:
         """Every problem with `config` (errors and warnings), without raising."""
-        try:
-            _, _, _, problems = self._analyse(config)
-        except SpecRegError as exc:
-            return list(exc.problems)
-        return problems
+        return check_config(self, config)
 
     def resolve(self, config: SpecConfig | Mapping[str, Any]) -> SpecPlan:
         """Validate `config`, resolve gamma and widths, build the kernels: a `SpecPlan`.
 
         Raises one `ConfigError` listing every problem found.
         """
-        config, algorithm, cache, problems = self._analyse(config)
-        errors, warnings = split_problems(problems)
-        if errors:
-            raise ConfigError(errors)
-        skip_alg = self._tables.shadowed.get(algorithm.name, frozenset())
-        resolution = self._resolve(config, algorithm, skip_alg)
-        verifier = self._call(
-            "specreg_make_verifier",
-            skip=skip_alg,
-            firstresult=True,
-            config=resolution.config,
-            algorithm=algorithm,
-        )
-        drafter = self._call(
-            "specreg_make_drafter",
-            skip=skip_alg,
-            firstresult=True,
-            config=resolution.config,
-            algorithm=algorithm,
-        )
-        swapper = None
-        if cache is not None:
-            swapper = self._call(
-                "specreg_make_cache_swapper",
-                skip=self._tables.shadowed.get(cache.name, frozenset()),
-                firstresult=True,
-                config=resolution.config,
-                cache=cache,
-                resolution=resolution,
-            )
-        return SpecPlan(
-            algorithm=algorithm,
-            cache=cache,
-            resolution=resolution,
-            verifier=verifier,
-            drafter=drafter,
-            cache_swapper=swapper,
-            notices=tuple(warnings),
-            plugins=tuple(self.plugins()),
-        )
-
-    def _analyse(
-        self, config: SpecConfig | Mapping[str, Any]
-    ) -> tuple[SpecConfig, AlgorithmSpec, CacheSpec | None, list[Problem]]:
-        if not isinstance(config, SpecConfig):
-            config = SpecConfig.from_dict(config)
-        lookup_problems: list[Problem] = []
-        algorithm = cache = None
-        try:
-            algorithm = self.get_algorithm(config.algorithm)
-        except UnknownNameError as exc:
-            lookup_problems += exc.problems
-        if config.cache is not None:
-            try:
-                cache = self.get_cache(config.cache)
-            except UnknownNameError as exc:
-                lookup_problems += exc.problems
-        if lookup_problems:
-            raise ConfigError(lookup_problems)
-        assert algorithm is not None
-        problems: list[Problem] = []
-        skip = self._tables.shadowed.get(algorithm.name, frozenset())
-        skip |= self._tables.shadowed.get(cache.name, frozenset()) if cache else frozenset()
-        resolution: Resolution | None = None
-        try:
-            resolution = self._resolve(config, algorithm, skip)
-        except SpecRegError as exc:
-            problems += exc.problems
-        generic: list[Problem] = []  # the default plugin's rules, superseded per field below
-        for plugin, found in self._call(
-            "specreg_validate_config",
-            skip=skip,
-            firstresult=False,
-            config=config,
-            algorithm=algorithm,
-            cache=cache,
-            resolution=resolution,
-        ):
-            for item in found:
-                if not isinstance(item, Problem):
-                    item = problem(
-                        "SR114",
-                        f"plugin {plugin!r} returned {type(item).__name__} from "
-                        "specreg_validate_config instead of specreg.Problem",
-                        fix="return a list of specreg.Problem",
-                    )
-                (generic if plugin == default_plugin.PLUGIN_NAME else problems).append(item)
-        # A plugin's own error about a field replaces the generic range message for it.
-        owned = {p.field for p in problems if p.is_error and p.field}
-        problems += [p for p in generic if not (p.is_error and p.field in owned)]
-        return config, algorithm, cache, _dedupe(problems)
-
-    def _resolve(
-        self, config: SpecConfig, algorithm: AlgorithmSpec, skip: frozenset[str]
-    ) -> Resolution:
-        candidates: Sequence[SpecConfig] = [config]
-        if config.candidate_steps:
-            candidates = [
-                config.evolve(num_steps=s, num_draft_tokens=s + 1, candidate_steps=None)
-                for s in sorted(config.candidate_steps)
-                if s > 0
-            ] or [config]
-        resolved_main = self._resolve_config(config, algorithm, skip)
-        gammas: list[int] = []
-        target: dict[Any, int] = {}
-        draft: dict[Any, int] = {}
-        for candidate in candidates:
-            resolved = (
-                resolved_main
-                if candidate is config
-                else self._resolve_config(candidate, algorithm, skip)
-            )
-            gammas.append(
-                self._int_result(
-                    "specreg_resolve_gamma", skip, config=resolved, algorithm=algorithm
-                )
-            )
-            for phase in PHASES:
-                for is_draft, table in ((False, target), (True, draft)):
-                    width = self._int_result(
-                        "specreg_num_tokens_per_req",
-                        skip,
-                        config=resolved,
-                        algorithm=algorithm,
-                        phase=phase,
-                        is_draft_worker=is_draft,
-                    )
-                    table[phase] = max(table.get(phase, 0), width)
-        return Resolution(config=resolved_main, gamma=max(gammas), target=target, draft=draft)
-
-    def _resolve_config(
-        self, config: SpecConfig, algorithm: AlgorithmSpec, skip: frozenset[str]
-    ) -> SpecConfig:
-        resolved = self._call(
-            "specreg_resolve_config", skip=skip, firstresult=True, config=config, algorithm=algorithm
-        )
-        if not isinstance(resolved, SpecConfig):
-            raise PluginError(
-                problem(
-                    "SR115",
-                    f"specreg_resolve_config returned {type(resolved).__name__} for "
-                    f"{algorithm.name!r}",
-                    accepted="a SpecConfig",
-                    fix="return config.evolve(...) from the plugin's hook",
-                )
-            )
-        return resolved
-
-    def _int_result(self, hook_name: str, skip: frozenset[str], **kwargs: Any) -> int:
-        value = self._call(hook_name, skip=skip, firstresult=True, **kwargs)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            detail = ", ".join(f"{k}={v}" for k, v in kwargs.items() if k in ("phase",))
-            raise PluginError(
-                problem(
-                    "SR115",
-                    f"{hook_name}({detail}) for {kwargs['algorithm'].name!r} returned {value!r}",
-                    accepted="an int >= 0",
-                    fix="return an int from the owning plugin's hook",
-                )
-            )
-        return value
+        return resolve_plan(self, config)
 
 
 def _own_names(table: Mapping[str, Any]) -> list[Any]:
@@ -772,17 +610,6 @@ def _load_with_timeout(ep: importlib.metadata.EntryPoint, timeout: float) -> Any
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def _dedupe(problems: Iterable[Problem]) -> list[Problem]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for p in problems:
-        key = (p.code, p.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
 
 
 def _own_version() -> str | None:
