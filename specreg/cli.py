@@ -7,6 +7,7 @@ found, 2 usage errors.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -46,10 +47,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
 def _coerce(value: str) -> Any:
     """Integers where the text is an integer; booleans for true/false; text otherwise."""
     text = value.strip()
-    try:
+    with contextlib.suppress(ValueError):
         return int(text)
-    except ValueError:
-        pass
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
     return text

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
 
 import torch
+from gpu_timing import cuda_time_ms
 
 
 def require_cuda() -> None:
@@ -34,18 +34,8 @@ def require_cuda() -> None:
 
 
 def cuda_time(fn, repeats: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+    """Median device time in seconds."""
+    return cuda_time_ms(fn, repeats, warmup) / 1e3
 
 
 def copy_bandwidth(repeats: int) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from gpu_timing import cuda_time_ms
 from specreg_eagle.tree import (
     build_tree_torch,
     build_tree_triton,
@@ -31,15 +32,8 @@ PEAKS_GBS = {"H200": 4800.0, "H100": 3350.0, "A100": 2039.0}
 
 
 def timed(fn, iters=20):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters / 1e3
+    """Median device time in seconds."""
+    return cuda_time_ms(fn, iters, warmup=1) / 1e3
 
 
 def make(b, k, s, n, v, dev):

@@ -15,6 +15,7 @@ This module imports neither torch nor triton.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,10 +107,8 @@ def _as_int(name: str, value: Any) -> tuple[int | None, Problem | None]:
     if isinstance(value, bool):
         value = "bool"
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = int(value.strip())
-        except ValueError:
-            pass
     if not isinstance(value, int) or value <= 0:
         return None, problem(
             "SR404",

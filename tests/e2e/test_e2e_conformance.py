@@ -1,8 +1,9 @@
 """The built-in plugins pass the conformance kit that third-party plugins run."""
 
 import pytest
+from e2e_plugins import small_chain_spec
 
-from specreg import AlgorithmSpec, ParamRange, Registry, hookimpl
+from specreg import Registry, hookimpl
 from specreg.demo import toy_draft_checkpoint
 from specreg.testing import ConformanceError, ToyConfig, ToyLM, check_algorithm, check_cache
 from specreg.testing.kv import toy_cache_options
@@ -48,8 +49,7 @@ def test_kit_catches_a_plugin_whose_widths_lie():
     class Liar:
         @hookimpl
         def specreg_register_algorithms(self, register):
-            register(AlgorithmSpec(name="liar", drafting="chain", verify_rules=("greedy",),
-                                   num_draft_tokens=ParamRange(2, 6, 3)))
+            register(small_chain_spec("liar"))
 
         @hookimpl
         def specreg_num_tokens_per_req(self, algorithm, phase):
@@ -68,8 +68,7 @@ def test_kit_catches_a_lossy_verifier():
 
         @hookimpl
         def specreg_register_algorithms(self, register):
-            register(AlgorithmSpec(name="lossy", drafting="chain", verify_rules=("greedy",),
-                                   num_draft_tokens=ParamRange(2, 6, 3)))
+            register(small_chain_spec("lossy"))
 
         @hookimpl
         def specreg_make_verifier(self, config, algorithm):

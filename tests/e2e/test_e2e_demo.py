@@ -4,7 +4,9 @@ import json
 import subprocess
 import sys
 
-from specreg import AlgorithmSpec, ParamRange, Registry, hookimpl
+from e2e_plugins import small_chain_spec
+
+from specreg import Registry, hookimpl
 from specreg.demo import format_table, run_demo
 
 
@@ -46,8 +48,7 @@ def test_demo_flags_a_lossy_algorithm():
     class Lossy:
         @hookimpl
         def specreg_register_algorithms(self, register):
-            register(AlgorithmSpec(name="lossy", drafting="chain", verify_rules=("greedy",),
-                                   num_draft_tokens=ParamRange(2, 6, 3)))
+            register(small_chain_spec("lossy"))
 
         @hookimpl
         def specreg_resolve_gamma(self, config, algorithm):
