@@ -22,12 +22,14 @@ from specreg.errors import (
 from specreg.hookspecs import hookimpl, hookspec
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
+from specreg.protocols import VerifyResult
 from specreg.registry import PluginFailure, PluginInfo, Registry
-from specreg.resolution import Resolution
+from specreg.resolution import Candidate, Resolution, Sizes
 from specreg.specs import AlgorithmSpec, CacheSpec, ParamRange
 
 __all__ = [
     "AlgorithmSpec",
+    "Candidate",
     "CacheMissError",
     "CacheSpec",
     "ConfigError",
@@ -44,8 +46,10 @@ __all__ = [
     "SpecConfig",
     "SpecPlan",
     "SpecRegError",
+    "Sizes",
     "UnknownNameError",
     "UnknownPhaseError",
+    "VerifyResult",
     "hookimpl",
     "hookspec",
     "problem",

@@ -1,19 +1,25 @@
 """specreg's default plugin: the generic rules, registered `trylast` so any plugin overrides them.
 
 - resolve_config: unset parameters take the AlgorithmSpec defaults.
-- gamma = num_draft_tokens - 1.
-- widths: draft_decode = topk, draft_extend = num_draft_tokens, target_verify = num_draft_tokens.
-- validation: every parameter within the ranges the AlgorithmSpec declares; cache options known.
-- verifier: the core chain verifier for chain and block drafters.
+- candidates: step s drafts a chain (num_steps = s, num_draft_tokens = s + 1); a tree keeps topk
+  with num_draft_tokens = 1 + s * topk.
+- sizes: gamma = num_draft_tokens - 1; draft_decode = topk, draft_extend = target_verify =
+  num_draft_tokens on both workers.
+- validation: every parameter, and every candidate's, within the ranges the AlgorithmSpec
+  declares; cache options known.
+- verifier: the core chain verifier for chain and block drafters, accepting every candidate's
+  width.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
 from specreg.phase import Phase
+from specreg.resolution import Sizes, adaptive_steps
 
 if TYPE_CHECKING:
     from specreg.config import SpecConfig
@@ -38,18 +44,34 @@ def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> Spec
     return config.evolve(**changes) if changes else config
 
 
-@hookimpl(trylast=True)
-def specreg_resolve_gamma(config: SpecConfig) -> int | None:
-    if config.num_draft_tokens is None:
-        return None
-    return config.num_draft_tokens - 1
+def derive_candidate(config: SpecConfig, steps: int) -> SpecConfig:
+    """The default candidate for `steps`: a chain of `steps` drafts, or for a tree (topk > 1)
+    `topk` branches per level with 1 + steps * topk verified nodes."""
+    topk = config.topk or 1
+    draft_tokens = steps + 1 if topk == 1 else 1 + steps * topk
+    return config.evolve(num_steps=steps, num_draft_tokens=draft_tokens, candidate_steps=None)
 
 
 @hookimpl(trylast=True)
-def specreg_num_tokens_per_req(config: SpecConfig, phase: Phase) -> int | None:
-    if phase is Phase.DRAFT_DECODE:
-        return config.topk
-    return config.num_draft_tokens
+def specreg_resolve_candidates(config: SpecConfig) -> list[SpecConfig]:
+    return [derive_candidate(config, s) for s in adaptive_steps(config)]
+
+
+def default_sizes(config: SpecConfig) -> Sizes:
+    """gamma = num_draft_tokens - 1; draft_decode = topk; draft_extend = target_verify =
+    num_draft_tokens; the same on both workers."""
+    n = config.num_draft_tokens or 0
+    widths = {
+        Phase.DRAFT_DECODE: config.topk or 0,
+        Phase.DRAFT_EXTEND: n,
+        Phase.TARGET_VERIFY: n,
+    }
+    return Sizes.same_on_both(max(n - 1, 0), widths)
+
+
+@hookimpl(trylast=True)
+def specreg_resolve_sizes(configs: Sequence[SpecConfig]) -> list[Sizes]:
+    return [default_sizes(c) for c in configs]
 
 
 @hookimpl(trylast=True)
@@ -58,6 +80,38 @@ def specreg_validate_config(
     algorithm: AlgorithmSpec,
     cache: CacheSpec | None,
     resolution: Resolution | None,
+) -> list[Problem]:
+    problems = _range_problems(config, algorithm, resolution)
+    if resolution is not None:
+        for candidate in resolution.candidates:
+            problems += _candidate_problems(candidate.steps, candidate.config, algorithm)
+    if cache is not None:
+        problems += _cache_option_problems(config, cache)
+    return problems
+
+
+def _candidate_problems(steps: int, config: SpecConfig, algorithm: AlgorithmSpec) -> list[Problem]:
+    out = []
+    for name in _PARAMS:
+        value = getattr(config, name)
+        allowed = getattr(algorithm, name)
+        if value is not None and not allowed.contains(value):
+            out.append(
+                problem(
+                    "SR122",
+                    f"{algorithm.name} cannot serve adaptive candidate step {steps}: it needs "
+                    f"{name}={value}, outside {allowed.describe()}",
+                    accepted=f"candidate steps whose {name} lies in {allowed.describe()}",
+                    fix=f"remove {steps} from the candidate steps "
+                    "(--speculative-candidate-steps)",
+                    field="candidate_steps",
+                )
+            )
+    return out
+
+
+def _range_problems(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution | None
 ) -> list[Problem]:
     problems = []
     effective = resolution.config if resolution is not None else config
@@ -87,27 +141,33 @@ def specreg_validate_config(
                     field=name,
                 )
             )
-    if cache is not None:
-        unknown = sorted(set(config.cache_options) - set(cache.options))
-        for key in unknown:
-            from specreg._suggest import did_you_mean
+    return problems
 
-            problems.append(
-                problem(
-                    "SR108",
-                    f"cache {cache.name!r} has no option {key!r}.{did_you_mean(key, cache.options)}",
-                    accepted=", ".join(sorted(cache.options)) or "no options",
-                    fix="rename or remove the option",
-                    field=f"cache_options.{key}",
-                )
+
+def _cache_option_problems(config: SpecConfig, cache: CacheSpec) -> list[Problem]:
+    from specreg._suggest import did_you_mean
+
+    problems = []
+    for key in sorted(set(config.cache_options) - set(cache.options)):
+        problems.append(
+            problem(
+                "SR108",
+                f"cache {cache.name!r} has no option {key!r}.{did_you_mean(key, cache.options)}",
+                accepted=", ".join(sorted(cache.options)) or "no options",
+                fix="rename or remove the option",
+                field=f"cache_options.{key}",
             )
+        )
     return problems
 
 
 @hookimpl(trylast=True)
-def specreg_make_verifier(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
+def specreg_make_verifier(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution
+) -> Any | None:
     if algorithm.drafting not in ("chain", "block") or config.num_draft_tokens is None:
         return None
     from specreg.kernels.chain import ChainVerifier
 
-    return ChainVerifier(num_draft_tokens=config.num_draft_tokens)
+    widths = sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
+    return ChainVerifier(num_draft_tokens=max(widths), widths=widths)

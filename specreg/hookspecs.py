@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from specreg.config import SpecConfig
     from specreg.errors import Problem
     from specreg.phase import Phase
-    from specreg.resolution import Resolution
+    from specreg.resolution import Resolution, Sizes
     from specreg.specs import AlgorithmSpec, CacheSpec
 
 PROJECT_NAME = "specreg"
@@ -84,28 +84,67 @@ def specreg_register_errors(register: Callable[..., None]) -> None:
 
 
 @hookspec(firstresult=True)
-def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> SpecConfig | None:
+def specreg_resolve_config(
+    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
+) -> SpecConfig | None:
     """Fill in every parameter the user left unset.
 
-    Called first by ``registry.resolve``, with the user's config, for the algorithm it names (and
-    once more per adaptive candidate step). Return a copy of ``config`` whose ``num_steps``,
-    ``topk`` and ``num_draft_tokens`` are all set, for example inferring
-    ``num_draft_tokens = num_steps + 1`` for a chain. Never raise for values that are merely out
-    of range: ``specreg_validate_config`` reports those. The default plugin fills from the
-    ``AlgorithmSpec`` defaults.
+    Called once per resolve, first, with the user's config, for the algorithm it names. Return
+    a copy of ``config`` whose ``num_steps``, ``topk`` and ``num_draft_tokens`` are all set, for
+    example inferring ``num_draft_tokens = num_steps + 1`` for a chain. Never raise for values
+    that are merely out of range: ``specreg_validate_config`` reports those. The default plugin
+    fills from the ``AlgorithmSpec`` defaults.
 
+    :param memo: a dict that lives for this one resolve and is passed to every later hook: keep
+        what you derived (a parsed draft config, say) under a key of your own to reuse it.
     :returns: the resolved ``SpecConfig``, or None for algorithms this plugin does not own.
     """
 
 
 @hookspec(firstresult=True)
+def specreg_resolve_candidates(
+    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
+) -> Sequence[SpecConfig] | None:
+    """Derive the config of every adaptive candidate step count.
+
+    Called once per resolve, only when ``config.candidate_steps`` is set, with the resolved
+    config. Return one resolved ``SpecConfig`` per positive entry of
+    ``specreg.resolution.adaptive_steps(config)``, in that order (step 0 means speculation
+    off and has no config). The default plugin derives a chain (``num_steps = s``,
+    ``num_draft_tokens = s + 1``), and for a tree keeps ``topk`` with
+    ``num_draft_tokens = 1 + s * topk``; a plugin whose algorithm sizes differently answers
+    for it. ``specreg_validate_config`` then sees every candidate in ``resolution.candidates``.
+
+    :returns: the candidates' configs, or None for algorithms this plugin does not own.
+    """
+
+
+@hookspec(firstresult=True)
+def specreg_resolve_sizes(
+    configs: Sequence[SpecConfig], algorithm: AlgorithmSpec, memo: dict[str, Any]
+) -> Sequence[Sizes] | None:
+    """Return gamma and every phase's per-request width, for each config in ``configs``.
+
+    Called once per resolve with the resolved config followed by every adaptive candidate's.
+    Return one ``specreg.Sizes`` per config, in order: ``gamma`` (drafts proposed and verified
+    per step) and the width of each phase on the target and the draft worker. The plan keeps
+    the answers and their maxima, so a serving loop never calls a hook. Defaults: gamma =
+    num_draft_tokens - 1; ``draft_decode`` = topk, ``draft_extend`` = ``target_verify`` =
+    num_draft_tokens, on both workers.
+
+    :returns: one ``Sizes`` per config, or None for algorithms this plugin does not own.
+    """
+
+
+@hookspec(firstresult=True)
 def specreg_resolve_gamma(config: SpecConfig, algorithm: AlgorithmSpec) -> int | None:
-    """Return gamma, the number of draft tokens proposed (and verified) per step.
+    """Override gamma for one config (a per-config form of ``specreg_resolve_sizes``).
 
-    Called once per resolve with the resolved config. The default is
-    ``num_draft_tokens - 1``: the verify width counts the root (bonus) token besides the drafts.
+    Called for the resolved config and each candidate, only when some plugin implements it;
+    an answer replaces the gamma ``specreg_resolve_sizes`` gave. Prefer
+    ``specreg_resolve_sizes``, which answers for every config in one call.
 
-    :returns: an int >= 0, or None for algorithms this plugin does not own.
+    :returns: an int >= 0, or None to keep the sizes hook's answer.
     """
 
 
@@ -113,16 +152,16 @@ def specreg_resolve_gamma(config: SpecConfig, algorithm: AlgorithmSpec) -> int |
 def specreg_num_tokens_per_req(
     config: SpecConfig, algorithm: AlgorithmSpec, phase: Phase, is_draft_worker: bool
 ) -> int | None:
-    """Return the per-request token width of ``phase`` on the target or the draft worker.
+    """Override one phase's width for one config (a per-config form of
+    ``specreg_resolve_sizes``).
 
-    Called at resolve time for every phase and both workers (and every adaptive candidate); the
-    plan stores the answers, so a serving loop never calls this hook. Defaults:
-    ``draft_decode`` = topk, ``draft_extend`` = num_draft_tokens, ``target_verify`` =
-    num_draft_tokens, for both workers. Override only what differs.
+    Called for every phase, worker and config, only when some plugin implements it; an
+    answer replaces the width ``specreg_resolve_sizes`` gave. Prefer
+    ``specreg_resolve_sizes``.
 
     :param phase: a ``specreg.Phase``.
     :param is_draft_worker: True for the draft model's worker.
-    :returns: an int >= 0, or None for algorithms this plugin does not own.
+    :returns: an int >= 0, or None to keep the sizes hook's answer.
     """
 
 
@@ -132,6 +171,7 @@ def specreg_validate_config(
     algorithm: AlgorithmSpec,
     cache: CacheSpec | None,
     resolution: Resolution | None,
+    memo: dict[str, Any],
 ) -> Sequence[Problem] | None:
     """Report every problem with a config, without raising.
 
@@ -143,7 +183,9 @@ def specreg_validate_config(
     :param config: the config exactly as the user gave it (unset fields are None).
     :param algorithm: the algorithm the config names.
     :param cache: the cache backend the config names, or None.
-    :param resolution: the resolved config, gamma and widths, or None when resolving failed.
+    :param resolution: the resolved config, its adaptive candidates, gamma and widths, or None
+        when resolving failed. Report a candidate your algorithm cannot serve here.
+    :param memo: the dict the resolution hooks of this resolve saw.
     :returns: a list of ``specreg.Problem`` (empty or None when all is well).
     """
 
@@ -154,26 +196,36 @@ def specreg_validate_config(
 
 
 @hookspec(firstresult=True)
-def specreg_make_verifier(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
+def specreg_make_verifier(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution, memo: dict[str, Any]
+) -> Any | None:
     """Return the verifier that runs this algorithm's verification kernels.
 
-    Called once per resolve, after validation passed, with the resolved config. The object is
-    stored as ``plan.verifier``. The default plugin returns specreg's chain verifier for chain
-    and block drafters.
+    Called once per resolve, after validation passed, with the resolved config. Size it for
+    ``resolution`` (the maxima over adaptive candidates) and accept every candidate's width.
+    The object is stored as ``plan.verifier`` and must satisfy
+    ``specreg.protocols.ChainVerifierProtocol`` (chain and block drafting) or
+    ``TreeVerifierProtocol`` (tree drafting), returning ``VerifyResult``; otherwise resolve
+    fails with SR123 naming the plugin. The default plugin returns specreg's chain verifier
+    for chain and block drafters.
 
     :returns: the verifier, or None for algorithms this plugin does not own.
     """
 
 
 @hookspec(firstresult=True)
-def specreg_make_drafter(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
-    """Return the object that proposes draft tokens without a draft model, if the algorithm has one.
+def specreg_make_drafter(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution, memo: dict[str, Any]
+) -> Any | None:
+    """Return the object that turns draft outputs into proposals: ``plan.drafter``.
 
-    Called once per resolve, after validation passed, with the resolved config. Model-free
-    drafters (n-gram / prompt lookup) return an object with
-    ``propose(history: LongTensor[b, L], lengths: LongTensor[b]) -> LongTensor[b, gamma]``;
-    it is stored as ``plan.drafter``. Algorithms whose drafts come from a draft model the
-    serving framework runs return None (the default).
+    Called once per resolve, after validation passed, with the resolved config; size it for
+    ``resolution``. It must satisfy the protocol of the algorithm's drafting style
+    (``specreg.protocols``): ``ChainDrafterProtocol`` (model-free chains such as n-gram:
+    ``propose(history [b, L], lengths [b]) -> [b, gamma]``), ``TreeDrafterProtocol`` (a draft
+    step from the draft model's logits and hidden states, and tree assembly) or
+    ``BlockDrafterProtocol`` (a draft block and its proposal); otherwise resolve fails with
+    SR123 naming the plugin. None means the algorithm has no drafter.
 
     :returns: the drafter, or None.
     """
@@ -181,13 +233,15 @@ def specreg_make_drafter(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | 
 
 @hookspec(firstresult=True)
 def specreg_make_cache_swapper(
-    config: SpecConfig, cache: CacheSpec, resolution: Resolution
+    config: SpecConfig, cache: CacheSpec, resolution: Resolution, memo: dict[str, Any]
 ) -> Any | None:
     """Return the object that swaps KV rows for this cache backend.
 
     Called once per resolve when the config names a cache, after validation passed. The object
-    is stored as ``plan.cache_swapper``.
+    is stored as ``plan.cache_swapper`` and must satisfy
+    ``specreg.protocols.CacheSwapperProtocol`` (else SR123 naming the plugin).
 
-    :param resolution: the resolved widths; a swap resolves ``target_verify`` steps per call.
+    :param resolution: the resolved widths (maxima over adaptive candidates); a swap resolves
+        ``target_verify`` steps per call.
     :returns: the swapper, or None for caches this plugin does not own.
     """

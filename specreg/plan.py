@@ -16,8 +16,16 @@ from specreg.phase import PHASES, Phase
 if TYPE_CHECKING:
     from specreg.config import SpecConfig
     from specreg.errors import Problem
-    from specreg.registry import PluginInfo
-    from specreg.resolution import Resolution
+    from specreg.plugin_info import PluginInfo
+    from specreg.protocols import (
+        BlockDrafterProtocol,
+        CacheSwapperProtocol,
+        ChainDrafterProtocol,
+        ChainVerifierProtocol,
+        TreeDrafterProtocol,
+        TreeVerifierProtocol,
+    )
+    from specreg.resolution import Candidate, Resolution
     from specreg.specs import AlgorithmSpec, CacheSpec
 
 
@@ -25,15 +33,20 @@ if TYPE_CHECKING:
 class SpecPlan:
     """The resolved plan for one config: widths, gamma, verifier, drafter and cache swapper.
 
-    `num_tokens_per_req(phase, is_draft_worker=False)` costs one dictionary lookup.
+    `num_tokens_per_req(phase, is_draft_worker=False)` costs one dictionary lookup. With
+    adaptive `candidate_steps`, widths and gamma are the maxima over the config and every
+    candidate (`candidates`), and the verifier, drafter and swapper are sized for them. The
+    three objects satisfy the `specreg.protocols` protocols of the algorithm's drafting style.
     """
 
     algorithm: AlgorithmSpec
     cache: CacheSpec | None
     resolution: Resolution
-    verifier: Any = attrs.field(eq=False)
-    cache_swapper: Any = attrs.field(eq=False)
-    drafter: Any = attrs.field(default=None, eq=False)
+    verifier: ChainVerifierProtocol | TreeVerifierProtocol | None = attrs.field(eq=False)
+    cache_swapper: CacheSwapperProtocol | None = attrs.field(eq=False)
+    drafter: ChainDrafterProtocol | TreeDrafterProtocol | BlockDrafterProtocol | None = attrs.field(
+        default=None, eq=False
+    )
     notices: tuple[Problem, ...] = ()
     plugins: tuple[PluginInfo, ...] = ()
     gamma: int = attrs.field(init=False)
@@ -50,6 +63,18 @@ class SpecPlan:
     def config(self) -> SpecConfig:
         """The resolved config (every parameter filled in)."""
         return self.resolution.config
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        """Every adaptive candidate (steps, config, sizes), in increasing steps; () if none."""
+        return self.resolution.candidates
+
+    def candidate(self, steps: int) -> Candidate:
+        """The adaptive candidate of `steps` (KeyError when the plan has none for it)."""
+        for found in self.resolution.candidates:
+            if found.steps == steps:
+                return found
+        raise KeyError(f"no adaptive candidate with {steps} steps")
 
     def num_tokens_per_req(self, phase: Phase | str, is_draft_worker: bool = False) -> int:
         """The per-request token width of `phase` on the target (or draft) worker."""
@@ -95,7 +120,7 @@ class SpecPlan:
             "kernel_backends": self.kernel_backends(),
             "notices": [n.render() for n in self.notices],
             "plugins": [p.to_dict() for p in self.plugins],
-        }
+        } | ({"candidates": [c.to_dict() for c in self.candidates]} if self.candidates else {})
 
 
 def _describe(obj: Any) -> str | None:

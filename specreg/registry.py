@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -31,6 +31,7 @@ from specreg.errors import (
     problem,
 )
 from specreg.plan import SpecPlan
+from specreg.plugin_info import PluginInfo
 from specreg.resolver import check_config, resolve_plan
 from specreg.specs import AlgorithmSpec, CacheSpec, Origin
 
@@ -38,27 +39,7 @@ ENTRY_POINT_GROUP = "specreg"
 ALLOWLIST_ENV = "SPECREG_PLUGINS"
 IMPORT_TIMEOUT_ENV = "SPECREG_PLUGIN_IMPORT_TIMEOUT"
 DEFAULT_IMPORT_TIMEOUT = 60.0
-SLOW_IMPORT_SECONDS = 1.0
 _REGISTRATION_HOOKS = ("specreg_register_algorithms", "specreg_register_caches")
-
-
-@attrs.frozen(kw_only=True)
-class PluginInfo:
-    """A loaded plugin: its name, distribution, version and the hooks it implements."""
-
-    name: str
-    distribution: str | None
-    version: str | None
-    hooks: tuple[str, ...]
-    load_seconds: float | None = None
-
-    @property
-    def slow(self) -> bool:
-        """Its import took longer than SLOW_IMPORT_SECONDS."""
-        return self.load_seconds is not None and self.load_seconds > SLOW_IMPORT_SECONDS
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**attrs.asdict(self), "slow": self.slow}
 
 
 @attrs.frozen(kw_only=True)
@@ -389,11 +370,14 @@ class Registry:
             plugin = impl.plugin_name
             reasons: list[str] = []
 
-            def register(entry: Any, _p: str = plugin, _out: list[str] = reasons) -> None:
+            def register(
+                entry: Any, _p: str = plugin, _out: list[str] = reasons,
+                _pkg: str = _top_package(impl.plugin),
+            ) -> None:
                 if not isinstance(entry, ErrorEntry):
                     _out.append(f"registered {type(entry).__name__}, not a specreg ErrorEntry")
                     return
-                reason = register_plugin_entry(entry, _p)
+                reason = register_plugin_entry(entry, _p, package=_pkg)
                 if reason is not None:
                     _out.append(reason)
 
@@ -528,11 +512,31 @@ class Registry:
         caller = getattr(self._pm.hook, hook_name)
         return [i for i in reversed(caller.get_hookimpls()) if i.plugin_name not in skip]
 
+    def has_hook(self, hook_name: str, *, skip: frozenset[str] = frozenset()) -> bool:
+        """Whether a plugin outside `skip` implements `hook_name`."""
+        return bool(self._impls(hook_name, skip=skip))
+
     def call_hook(
         self, hook_name: str, *, skip: frozenset[str], firstresult: bool, **kwargs: Any
     ) -> Any:
-        """Call a hook plugin by plugin (config time only), naming the plugin on failure."""
-        results = []
+        """Call a hook plugin by plugin (config time only), naming the plugin on failure.
+
+        `firstresult`: the first answer that is not None; otherwise every (plugin, answer)."""
+        if firstresult:
+            return self.call_hook_named(hook_name, skip=skip, **kwargs)[1]
+        return list(self._answers(hook_name, skip, kwargs, stop_at_first=False))
+
+    def call_hook_named(
+        self, hook_name: str, *, skip: frozenset[str], **kwargs: Any
+    ) -> tuple[str | None, Any]:
+        """The first answer that is not None, with the plugin that gave it; (None, None) if none."""
+        for found in self._answers(hook_name, skip, kwargs, stop_at_first=True):
+            return found
+        return None, None
+
+    def _answers(
+        self, hook_name: str, skip: frozenset[str], kwargs: dict[str, Any], *, stop_at_first: bool
+    ) -> Iterator[tuple[str, Any]]:
         for impl in self._impls(hook_name, skip=skip):
             args = {name: kwargs[name] for name in impl.argnames}
             try:
@@ -551,10 +555,9 @@ class Registry:
                 ) from exc
             if result is None:
                 continue
-            if firstresult:
-                return result
-            results.append((impl.plugin_name, result))
-        return None if firstresult else results
+            yield impl.plugin_name, result
+            if stop_at_first:
+                return
 
     def shadowed(self, name: str) -> frozenset[str]:
         """Plugins whose claim on spec `name` was overridden: their hooks do not answer for it."""
@@ -577,6 +580,12 @@ def _own_names(table: Mapping[str, Any]) -> list[Any]:
     """The specs stored under their own name, sorted. An alias that still points at a spec
     whose name was overridden or is in conflict must not list that spec under the name."""
     return [table[name] for name in sorted(table) if table[name].name == name]
+
+
+def _top_package(plugin: object) -> str:
+    """The top-level package a plugin (module or object) is defined in."""
+    module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
+    return module.split(".")[0]
 
 
 def _timeout_from_env() -> float:

@@ -1,17 +1,21 @@
-"""Config resolution: run the hooks once for a config and build its `SpecPlan`.
+"""Config resolution: one pass of the hooks per config, and the `SpecPlan` it yields.
 
-The order: resolve the config (fill unset parameters), gamma and every phase's width on both
-workers (the maxima over adaptive candidates), then every plugin's validation, all problems
-reported together; finally the verifier, drafter and cache swapper. Hooks run plugin by plugin
-through `Registry.call_hook`, so an error names the plugin that raised.
+The pass: resolve the config (fill unset parameters), derive the adaptive candidates, size the
+config and every candidate in one call (gamma and every phase's width on both workers), then
+every plugin's validation, all problems reported together; finally the verifier, drafter and
+cache swapper, each checked against its `specreg.protocols` protocol. Every hook runs at most
+once per plugin, on plugins not shadowed for the names the config uses; a `memo` dict lives
+for the pass so a plugin derives what it needs once. The resolver knows the registry only
+through the `HookTables` protocol, so neither module imports the other's internals.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from specreg import default_plugin
+import attrs
+
 from specreg.config import SpecConfig
 from specreg.errors import (
     ConfigError,
@@ -24,98 +28,138 @@ from specreg.errors import (
 )
 from specreg.phase import PHASES
 from specreg.plan import SpecPlan
-from specreg.resolution import Resolution
+from specreg.plugin_info import PluginInfo
+from specreg.protocols import (
+    DRAFTER_PROTOCOLS,
+    VERIFIER_PROTOCOLS,
+    CacheSwapperProtocol,
+    missing_members,
+)
+from specreg.resolution import Candidate, Resolution, Sizes, adaptive_steps
 from specreg.specs import AlgorithmSpec, CacheSpec
 
-if TYPE_CHECKING:
-    from specreg.registry import Registry
+DEFAULT_PLUGIN = "specreg.default"
+_LEGACY_SIZE_HOOKS = ("specreg_resolve_gamma", "specreg_num_tokens_per_req")
 
 
-def check_config(registry: Registry, config: SpecConfig | Mapping[str, Any]) -> list[Problem]:
+class HookTables(Protocol):
+    """What resolution needs from a registry: spec lookup and plugin-by-plugin hook calls."""
+
+    def get_algorithm(self, name: str) -> AlgorithmSpec: ...
+
+    def get_cache(self, name: str) -> CacheSpec: ...
+
+    def shadowed(self, name: str) -> frozenset[str]: ...
+
+    def plugins(self) -> list[PluginInfo]: ...
+
+    def has_hook(self, hook_name: str, *, skip: frozenset[str]) -> bool: ...
+
+    def call_hook(
+        self, hook_name: str, *, skip: frozenset[str], firstresult: bool, **kwargs: Any
+    ) -> Any: ...
+
+    def call_hook_named(
+        self, hook_name: str, *, skip: frozenset[str], **kwargs: Any
+    ) -> tuple[str | None, Any]: ...
+
+
+@attrs.frozen
+class _Pass:
+    """What one resolution pass found, before any kernel object is built."""
+
+    algorithm: AlgorithmSpec
+    cache: CacheSpec | None
+    resolution: Resolution | None
+    problems: list[Problem]
+    skip: frozenset[str]
+    memo: dict[str, Any]
+
+
+def check_config(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> list[Problem]:
     """Every problem with `config` (errors and warnings), without raising."""
     try:
-        _, _, _, problems = _analyse(registry, config)
+        return _run_pass(tables, config).problems
     except SpecRegError as exc:
         return list(exc.problems)
-    return problems
 
 
-def resolve_plan(registry: Registry, config: SpecConfig | Mapping[str, Any]) -> SpecPlan:
+def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> SpecPlan:
     """Validate `config`, resolve gamma and widths, build the kernels: a `SpecPlan`.
 
     Raises one `ConfigError` listing every problem found.
     """
-    config, algorithm, cache, problems = _analyse(registry, config)
-    errors, warnings = split_problems(problems)
+    found = _run_pass(tables, config)
+    errors, warnings = split_problems(found.problems)
     if errors:
         raise ConfigError(errors)
-    skip_alg = registry.shadowed(algorithm.name)
-    resolution = _resolve(registry, config, algorithm, skip_alg)
-    verifier = registry.call_hook(
-        "specreg_make_verifier",
-        skip=skip_alg,
-        firstresult=True,
-        config=resolution.config,
-        algorithm=algorithm,
+    resolution = found.resolution
+    assert resolution is not None  # no error means the resolution hooks answered
+    args = {"config": resolution.config, "resolution": resolution, "memo": found.memo}
+    drafting = found.algorithm.drafting
+    verifier = _build(
+        tables, "specreg_make_verifier", found.skip, VERIFIER_PROTOCOLS[drafting],
+        algorithm=found.algorithm, **args,
     )
-    drafter = registry.call_hook(
-        "specreg_make_drafter",
-        skip=skip_alg,
-        firstresult=True,
-        config=resolution.config,
-        algorithm=algorithm,
+    drafter = _build(
+        tables, "specreg_make_drafter", found.skip, DRAFTER_PROTOCOLS[drafting],
+        algorithm=found.algorithm, **args,
     )
     swapper = None
-    if cache is not None:
-        swapper = registry.call_hook(
-            "specreg_make_cache_swapper",
-            skip=registry.shadowed(cache.name),
-            firstresult=True,
-            config=resolution.config,
-            cache=cache,
-            resolution=resolution,
+    if found.cache is not None:
+        swapper = _build(
+            tables, "specreg_make_cache_swapper", found.skip, CacheSwapperProtocol,
+            cache=found.cache, **args,
         )
     return SpecPlan(
-        algorithm=algorithm,
-        cache=cache,
+        algorithm=found.algorithm,
+        cache=found.cache,
         resolution=resolution,
         verifier=verifier,
         drafter=drafter,
         cache_swapper=swapper,
         notices=tuple(warnings),
-        plugins=tuple(registry.plugins()),
+        plugins=tuple(tables.plugins()),
     )
 
 
-def _analyse(
-    registry: Registry, config: SpecConfig | Mapping[str, Any]
-) -> tuple[SpecConfig, AlgorithmSpec, CacheSpec | None, list[Problem]]:
+def _build(
+    tables: HookTables, hook_name: str, skip: frozenset[str], protocol: type, **kwargs: Any
+) -> Any:
+    plugin, obj = tables.call_hook_named(hook_name, skip=skip, **kwargs)
+    if obj is None:
+        return None
+    missing = missing_members(obj, protocol)
+    if missing:
+        raise PluginError(
+            problem(
+                "SR123",
+                f"plugin {plugin!r} returned {type(obj).__name__} from {hook_name}, which "
+                f"breaks {protocol.__name__}: missing or mismatched {', '.join(missing)}",
+                accepted=f"an object with every member of specreg.protocols.{protocol.__name__}",
+                fix="report it to the plugin's authors; plugin authors: add the members (the "
+                "conformance kit lists them)",
+                field=hook_name,
+            )
+        )
+    return obj
+
+
+def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pass:
     if not isinstance(config, SpecConfig):
         config = SpecConfig.from_dict(config)
-    lookup_problems: list[Problem] = []
-    algorithm = cache = None
-    try:
-        algorithm = registry.get_algorithm(config.algorithm)
-    except UnknownNameError as exc:
-        lookup_problems += exc.problems
-    if config.cache is not None:
-        try:
-            cache = registry.get_cache(config.cache)
-        except UnknownNameError as exc:
-            lookup_problems += exc.problems
-    if lookup_problems:
-        raise ConfigError(lookup_problems)
-    assert algorithm is not None
+    algorithm, cache = _lookup(tables, config)
+    skip = tables.shadowed(algorithm.name)
+    skip |= tables.shadowed(cache.name) if cache else frozenset()
+    memo: dict[str, Any] = {}
     problems: list[Problem] = []
-    skip = registry.shadowed(algorithm.name)
-    skip |= registry.shadowed(cache.name) if cache else frozenset()
     resolution: Resolution | None = None
     try:
-        resolution = _resolve(registry, config, algorithm, skip)
+        resolution = _resolve(tables, config, algorithm, skip, memo)
     except SpecRegError as exc:
         problems += exc.problems
     generic: list[Problem] = []  # the default plugin's rules, superseded per field below
-    for plugin, found in registry.call_hook(
+    for plugin, found in tables.call_hook(
         "specreg_validate_config",
         skip=skip,
         firstresult=False,
@@ -123,6 +167,7 @@ def _analyse(
         algorithm=algorithm,
         cache=cache,
         resolution=resolution,
+        memo=memo,
     ):
         for item in found:
             if not isinstance(item, Problem):
@@ -132,84 +177,135 @@ def _analyse(
                     "specreg_validate_config instead of specreg.Problem",
                     fix="return a list of specreg.Problem",
                 )
-            (generic if plugin == default_plugin.PLUGIN_NAME else problems).append(item)
+            (generic if plugin == DEFAULT_PLUGIN else problems).append(item)
     # A plugin's own error about a field replaces the generic range message for it.
     owned = {p.field for p in problems if p.is_error and p.field}
     problems += [p for p in generic if not (p.is_error and p.field in owned)]
-    return config, algorithm, cache, _dedupe(problems)
+    return _Pass(algorithm, cache, resolution, _dedupe(problems), skip, memo)
+
+
+def _lookup(tables: HookTables, config: SpecConfig) -> tuple[AlgorithmSpec, CacheSpec | None]:
+    problems: list[Problem] = []
+    algorithm = cache = None
+    try:
+        algorithm = tables.get_algorithm(config.algorithm)
+    except UnknownNameError as exc:
+        problems += exc.problems
+    if config.cache is not None:
+        try:
+            cache = tables.get_cache(config.cache)
+        except UnknownNameError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(problems)
+    assert algorithm is not None
+    return algorithm, cache
 
 
 def _resolve(
-    registry: Registry, config: SpecConfig, algorithm: AlgorithmSpec, skip: frozenset[str]
+    tables: HookTables,
+    config: SpecConfig,
+    algorithm: AlgorithmSpec,
+    skip: frozenset[str],
+    memo: dict[str, Any],
 ) -> Resolution:
-    candidates: Sequence[SpecConfig] = [config]
-    if config.candidate_steps:
-        candidates = [
-            config.evolve(num_steps=s, num_draft_tokens=s + 1, candidate_steps=None)
-            for s in sorted(config.candidate_steps)
-            if s > 0
-        ] or [config]
-    resolved_main = _resolve_config(registry, config, algorithm, skip)
-    gammas: list[int] = []
-    target: dict[Any, int] = {}
-    draft: dict[Any, int] = {}
-    for candidate in candidates:
-        resolved = (
-            resolved_main
-            if candidate is config
-            else _resolve_config(registry, candidate, algorithm, skip)
-        )
-        gammas.append(
-            _int_result(
-                registry, "specreg_resolve_gamma", skip, config=resolved, algorithm=algorithm
-            )
-        )
-        for phase in PHASES:
-            for is_draft, table in ((False, target), (True, draft)):
-                width = _int_result(
-                    registry,
-                    "specreg_num_tokens_per_req",
-                    skip,
-                    config=resolved,
-                    algorithm=algorithm,
-                    phase=phase,
-                    is_draft_worker=is_draft,
-                )
-                table[phase] = max(table.get(phase, 0), width)
-    return Resolution(config=resolved_main, gamma=max(gammas), target=target, draft=draft)
-
-
-def _resolve_config(
-    registry: Registry, config: SpecConfig, algorithm: AlgorithmSpec, skip: frozenset[str]
-) -> SpecConfig:
-    resolved = registry.call_hook(
-        "specreg_resolve_config", skip=skip, firstresult=True, config=config, algorithm=algorithm
+    common = {"skip": skip, "firstresult": True, "algorithm": algorithm, "memo": memo}
+    resolved = _expect_config(
+        tables.call_hook("specreg_resolve_config", config=config, **common), algorithm
     )
-    if not isinstance(resolved, SpecConfig):
-        raise PluginError(
-            problem(
-                "SR115",
-                f"specreg_resolve_config returned {type(resolved).__name__} for {algorithm.name!r}",
-                accepted="a SpecConfig",
-                fix="return config.evolve(...) from the plugin's hook",
+    steps = adaptive_steps(config)
+    candidates: list[SpecConfig] = []
+    if steps:
+        derived = tables.call_hook("specreg_resolve_candidates", config=resolved, **common)
+        if not isinstance(derived, Sequence) or len(derived) != len(steps):
+            raise _bad_answer(
+                "specreg_resolve_candidates", algorithm, derived,
+                f"a list of {len(steps)} SpecConfig, one per candidate step {list(steps)}",
             )
+        candidates = [_expect_config(c, algorithm) for c in derived]
+    configs = [resolved, *candidates]
+    sizes = tables.call_hook("specreg_resolve_sizes", configs=configs, **common)
+    if (
+        not isinstance(sizes, Sequence)
+        or len(sizes) != len(configs)
+        or not all(isinstance(s, Sizes) for s in sizes)
+    ):
+        raise _bad_answer(
+            "specreg_resolve_sizes", algorithm, sizes,
+            f"a list of {len(configs)} specreg.Sizes, one per config",
         )
-    return resolved
+    sizes = [
+        _per_config_overrides(tables, c, s, algorithm, skip)
+        for c, s in zip(configs, sizes, strict=True)
+    ]
+    return Resolution(
+        config=resolved,
+        main=sizes[0],
+        candidates=tuple(
+            Candidate(steps=s, config=c, sizes=z)
+            for s, c, z in zip(steps, candidates, sizes[1:], strict=True)
+        ),
+    )
 
 
-def _int_result(registry: Registry, hook_name: str, skip: frozenset[str], **kwargs: Any) -> int:
-    value = registry.call_hook(hook_name, skip=skip, firstresult=True, **kwargs)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        detail = ", ".join(f"{k}={v}" for k, v in kwargs.items() if k in ("phase",))
-        raise PluginError(
-            problem(
-                "SR115",
-                f"{hook_name}({detail}) for {kwargs['algorithm'].name!r} returned {value!r}",
-                accepted="an int >= 0",
-                fix="return an int from the owning plugin's hook",
-            )
+def _per_config_overrides(
+    tables: HookTables, config: SpecConfig, sizes: Sizes, algorithm: AlgorithmSpec,
+    skip: frozenset[str],
+) -> Sizes:
+    """Answers of the per-config hooks (`specreg_resolve_gamma`, `specreg_num_tokens_per_req`)
+    replace the sizes hook's; they are called only when some plugin implements them."""
+    gamma = sizes.gamma
+    if tables.has_hook("specreg_resolve_gamma", skip=skip):
+        answer = tables.call_hook(
+            "specreg_resolve_gamma", skip=skip, firstresult=True, config=config,
+            algorithm=algorithm,
+        )
+        gamma = gamma if answer is None else _expect_int("specreg_resolve_gamma", answer, algorithm)
+    target, draft = dict(sizes.target), dict(sizes.draft)
+    if tables.has_hook("specreg_num_tokens_per_req", skip=skip):
+        for phase in PHASES:
+            for table, is_draft in ((target, False), (draft, True)):
+                answer = tables.call_hook(
+                    "specreg_num_tokens_per_req", skip=skip, firstresult=True, config=config,
+                    algorithm=algorithm, phase=phase, is_draft_worker=is_draft,
+                )
+                if answer is not None:
+                    table[phase] = _expect_int(
+                        f"specreg_num_tokens_per_req(phase={phase})", answer, algorithm
+                    )
+    if gamma == sizes.gamma and target == sizes.target and draft == sizes.draft:
+        return sizes
+    return Sizes(gamma=gamma, target=target, draft=draft)
+
+
+def _expect_config(value: Any, algorithm: AlgorithmSpec) -> SpecConfig:
+    if not isinstance(value, SpecConfig):
+        raise _bad_answer(
+            "specreg_resolve_config", algorithm, value, "a SpecConfig",
+            fix="return config.evolve(...) from the plugin's hook",
         )
     return value
+
+
+def _expect_int(hook: str, value: Any, algorithm: AlgorithmSpec) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _bad_answer(hook, algorithm, value, "an int >= 0")
+    return value
+
+
+def _bad_answer(
+    hook: str, algorithm: AlgorithmSpec, value: Any, accepted: str,
+    fix: str = "return it from the owning plugin's hook",
+) -> PluginError:
+    shown = type(value).__name__ if not isinstance(value, (int, str)) else repr(value)
+    return PluginError(
+        problem(
+            "SR115",
+            f"{hook} for {algorithm.name!r} returned {shown}",
+            accepted=accepted,
+            fix=fix,
+        )
+    )
 
 
 def _dedupe(problems: Iterable[Problem]) -> list[Problem]:

@@ -4,6 +4,7 @@ Importing this package (or `specreg_dspark.plugin`) does not import torch or tri
 (`specreg_dspark.kernels`, `specreg_dspark.markov`, `specreg_dspark.verifier`) import torch.
 """
 
+from specreg_dspark import errors as _errors  # noqa: F401 - registers its error codes
 from specreg_dspark.config import (
     DEFAULT_DFLASH_BLOCK_SIZE,
     DEFAULT_DSPARK_GAMMA,

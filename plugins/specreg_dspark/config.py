@@ -570,14 +570,17 @@ def _mask_problems(algorithm: str, mask_token_id: int | None, vocab: int | None,
 
 
 def analyse_dspark(
-    draft_config: Mapping[str, Any] | None, num_draft_tokens: int | None
+    draft_config: Mapping[str, Any] | None,
+    num_draft_tokens: int | None,
+    *,
+    parsed: tuple[DSparkDraftConfig, list[Problem]] | None = None,
 ) -> tuple[BlockRuntime, list[Problem]]:
     """Resolve DSpark's gamma and widths; never raises. Returns the runtime (defaults where the
     inputs are invalid) and every problem (errors and warning notices)."""
     problems: list[Problem] = []
     cfg = DSparkDraftConfig()
-    if draft_config is not None:
-        cfg, found = parse_dspark_draft_config(draft_config)
+    if draft_config is not None:  # `parsed`: the draft config parsed once by the caller
+        cfg, found = parsed if parsed is not None else parse_dspark_draft_config(draft_config)
         problems += found
     ckpt_gamma = cfg.gamma
     if num_draft_tokens is not None:
@@ -659,7 +662,10 @@ def analyse_dspark(
 
 
 def analyse_dflash(
-    draft_config: Mapping[str, Any] | None, num_draft_tokens: int | None
+    draft_config: Mapping[str, Any] | None,
+    num_draft_tokens: int | None,
+    *,
+    parsed: tuple[DFlashDraftConfig, list[Problem]] | None = None,
 ) -> tuple[BlockRuntime, list[Problem]]:
     """Resolve DFlash's verify width and block size; never raises.
 
@@ -668,8 +674,8 @@ def analyse_dflash(
     """
     problems: list[Problem] = []
     cfg = DFlashDraftConfig()
-    if draft_config is not None:
-        cfg, found = parse_dflash_draft_config(draft_config)
+    if draft_config is not None:  # `parsed`: the draft config parsed once by the caller
+        cfg, found = parsed if parsed is not None else parse_dflash_draft_config(draft_config)
         problems += found
     block = cfg.block_size
     if num_draft_tokens is not None:

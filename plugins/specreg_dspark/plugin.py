@@ -1,16 +1,20 @@
 """Hook implementations of the DSpark plugin (entry point ``dspark``). Torch-free at import.
 
 Every hook answers only for the algorithms ``dspark`` and ``dflash`` and returns None otherwise,
-so specreg's default plugin (or another plugin) answers for the rest.
+so specreg's default plugin (or another plugin) answers for the rest. The draft config is parsed
+once per resolve and kept in the resolve's ``memo``; adaptive candidate step s verifies gamma = s
+drafts of the same draft block (SR312 when the block holds fewer).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
+from specreg.phase import Phase
+from specreg.resolution import Sizes, adaptive_steps
 from specreg.specs import AlgorithmSpec, ParamRange
 from specreg_dspark.config import (
     DEFAULT_DFLASH_BLOCK_SIZE,
@@ -18,11 +22,12 @@ from specreg_dspark.config import (
     BlockRuntime,
     analyse_dflash,
     analyse_dspark,
+    parse_dflash_draft_config,
+    parse_dspark_draft_config,
 )
 
 if TYPE_CHECKING:
     from specreg.config import SpecConfig
-    from specreg.phase import Phase
     from specreg.resolution import Resolution
     from specreg.specs import CacheSpec
 
@@ -68,18 +73,54 @@ SPECS: dict[str, AlgorithmSpec] = {DSPARK_SPEC.name: DSPARK_SPEC, DFLASH_SPEC.na
 _FLAGS = {"topk": "--speculative-eagle-topk", "num_steps": "--speculative-num-steps"}
 
 
-def _analyse(config: SpecConfig, algorithm: AlgorithmSpec) -> tuple[BlockRuntime, list[Problem]] | None:
-    if algorithm.name == "dspark":
-        return analyse_dspark(config.draft_config, config.num_draft_tokens)
-    if algorithm.name == "dflash":
-        return analyse_dflash(config.draft_config, config.num_draft_tokens)
-    return None
+_ANALYSERS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "dspark": (parse_dspark_draft_config, analyse_dspark),
+    "dflash": (parse_dflash_draft_config, analyse_dflash),
+}
 
 
-def runtime_for(config: SpecConfig, algorithm: AlgorithmSpec) -> BlockRuntime | None:
+def _analyse(
+    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any] | None = None
+) -> tuple[BlockRuntime, list[Problem]] | None:
+    """The runtime and problems of `config`; the draft config is parsed once per `memo`."""
+    found = _ANALYSERS.get(algorithm.name)
+    if found is None:
+        return None
+    parse, analyse = found
+    state = (memo if memo is not None else {}).setdefault(f"specreg_dspark.{algorithm.name}", {})
+    n = config.num_draft_tokens
+    by_n = state.setdefault("by_num_draft_tokens", {})
+    if n not in by_n:
+        if config.draft_config is not None and "parsed" not in state:
+            state["parsed"] = parse(config.draft_config)
+        by_n[n] = analyse(config.draft_config, n, parsed=state.get("parsed"))
+    return by_n[n]  # type: ignore[no-any-return]
+
+
+def runtime_for(
+    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any] | None = None
+) -> BlockRuntime | None:
     """The resolved runtime (gamma, widths, layout) of a dspark/dflash config, else None."""
-    found = _analyse(config, algorithm)
+    found = _analyse(config, algorithm, memo)
     return None if found is None else found[0]
+
+
+def max_candidate_gamma(runtime: BlockRuntime) -> int:
+    """The most drafts one draft block holds: DSpark's gamma (its block is sized for it),
+    DFlash's block size - 1."""
+    return runtime.gamma if runtime.algorithm == "dspark" else max(runtime.draft_width - 1, 0)
+
+
+def candidate_sizes(runtime: BlockRuntime, gamma: int) -> Sizes:
+    """Sizes of an adaptive candidate verifying `gamma` drafts of the main config's block."""
+    n = gamma + 1
+    return Sizes(
+        gamma=gamma,
+        target={Phase.DRAFT_DECODE: runtime.draft_width, Phase.DRAFT_EXTEND: n,
+                Phase.TARGET_VERIFY: n},
+        draft={Phase.DRAFT_DECODE: runtime.draft_width, Phase.DRAFT_EXTEND: n,
+               Phase.TARGET_VERIFY: runtime.draft_width},
+    )
 
 
 @hookimpl
@@ -89,10 +130,12 @@ def specreg_register_algorithms(register: Callable[..., None]) -> None:
 
 
 @hookimpl
-def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> SpecConfig | None:
+def specreg_resolve_config(
+    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
+) -> SpecConfig | None:
     """topk and num_steps are 1 (a block drafter proposes one chain in one forward); n comes
     from the command line, else the checkpoint, else the default."""
-    runtime = runtime_for(config, algorithm)
+    runtime = runtime_for(config, algorithm, memo)
     if runtime is None:
         return None
     n = config.num_draft_tokens if config.num_draft_tokens is not None else runtime.num_draft_tokens
@@ -100,19 +143,31 @@ def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> Spec
 
 
 @hookimpl
-def specreg_resolve_gamma(config: SpecConfig, algorithm: AlgorithmSpec) -> int | None:
-    runtime = runtime_for(config, algorithm)
-    return None if runtime is None else runtime.gamma
+def specreg_resolve_candidates(
+    config: SpecConfig, algorithm: AlgorithmSpec
+) -> list[SpecConfig] | None:
+    """Candidate s verifies s drafts: num_draft_tokens = s + 1, one draft forward (num_steps 1)."""
+    if algorithm.name not in SPECS:
+        return None
+    return [
+        config.evolve(num_steps=1, topk=1, num_draft_tokens=s + 1, candidate_steps=None)
+        for s in adaptive_steps(config)
+    ]
 
 
 @hookimpl
-def specreg_num_tokens_per_req(
-    config: SpecConfig, algorithm: AlgorithmSpec, phase: Phase, is_draft_worker: bool
-) -> int | None:
-    runtime = runtime_for(config, algorithm)
+def specreg_resolve_sizes(
+    configs: Sequence[SpecConfig], algorithm: AlgorithmSpec, memo: dict[str, Any]
+) -> list[Sizes] | None:
+    runtime = runtime_for(configs[0], algorithm, memo) if configs else None
     if runtime is None:
         return None
-    return runtime.widths(is_draft_worker)[phase.value]
+    main = Sizes(
+        gamma=runtime.gamma,
+        target={Phase.parse(k): v for k, v in runtime.widths(False).items()},
+        draft={Phase.parse(k): v for k, v in runtime.widths(True).items()},
+    )
+    return [main] + [candidate_sizes(runtime, (c.num_draft_tokens or 1) - 1) for c in configs[1:]]
 
 
 @hookimpl
@@ -121,11 +176,14 @@ def specreg_validate_config(
     algorithm: AlgorithmSpec,
     cache: CacheSpec | None,
     resolution: Resolution | None,
+    memo: dict[str, Any],
 ) -> list[Problem] | None:
-    found = _analyse(config, algorithm)
+    found = _analyse(config, algorithm, memo)
     if found is None:
         return None
     problems = list(found[1])
+    if resolution is not None:
+        problems += _candidate_problems(algorithm, resolution, memo)
     for name, flag in _FLAGS.items():
         value = getattr(config, name)
         if value is not None and value != 1:
@@ -143,11 +201,62 @@ def specreg_validate_config(
     return problems
 
 
+def _candidate_problems(
+    algorithm: AlgorithmSpec, resolution: Resolution, memo: dict[str, Any]
+) -> list[Problem]:
+    runtime = runtime_for(resolution.config, algorithm, memo)
+    if runtime is None:
+        return []
+    most = max_candidate_gamma(runtime)
+    return [
+        problem(
+            "SR312",
+            f"{algorithm.name} cannot serve adaptive candidate step {c.steps}: it verifies "
+            f"{c.steps} drafts, but one draft block holds at most {most}",
+            accepted=f"candidate steps in [0, {most}]",
+            fix=f"remove {c.steps} from --speculative-candidate-steps, or raise "
+            "--speculative-num-draft-tokens (a larger block)",
+            field="candidate_steps",
+        )
+        for c in resolution.candidates
+        if c.steps > most
+    ]
+
+
+def _verify_widths(resolution: Resolution) -> list[int]:
+    return sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
+
+
 @hookimpl
-def specreg_make_verifier(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
-    runtime = runtime_for(config, algorithm)
+def specreg_make_verifier(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution, memo: dict[str, Any]
+) -> Any | None:
+    runtime = runtime_for(config, algorithm, memo)
     if runtime is None:
         return None
     from specreg_dspark.verifier import BlockVerifier
 
-    return BlockVerifier(runtime)
+    return BlockVerifier(
+        runtime, widths=_verify_widths(resolution),
+        supports_ragged_verify=algorithm.supports_ragged_verify,
+    )
+
+
+@hookimpl
+def specreg_make_drafter(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution, memo: dict[str, Any]
+) -> Any | None:
+    runtime = runtime_for(config, algorithm, memo)
+    if runtime is None:
+        return None
+    from specreg_dspark.drafter import BlockDrafter
+
+    return BlockDrafter(runtime, gammas=[w - 1 for w in _verify_widths(resolution)])
+
+
+@hookimpl
+def specreg_register_errors(register: Callable[..., None]) -> None:
+    from specreg_dspark.errors import ENTRIES
+
+    for entry in ENTRIES:
+        register(entry)

@@ -4,3 +4,5 @@
 (draft-result organisation and tree building) and `specreg_eagle.verify` (greedy and sampling tree
 verification); `specreg_eagle.verifier.EagleVerifier` drives them with tensors only.
 """
+
+from specreg_eagle import errors as _errors  # noqa: F401 - registers its error codes

@@ -3,8 +3,9 @@
 Registers `eagle` (alias `nextn`) and `eagle3`: tree drafters whose draft loop runs `num_steps`
 steps of `topk` branches and keeps `num_draft_tokens - 1` drafts (plus the root) for verification.
 Widths and gamma are the default plugin's (draft_decode = topk, draft_extend = target_verify =
-num_draft_tokens, gamma = num_draft_tokens - 1); this plugin infers unset parameters, validates
-the tree size and builds the verifier.
+num_draft_tokens, gamma = num_draft_tokens - 1); this plugin infers unset parameters, derives
+adaptive candidates (chains and trees), validates the tree size, registers its error codes and
+builds the verifier and the drafter, sized for every candidate.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 DEFAULT_NUM_STEPS = 3
 DEFAULT_TOPK = 1
 NAMES = frozenset({"eagle", "eagle3"})
+_GIVEN_KEY = "specreg_eagle.num_draft_tokens_given"
 VERIFY_RULES = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
 
 
@@ -96,16 +98,62 @@ def specreg_register_algorithms(register: Callable[..., None]) -> None:
 
 
 @hookimpl
-def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> SpecConfig | None:
+def specreg_register_errors(register: Callable[..., None]) -> None:
+    from specreg_eagle.errors import ENTRIES
+
+    for entry in ENTRIES:
+        register(entry)
+
+
+def _draft_tokens(steps: int, topk: int, given: int | None) -> int:
+    if given is not None:
+        return given
+    # Out-of-range steps/topk are reported by validation (SR103); infer something harmless.
+    return infer_num_draft_tokens(steps, topk) if steps >= 1 and topk >= 1 else 2
+
+
+@hookimpl
+def specreg_resolve_config(
+    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
+) -> SpecConfig | None:
     if not _owned(algorithm):
         return None
     steps = config.num_steps if config.num_steps is not None else DEFAULT_NUM_STEPS
     topk = config.topk if config.topk is not None else DEFAULT_TOPK
-    draft_tokens = config.num_draft_tokens
-    if draft_tokens is None:
-        # Out-of-range steps/topk are reported by validation (SR103); infer something harmless.
-        draft_tokens = infer_num_draft_tokens(steps, topk) if steps >= 1 and topk >= 1 else 2
+    memo[_GIVEN_KEY] = config.num_draft_tokens is not None
+    draft_tokens = _draft_tokens(steps, topk, config.num_draft_tokens)
     return config.evolve(num_steps=steps, topk=topk, num_draft_tokens=draft_tokens)
+
+
+def candidate_draft_tokens(steps: int, topk: int, main_draft_tokens: int, given: bool) -> int:
+    """The verify width of adaptive candidate `steps`: a chain (topk 1) verifies steps + 1;
+    a tree keeps the user's num_draft_tokens where its tree holds that many nodes (fewer
+    where it does not), and infers the width like the main config when it was left unset."""
+    if topk == 1:
+        return steps + 1
+    if given:
+        return min(main_draft_tokens, max_tree_nodes(steps, topk))
+    return infer_num_draft_tokens(steps, topk)
+
+
+@hookimpl
+def specreg_resolve_candidates(
+    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
+) -> list[SpecConfig] | None:
+    if not _owned(algorithm):
+        return None
+    from specreg.resolution import adaptive_steps
+
+    topk, main = config.topk or DEFAULT_TOPK, config.num_draft_tokens or 2
+    given = bool(memo.get(_GIVEN_KEY, True))
+    return [
+        config.evolve(
+            num_steps=s,
+            num_draft_tokens=candidate_draft_tokens(s, topk, main, given),
+            candidate_steps=None,
+        )
+        for s in adaptive_steps(config)
+    ]
 
 
 @hookimpl
@@ -150,12 +198,35 @@ def specreg_validate_config(
     return []
 
 
+def widths_by_steps(resolution: Resolution) -> dict[int, int]:
+    """Every served step count (the main config's and each candidate's) -> its verify width."""
+    out: dict[int, int] = {}
+    for config in resolution.configs():
+        assert config.num_steps is not None and config.num_draft_tokens is not None
+        out[config.num_steps] = max(out.get(config.num_steps, 0), config.num_draft_tokens)
+    return out
+
+
 @hookimpl
-def specreg_make_verifier(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
+def specreg_make_verifier(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution
+) -> Any | None:
     if not _owned(algorithm):
         return None
     from specreg_eagle.verifier import EagleVerifier
 
     return EagleVerifier(
-        num_steps=config.num_steps, topk=config.topk, num_draft_tokens=config.num_draft_tokens
+        num_steps=config.num_steps, topk=config.topk, num_draft_tokens=config.num_draft_tokens,
+        widths_by_steps=widths_by_steps(resolution),
     )
+
+
+@hookimpl
+def specreg_make_drafter(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution
+) -> Any | None:
+    if not _owned(algorithm):
+        return None
+    from specreg_eagle.drafter import EagleDrafter
+
+    return EagleDrafter(topk=config.topk, widths_by_steps=widths_by_steps(resolution))

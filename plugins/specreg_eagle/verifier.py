@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
-from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree, organize_draft_results
+from specreg.protocols import VerifyResult
+from specreg_eagle.drafter import EagleDrafter, TreeDraft
+from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree
 from specreg_eagle.verify import TreeVerifyResult, verify_tree_greedy, verify_tree_sampling
 
 
@@ -26,13 +28,18 @@ class EagleVerifier:
        the target's output for every tree node, [b, N, V] (row i = the next-token distribution
        after node i). ``draft_probs`` [b, N, V] (row i = q of node i's children) is optional.
 
-    ``out`` is a `TreeVerifyResult`: ``out.output_tokens`` [b, num_steps + 1] int64 holds each
-    request's accepted drafts then the bonus token, padded with -1; ``out.accept_len`` [b] int32
-    the number of accepted drafts (emit ``accept_len + 1`` tokens); ``out.bonus`` [b] the token
-    after them (the next step's root); ``out.accept_index`` the accepted nodes' flat rows (to keep
-    their KV / hidden states). With topk = 1 the tree is a chain and sampling with a real q uses
-    specreg's `ChainVerifier` (classic rejection sampling; the result is converted to the same
-    `TreeVerifyResult`).
+    ``out`` is a `specreg.protocols.VerifyResult`: ``out.output_tokens`` [b, num_steps + 1]
+    int64 holds each request's accepted drafts then the bonus token, padded with -1;
+    ``out.num_accepted`` [b] int32 the number of accepted drafts (emit ``num_accepted + 1``
+    tokens); ``out.bonus`` [b] the token after them (the next step's root);
+    ``out.accepted_index`` the accepted nodes' flat rows (to keep their KV / hidden states).
+    With topk = 1 the tree is a chain and sampling with a real q uses specreg's `ChainVerifier`
+    (classic rejection sampling).
+
+    With adaptive candidates, `widths_by_steps` maps each served step count to its verify
+    width; `num_steps` and `num_draft_tokens` are the largest, and a tree built with fewer steps
+    verifies with the same object. The plan's drafter (`EagleDrafter`) builds trees step by
+    step from the draft model's logits; `build_tree` remains for already-collected lists.
     """
 
     rules = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
@@ -47,10 +54,15 @@ class EagleVerifier:
         threshold_single: float = 1.0,
         threshold_acc: float = 1.0,
         check_values: bool | None = None,
+        widths_by_steps: Mapping[int, int] | None = None,
     ) -> None:
-        self.num_steps = int(num_steps)
+        table = {int(num_steps): int(num_draft_tokens), **(widths_by_steps or {})}
         self.topk = int(topk)
-        self.num_draft_tokens = int(num_draft_tokens)
+        self.widths_by_steps = dict(sorted(table.items()))
+        self.num_steps = max(self.widths_by_steps)
+        self.num_draft_tokens = max(self.widths_by_steps.values())
+        self.widths = tuple(sorted(set(self.widths_by_steps.values())))
+        self.gamma = self.num_draft_tokens - 1
         self.mask_mode = mask_mode
         self.threshold_single = threshold_single
         self.threshold_acc = threshold_acc
@@ -79,11 +91,21 @@ class EagleVerifier:
         mask_mode: str | None = None,
         seq_lens_sum: int | None = None,
     ) -> TreeBuildResult:
-        """The verify tree from the raw draft lists or the organised tree (see the class doc)."""
+        """The verify tree from the raw draft lists or the organised tree (see the class doc).
+
+        The number of draft steps (``len(score_list)``, else the main config's) picks the
+        candidate's verify width."""
+        drafter = EagleDrafter(
+            topk=self.topk, widths_by_steps=self.widths_by_steps, mask_mode=mask_mode or self.mask_mode,
+            check_values=self.check_values,
+        )
         if score_list is not None:
-            parent_list, top_scores_index, draft_tokens = organize_draft_results(
-                score_list, token_list or (), parents_list or (), self.num_draft_tokens
+            draft = TreeDraft(
+                steps=len(score_list), input_ids=bonus_tokens, hidden=bonus_tokens,
+                scores=bonus_tokens, score_list=tuple(score_list),
+                token_list=tuple(token_list or ()), parents_list=tuple(parents_list or ()),
             )
+            return drafter.tree(draft, bonus_tokens, seq_lens, seq_lens_sum=seq_lens_sum)
         if parent_list is None or top_scores_index is None or draft_tokens is None:
             from specreg.errors import KernelInputError, problem
 
@@ -93,9 +115,13 @@ class EagleVerifier:
                         "top_scores_index/draft_tokens",
                         fix="pass the outputs of the draft loop", field="score_list")
             )
+        width = draft_tokens.shape[-1] + 1
+        steps = max(
+            (s for s, n in self.widths_by_steps.items() if n == width), default=self.num_steps
+        )
         return build_tree(
             bonus_tokens, parent_list, top_scores_index, draft_tokens, seq_lens,
-            topk=self.topk, depth=self.num_steps, num_verify_tokens=self.num_draft_tokens,
+            topk=self.topk, depth=steps, num_verify_tokens=drafter.width_for(steps),
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
             check_values=self.check_values,
         )
@@ -113,12 +139,15 @@ class EagleVerifier:
     def verify_greedy(
         self, tree: TreeBuildResult, target_logits: torch.Tensor | None = None, *,
         target_predict: torch.Tensor | None = None,
-    ) -> TreeVerifyResult:
+    ) -> VerifyResult:
         """Longest path matching the target's argmax; `target_logits` [b, N, V] (or
         `target_predict` [b, N])."""
-        return verify_tree_greedy(
-            *self._links(tree), depth=self.num_steps, target_logits=target_logits,
-            target_predict=target_predict, check_values=self.check_values,
+        return _as_result(
+            verify_tree_greedy(
+                *self._links(tree), depth=self.num_steps, target_logits=target_logits,
+                target_predict=target_predict, check_values=self.check_values,
+            ),
+            tree.num_verify_tokens,
         )
 
     def verify_sampling(
@@ -132,7 +161,7 @@ class EagleVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
-    ) -> TreeVerifyResult:
+    ) -> VerifyResult:
         """Lossless tree sampling; `target_probs` [b, N, V]. With `seed`, coins are a hash of
         (seed, offsets[r] (default: the tree's root positions), column)."""
         candidates, ridx, nxt, sib = self._links(tree)
@@ -143,16 +172,19 @@ class EagleVerifier:
             return self._chain_sampling(
                 candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
             )
-        return verify_tree_sampling(
-            candidates, ridx, nxt, sib, target_probs, depth=self.num_steps,
-            draft_probs=draft_probs, coins=coins, final_coins=final_coins,
-            threshold_single=self.threshold_single, threshold_acc=self.threshold_acc,
-            seed=seed, offsets=offsets, generator=generator, check_values=self.check_values,
+        return _as_result(
+            verify_tree_sampling(
+                candidates, ridx, nxt, sib, target_probs, depth=self.num_steps,
+                draft_probs=draft_probs, coins=coins, final_coins=final_coins,
+                threshold_single=self.threshold_single, threshold_acc=self.threshold_acc,
+                seed=seed, offsets=offsets, generator=generator, check_values=self.check_values,
+            ),
+            n,
         )
 
     def _chain_sampling(
         self, candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
-    ) -> TreeVerifyResult:
+    ) -> VerifyResult:
         from specreg.kernels.chain import ChainVerifier
 
         b, n = candidates.shape
@@ -169,12 +201,13 @@ class EagleVerifier:
             candidates, target_probs, draft_probs[:, : n - 1], coins=coins[:, : n - 1],
             final_coins=final_coins,
         )
-        return chain_to_tree_result(chain, self.num_steps)
+        return _as_result(chain_to_tree_result(chain, self.num_steps), n)
 
     def describe(self) -> str:
         return (
             f"EagleVerifier(num_steps={self.num_steps}, topk={self.topk}, "
             f"num_draft_tokens={self.num_draft_tokens}, mask_mode={self.mask_mode}, "
+            f"widths by steps={self.widths_by_steps}, "
             f"rules={', '.join(self.rules)}, thresholds=({self.threshold_single}, "
             f"{self.threshold_acc}), chain rejection sampling via ChainVerifier when topk=1)"
         )
@@ -202,4 +235,12 @@ def chain_to_tree_result(chain: object, num_steps: int) -> TreeVerifyResult:
         predicts=predicts, accept_index=accept_index,
         accept_token_num=chain.accept_len.to(torch.int32), bonus=chain.bonus.to(torch.int64),
         output_tokens=out,
+    )
+
+
+def _as_result(found: TreeVerifyResult, width: int) -> VerifyResult:
+    return VerifyResult(
+        num_accepted=found.accept_token_num, output_tokens=found.output_tokens,
+        bonus=found.bonus, width=width, accepted_index=found.accept_index,
+        predicts=found.predicts,
     )

@@ -69,3 +69,11 @@ def specreg_make_cache_swapper(
     from specreg_hisparse.swapper import HiSparseSwapper
 
     return HiSparseSwapper(layout)
+
+
+@hookimpl
+def specreg_register_errors(register: Callable[..., None]) -> None:
+    from specreg_hisparse.errors import ENTRIES
+
+    for entry in ENTRIES:
+        register(entry)

@@ -1,12 +1,16 @@
-"""The error catalog: the single source for every code specreg or a built-in plugin raises.
+"""The error catalog: the single source for every code specreg or a plugin raises.
 
-Each area keeps its entries in its own module (`core`, `kernels`, `eagle`, `dspark`, `hisparse`),
-so code ranges never collide. The pages under `docs/errors/` are generated from here
+The core keeps its entries here (`core`, `kernels`: SR100-SR199, SR900-SR999). Plugins register
+theirs through `specreg_register_errors` while a registry loads: the plugins shipped in
+specreg's own distribution use SR200-SR499, third parties SR500-SR899. A plugin package may also
+register its entries when imported, so its kernels raise coded errors without a registry. The
+pages under `docs/errors/` are generated from the core entries and the shipped plugins'
 (`python -m specreg.docgen`) and a test keeps them in sync.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import threading
 from collections.abc import Iterable
@@ -47,10 +51,10 @@ class ErrorEntry:
 
 
 def _collect() -> dict[str, ErrorEntry]:
-    from specreg.catalog import core, dspark, eagle, hisparse, kernels
+    from specreg.catalog import core, kernels
 
     table: dict[str, ErrorEntry] = {}
-    for module in (core, kernels, eagle, dspark, hisparse):
+    for module in (core, kernels):
         for entry in module.ENTRIES:
             if entry.code in table:
                 raise RuntimeError(f"error code {entry.code} is defined twice")
@@ -62,47 +66,81 @@ _TABLE: dict[str, ErrorEntry] | None = None
 
 #: Codes third-party plugins may register through `specreg_register_errors` (SR500-SR899).
 PLUGIN_CODES = range(500, 900)
-_PLUGIN_ENTRIES: dict[str, tuple[ErrorEntry, str]] = {}
+#: Codes the plugins shipped in specreg's own distribution register (SR200-SR499).
+SHIPPED_PLUGIN_CODES = range(200, 500)
+_PLUGIN_ENTRIES: dict[str, tuple[ErrorEntry, str, bool]] = {}  # code -> (entry, plugin, shipped)
 _PLUGIN_LOCK = threading.Lock()
 
 
-def builtin_entries() -> dict[str, ErrorEntry]:
-    """The entries specreg and its built-in plugins ship, by code, sorted."""
+def core_entries() -> dict[str, ErrorEntry]:
+    """The entries of specreg's core, by code, sorted."""
     global _TABLE
     if _TABLE is None:
         _TABLE = _collect()
     return _TABLE
 
 
-def entries() -> dict[str, ErrorEntry]:
-    """Every entry: the built-in ones and those loaded plugins registered, sorted by code."""
-    table = dict(builtin_entries())
+def builtin_entries() -> dict[str, ErrorEntry]:
+    """The core's entries and those the shipped plugins registered so far, sorted by code.
+
+    Load a registry first (`Registry.load()`) to include every shipped plugin's entries."""
+    table = dict(core_entries())
     with _PLUGIN_LOCK:
-        table.update({code: entry for code, (entry, _) in _PLUGIN_ENTRIES.items()})
+        table.update({c: e for c, (e, _, shipped) in _PLUGIN_ENTRIES.items() if shipped})
     return dict(sorted(table.items()))
 
 
-def register_plugin_entry(entry: ErrorEntry, plugin: str) -> str | None:
-    """Add a plugin's entry. Returns None, or why the entry was refused."""
+def entries() -> dict[str, ErrorEntry]:
+    """Every entry: the core's and those loaded plugins registered, sorted by code."""
+    table = dict(core_entries())
+    with _PLUGIN_LOCK:
+        table.update({code: entry for code, (entry, _, _) in _PLUGIN_ENTRIES.items()})
+    return dict(sorted(table.items()))
+
+
+def shipped_packages() -> frozenset[str]:
+    """The top-level packages of specreg's own distribution (the core and its plugins)."""
+    try:
+        text = importlib.metadata.distribution("specreg").read_text("top_level.txt") or ""
+    except importlib.metadata.PackageNotFoundError:
+        return frozenset({"specreg"})
+    return frozenset(text.split())
+
+
+def register_plugin_entry(
+    entry: ErrorEntry, plugin: str, *, package: str | None = None
+) -> str | None:
+    """Add the entry of `plugin`, whose code lives in top-level `package`. Returns None, or why
+    the entry was refused. Packages shipped with specreg use SR200-SR499, others SR500-SR899."""
+    shipped = package is not None and package != "specreg" and package in shipped_packages()
+    allowed = SHIPPED_PLUGIN_CODES if shipped else PLUGIN_CODES
     number = int(entry.code[2:])
-    if number not in PLUGIN_CODES:
+    if number not in allowed:
         return (
             f"code {entry.code} is outside the range plugins may use "
-            f"(SR{PLUGIN_CODES.start}-SR{PLUGIN_CODES.stop - 1})"
+            f"(SR{allowed.start}-SR{allowed.stop - 1})"
         )
     with _PLUGIN_LOCK:
         taken = _PLUGIN_ENTRIES.get(entry.code)
         if taken is not None and taken[0] != entry:  # the same entry again is fine
             return f"code {entry.code} is already registered by plugin {taken[1]!r}"
         if taken is None:
-            _PLUGIN_ENTRIES[entry.code] = (entry, plugin)
+            _PLUGIN_ENTRIES[entry.code] = (entry, plugin, shipped)
     return None
+
+
+def register_package_entries(entries: Iterable[ErrorEntry], plugin: str, package: str) -> None:
+    """Register a plugin package's entries when it is imported, so its kernels raise coded
+    errors without a registry; a refusal is a bug in the package (RuntimeError)."""
+    refused = [r for r in (register_plugin_entry(e, plugin, package=package) for e in entries) if r]
+    if refused:
+        raise RuntimeError(f"{package}: " + "; ".join(refused))
 
 
 def lookup(code: str) -> ErrorEntry:
     """The entry for `code` (case-insensitive). Raises `KeyError` for an unknown code."""
     key = code.strip().upper()
-    table = builtin_entries()
+    table = core_entries()
     if key in table:
         return table[key]
     with _PLUGIN_LOCK:

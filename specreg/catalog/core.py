@@ -347,4 +347,47 @@ ENTRIES = (
             "specreg.distributed.check_consistent(plan)"
         ),
     ),
+    ErrorEntry(
+        code="SR122",
+        title="An adaptive candidate step is one the algorithm cannot serve",
+        meaning=(
+            "With candidate_steps, the algorithm's plugin derives a config for every candidate "
+            "step count, and the plan sizes its buffers, verifier and drafter for all of them. "
+            "A candidate whose derived num_steps, topk or num_draft_tokens lies outside the "
+            "ranges the algorithm declares, or that its drafter cannot produce, cannot be served."
+        ),
+        when="registry.check or registry.resolve of a config with --speculative-candidate-steps.",
+        solutions=(
+            "Remove the candidate step the message names from --speculative-candidate-steps.",
+            "Pick candidate steps within the algorithm's num_steps range (specreg list --json).",
+        ),
+        example_fix=(
+            "# before\n--speculative-algorithm eagle --speculative-candidate-steps 1,3,40\n"
+            "# after\n--speculative-algorithm eagle --speculative-candidate-steps 1,3,5"
+        ),
+    ),
+    ErrorEntry(
+        code="SR123",
+        title="A plugin's verifier, drafter or cache swapper breaks the per-step contract",
+        meaning=(
+            "Every object a plan holds is driven through a typing.Protocol in specreg.protocols: "
+            "ChainVerifierProtocol or TreeVerifierProtocol for plan.verifier, ChainDrafter-, "
+            "TreeDrafter- or BlockDrafterProtocol for plan.drafter (by the algorithm's drafting "
+            "style) and CacheSwapperProtocol for plan.cache_swapper. The plugin named in the "
+            "message returned an object that lacks a member, or whose method does not take the "
+            "protocol's arguments, so a serving loop would fail at its first step."
+        ),
+        when="registry.resolve(config), right after the plugin's specreg_make_* hook returned.",
+        solutions=(
+            "Users: report it to the plugin's authors, or use another algorithm or cache.",
+            "Plugin authors: add the missing members; the conformance kit "
+            "(specreg.testing.check_algorithm) lists every clause.",
+        ),
+        example_fix=(
+            "class MyVerifier:\n    rules = ('greedy',)\n    num_draft_tokens = 4\n"
+            "    widths = (4,)\n    def verify_greedy(self, candidates, target_logits, *, "
+            "verify_lens=None): ...\n    def verify_sampling(self, candidates, target_probs, "
+            "draft_probs, **kw): ..."
+        ),
+    ),
 )

@@ -41,6 +41,7 @@ makes two passes: total mass, then inverse CDF; no [b, n, V] temporaries, no hos
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import attrs
@@ -66,6 +67,7 @@ from specreg.kernels.sampling import (
     take_rows_float32,
     uniform_coins,
 )
+from specreg.protocols import VerifyResult
 
 try:
     import triton
@@ -910,7 +912,11 @@ def verify_chain_target_only(
 
 
 class ChainVerifier:
-    """The verifier specreg hands to chain and block drafters (`specreg_make_verifier`)."""
+    """The verifier specreg hands to chain and block drafters (`specreg_make_verifier`).
+
+    It accepts a chain of any width in `widths` (the main config's and every adaptive
+    candidate's; by default only `num_draft_tokens`) and returns `specreg.protocols.VerifyResult`.
+    """
 
     rules = ("greedy", "chain_sampling")
 
@@ -918,28 +924,51 @@ class ChainVerifier:
         self,
         num_draft_tokens: int,
         *,
+        widths: Sequence[int] | None = None,
         backend: BackendChoice = None,
         check_values: bool | None = None,
     ) -> None:
-        if isinstance(num_draft_tokens, bool) or not isinstance(num_draft_tokens, int) or (
-            num_draft_tokens < 1
-        ):
+        accepted = tuple(sorted({*(widths or ()), num_draft_tokens}))
+        bad = [w for w in accepted if isinstance(w, bool) or not isinstance(w, int) or w < 1]
+        if bad or max(accepted) != num_draft_tokens:
             raise KernelInputError(
                 problem(
                     "SR904",
-                    f"num_draft_tokens={num_draft_tokens!r} is not a positive integer",
-                    accepted="an integer >= 1 (the anchor plus gamma drafts)",
-                    fix="pass the resolved config's num_draft_tokens",
+                    f"num_draft_tokens={num_draft_tokens!r} with widths={list(accepted)!r} is not "
+                    "a positive integer that is the largest accepted width",
+                    accepted="integers >= 1 (the anchor plus gamma drafts); num_draft_tokens the "
+                    "largest",
+                    fix="pass the resolved plan's verify widths",
                     field="num_draft_tokens",
                 )
             )
         self.num_draft_tokens = num_draft_tokens
+        self.widths = accepted
         self.gamma = num_draft_tokens - 1
         self.backend = backend
         self.check_values = check_values
 
     def _check_width(self, candidates: torch.Tensor) -> None:
-        check_shape("candidates", candidates, (None, self.num_draft_tokens))
+        if candidates.dim() == 2 and candidates.shape[1] in self.widths:
+            return
+        check_shape("candidates", candidates, (None, None))
+        raise KernelInputError(
+            problem(
+                "SR900",
+                f"candidates has width {candidates.shape[1]}, not one of the plan's verify "
+                f"widths {list(self.widths)}",
+                accepted=f"candidates [b, n] with n in {list(self.widths)}",
+                fix="draft the gamma of the main config or of one adaptive candidate",
+                field="candidates",
+            )
+        )
+
+    @staticmethod
+    def _result(found: ChainVerifyResult, width: int) -> VerifyResult:
+        return VerifyResult(
+            num_accepted=found.accept_len, output_tokens=found.output_tokens, bonus=found.bonus,
+            width=width,
+        )
 
     def verify_greedy(
         self,
@@ -947,11 +976,14 @@ class ChainVerifier:
         target_logits: torch.Tensor,
         *,
         verify_lens: torch.Tensor | None = None,
-    ) -> ChainVerifyResult:
+    ) -> VerifyResult:
         self._check_width(candidates)
-        return verify_chain_greedy(
-            candidates, target_logits, verify_lens=verify_lens,
-            check_values=self.check_values, backend=self.backend,
+        return self._result(
+            verify_chain_greedy(
+                candidates, target_logits, verify_lens=verify_lens,
+                check_values=self.check_values, backend=self.backend,
+            ),
+            candidates.shape[1],
         )
 
     def verify_greedy_from_predict(
@@ -960,10 +992,14 @@ class ChainVerifier:
         target_predict: torch.Tensor,
         *,
         verify_lens: torch.Tensor | None = None,
-    ) -> ChainVerifyResult:
+    ) -> VerifyResult:
         self._check_width(candidates)
-        return verify_chain_greedy_from_predict(
-            candidates, target_predict, verify_lens=verify_lens, check_values=self.check_values
+        return self._result(
+            verify_chain_greedy_from_predict(
+                candidates, target_predict, verify_lens=verify_lens,
+                check_values=self.check_values,
+            ),
+            candidates.shape[1],
         )
 
     def verify_sampling(
@@ -978,14 +1014,17 @@ class ChainVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
-    ) -> ChainVerifyResult:
+    ) -> VerifyResult:
         """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule."""
         self._check_width(candidates)
-        return verify_chain_sampling(
-            candidates, target_probs, draft_probs,
-            coins=coins, final_coins=final_coins, verify_lens=verify_lens, seed=seed,
-            offsets=offsets, generator=generator, check_values=self.check_values,
-            backend=self.backend,
+        return self._result(
+            verify_chain_sampling(
+                candidates, target_probs, draft_probs,
+                coins=coins, final_coins=final_coins, verify_lens=verify_lens, seed=seed,
+                offsets=offsets, generator=generator, check_values=self.check_values,
+                backend=self.backend,
+            ),
+            candidates.shape[1],
         )
 
     def verify_target_only(
@@ -999,7 +1038,7 @@ class ChainVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
-    ) -> ChainVerifyResult:
+    ) -> VerifyResult:
         return self.verify_sampling(
             candidates, target_probs, None,
             coins=coins, final_coins=final_coins, verify_lens=verify_lens, seed=seed,
@@ -1010,6 +1049,7 @@ class ChainVerifier:
         backend = self.backend or "auto"
         return (
             f"ChainVerifier(num_draft_tokens={self.num_draft_tokens}, gamma={self.gamma}, "
+            f"widths={list(self.widths)}, "
             f"rules={', '.join(self.rules)}, target-only rule when draft_probs is None, "
             f"backend={backend})"
         )

@@ -1,12 +1,15 @@
 """The catalog is the single source: codes used in code exist, docs are generated from it."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from specreg import catalog
 from specreg.cli import main
+from specreg.registry import Registry
 
 ROOT = Path(__file__).parents[2]
 CODE_RE = re.compile(r"[\"'](SR\d{3})[\"']")
@@ -30,6 +33,29 @@ def _declared_by_plugin(code: str, path: Path) -> bool:
     rel = path.relative_to(ROOT).parts
     distribution = ROOT.joinpath(*rel[:2]) if rel[0] == "examples" else path.parent
     return any(f'code="{code}"' in p.read_text(encoding="utf-8") for p in distribution.rglob("*.py"))
+
+
+@pytest.fixture(autouse=True)
+def _shipped_plugins_loaded():
+    """The shipped plugins register their entries while a registry loads."""
+    Registry.load()
+
+
+def test_core_keeps_only_core_codes():
+    """The core's catalog holds SR1xx and SR9xx; the shipped plugins own SR200-SR499."""
+    core = catalog.core_entries()
+    assert core and all(c[2] in "19" for c in core)
+    shipped = set(catalog.builtin_entries()) - set(core)
+    assert shipped and all(int(c[2:]) in catalog.SHIPPED_PLUGIN_CODES for c in shipped)
+
+
+def test_explain_finds_a_shipped_plugin_code_in_a_fresh_process():
+    done = subprocess.run(
+        [sys.executable, "-m", "specreg", "explain", "SR200"],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("SR200: EAGLE num_draft_tokens exceeds")
 
 
 def test_every_code_used_in_code_is_in_the_catalog():

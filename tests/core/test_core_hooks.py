@@ -52,7 +52,7 @@ def make_registry(*plugins) -> Registry:
 
 def test_every_hookspec_has_a_test():
     names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("specreg_")]
-    assert len(names) == 10
+    assert len(names) == 12
     missing = [n for n in names if f"test_hook_{n}" not in globals()]
     assert not missing, f"hooks without a test: {missing}"
 
@@ -191,8 +191,92 @@ def test_hook_specreg_validate_config():
     assert [n.message for n in plan.notices] == ["gamma too big"]
 
 
+class TreeVerifierStub:
+    """Satisfies TreeVerifierProtocol (these tests resolve plans; nothing runs a step)."""
+
+    rules = ("tree_greedy",)
+    widths = (6,)
+    num_draft_tokens = 6
+
+    def verify_greedy(self, tree, target_logits=None):
+        raise NotImplementedError
+
+    def verify_sampling(self, tree, target_probs, *, draft_probs=None, seed=None, offsets=None,
+                        generator=None):
+        raise NotImplementedError
+
+
+class TreeDrafterStub:
+    topk, num_steps, num_draft_tokens = 2, 3, 6
+
+    def start(self, logits, hidden):
+        raise NotImplementedError
+
+    def step(self, draft, logits, hidden):
+        raise NotImplementedError
+
+    def tree(self, draft, bonus_tokens, seq_lens, *, mask_mode=None):
+        raise NotImplementedError
+
+
+def test_hook_specreg_resolve_candidates():
+    class Candidates:
+        @hookimpl
+        def specreg_resolve_candidates(self, config, algorithm):
+            if algorithm.name != "treealgo":
+                return None
+            return [config.evolve(num_steps=s, num_draft_tokens=2 * s, candidate_steps=None)
+                    for s in sorted(config.candidate_steps)]
+
+    config = {"algorithm": "treealgo", "topk": 2, "num_steps": 2, "candidate_steps": [1, 4]}
+    default = make_registry().resolve(config)
+    # the default derivation: a tree keeps topk with 1 + steps * topk nodes
+    assert [(c.steps, c.config.num_draft_tokens) for c in default.candidates] == [(1, 3), (4, 9)]
+    assert default.num_tokens_per_req("target_verify") == 9 and default.gamma == 8
+    plan = make_registry(Candidates()).resolve(config)
+    assert [(c.steps, c.config.num_draft_tokens) for c in plan.candidates] == [(1, 2), (4, 8)]
+    assert plan.num_tokens_per_req("target_verify") == 8 and plan.gamma == 7
+    # a candidate outside the declared num_steps range is SR122, reported by check
+    problems = make_registry().check({**config, "candidate_steps": [1, 9]})
+    assert [p.code for p in problems] == ["SR122"] and "step 9" in problems[0].message
+
+
+def test_hook_specreg_resolve_sizes():
+    from specreg import Sizes
+
+    class AllSizes:
+        @hookimpl
+        def specreg_resolve_sizes(self, configs, algorithm):
+            if algorithm.name != "treealgo":
+                return None
+            return [
+                Sizes(gamma=c.num_draft_tokens - 1,
+                      target={"draft_decode": c.topk, "draft_extend": 1,
+                              "target_verify": c.num_draft_tokens},
+                      draft={"draft_decode": c.topk, "draft_extend": 2,
+                             "target_verify": c.num_draft_tokens + 1})
+                for c in configs
+            ]
+
+    plan = make_registry(AllSizes()).resolve(
+        {"algorithm": "treealgo", "num_draft_tokens": 6, "candidate_steps": [1, 5]}
+    )
+    assert plan.num_tokens_per_req("draft_extend") == 1
+    assert plan.num_tokens_per_req("target_verify", is_draft_worker=True) == 12  # 1 + 5 * 2 + 1
+    assert plan.gamma == 10
+
+    class WrongCount:
+        @hookimpl
+        def specreg_resolve_sizes(self, configs):
+            return []
+
+    with pytest.raises(ConfigError) as info:
+        make_registry(WrongCount()).resolve({"algorithm": "treealgo"})
+    assert info.value.code == "SR115"
+
+
 def test_hook_specreg_make_verifier():
-    class Verifier:
+    class Verifier(TreeVerifierStub):
         def describe(self):
             return "tree verifier"
 
@@ -208,9 +292,8 @@ def test_hook_specreg_make_verifier():
 
 
 def test_hook_specreg_make_drafter():
-    class Drafter:
-        def propose(self, history, lengths):
-            return history[:, :1]
+    class Drafter(TreeDrafterStub):
+        pass
 
     class Make:
         @hookimpl
@@ -223,10 +306,40 @@ def test_hook_specreg_make_drafter():
     assert plan.to_dict()["drafter"] == "Drafter"
 
 
+@pytest.mark.parametrize("hook", ["specreg_make_verifier", "specreg_make_drafter",
+                                  "specreg_make_cache_swapper"])
+def test_an_object_breaking_its_protocol_is_sr123_naming_the_plugin(hook):
+    class ChainOnly:
+        """A chain drafter's shape, returned for a tree algorithm: no start/step/tree."""
+
+        gamma = 3
+
+        def propose(self, history, lengths):
+            return history[:, :3]
+
+    broken = type("Broken", (), {hook: hookimpl(lambda self: ChainOnly())})()
+    with pytest.raises(PluginError) as info:
+        make_registry(broken).resolve({"algorithm": "treealgo", "cache": "memcache"})
+    assert info.value.code == "SR123"
+    assert "'extra0'" in str(info.value) and "ChainOnly" in str(info.value)
+
+
 def test_hook_specreg_make_cache_swapper():
     class Swapper:
+        layout = last_stats = None
+
         def __init__(self, steps, rows):
             self.steps, self.rows = steps, rows
+
+        def new_host_cache(self, *args, **kwargs): ...
+
+        def new_device_buffer(self, row_elems, dtype=None): ...
+
+        def reset_request(self, slot): ...
+
+        def write_tail(self, *args, **kwargs): ...
+
+        def swap(self, *args, **kwargs): ...
 
     class Make:
         @hookimpl

@@ -1,6 +1,6 @@
 """Catalog entries SR200–SR299: the EAGLE plugin (tree drafting and verification)."""
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog import ErrorEntry, register_package_entries
 
 ENTRIES: tuple[ErrorEntry, ...] = (
     ErrorEntry(
@@ -116,4 +116,28 @@ ENTRIES: tuple[ErrorEntry, ...] = (
             "# after\norganize_draft_results(scores, tokens, parents, 8)"
         ),
     ),
+    ErrorEntry(
+        code="SR214",
+        title="An EAGLE draft has a step count the plan does not serve",
+        meaning=(
+            "The plan's drafter and verifier serve the main config's num_steps and every "
+            "adaptive candidate's; each step count has its own verify width. A draft with "
+            "another number of steps (or one step past the largest) has no width to build "
+            "its tree with."
+        ),
+        when="EagleDrafter.step / tree, or EagleVerifier.build_tree, at run time.",
+        solutions=(
+            "Run exactly the main config's num_steps draft steps, or one candidate's.",
+            "Add the step count to --speculative-candidate-steps and resolve again.",
+        ),
+        example_fix=(
+            "draft = plan.drafter.start(logits, hidden)\n"
+            "for _ in range(candidate.steps - 1):\n"
+            "    draft = plan.drafter.step(draft, *draft_model(draft.input_ids, draft.hidden))\n"
+            "tree = plan.drafter.tree(draft, bonus_tokens, seq_lens)"
+        ),
+    ),
 )
+
+# Registered on import too, so the kernels raise coded errors without a registry.
+register_package_entries(ENTRIES, plugin="eagle", package=__name__.split(".")[0])

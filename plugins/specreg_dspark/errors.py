@@ -1,6 +1,6 @@
 """Catalog entries SR300–SR399: the DSpark plugin and its DFlash base."""
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog import ErrorEntry, register_package_entries
 
 ENTRIES: tuple[ErrorEntry, ...] = (
     ErrorEntry(
@@ -188,4 +188,40 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ),
         example_fix="# before\nplan.verifier.verify_greedy(c, logits, verify_lens=lens)   # dflash\n# after\nplan.verifier.verify_greedy(c, logits)",
     ),
+    ErrorEntry(
+        code="SR312",
+        title="An adaptive candidate needs more drafts than one draft block holds",
+        meaning=(
+            "DSpark and DFlash draft a whole block in one forward; an adaptive candidate step s "
+            "verifies the first s drafts of that block. DSpark's block holds gamma drafts "
+            "(gamma from --speculative-num-draft-tokens or the checkpoint), DFlash's block "
+            "size - 1. A larger candidate cannot be drafted."
+        ),
+        when="registry.check or registry.resolve of a dspark/dflash config with candidate steps.",
+        solutions=(
+            "Remove the candidate step the message names from --speculative-candidate-steps.",
+            "Raise --speculative-num-draft-tokens (and use a checkpoint with that block size).",
+        ),
+        example_fix=(
+            "# before\n--speculative-algorithm dspark --speculative-num-draft-tokens 4 "
+            "--speculative-candidate-steps 1,3,5\n"
+            "# after\n--speculative-algorithm dspark --speculative-num-draft-tokens 4 "
+            "--speculative-candidate-steps 1,3"
+        ),
+    ),
+    ErrorEntry(
+        code="SR313",
+        title="A block proposal asks for a gamma the plan does not serve",
+        meaning=(
+            "BlockDrafter.propose(..., gamma=g) proposes the first g drafts of the block; g must "
+            "be the main config's gamma or one adaptive candidate's, the widths the verifier "
+            "accepts."
+        ),
+        when="plan.drafter.propose at run time.",
+        solutions=("Pass gamma=candidate.gamma for a candidate of plan.candidates, or omit it.",),
+        example_fix="drafts, q = plan.drafter.propose(logits, anchor, head=head, gamma=3)",
+    ),
 )
+
+# Registered on import too, so the kernels raise coded errors without a registry.
+register_package_entries(ENTRIES, plugin="dspark", package=__name__.split(".")[0])

@@ -1,0 +1,147 @@
+"""`BlockDrafter`: the object `plan.drafter` holds for dspark and dflash (a `BlockDrafterProtocol`).
+
+It builds the draft block of one draft forward ([anchor, MASK, ...]) and proposes the drafts from
+the block's logits: through the Markov head for DSpark (a walk that corrects each slot from the
+previous draft token), independently per slot for DFlash. `make_head` builds the head module the
+checkpoint's weights load into. With adaptive candidates, `propose(..., gamma=s)` proposes the
+first s drafts of the same block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from specreg.errors import ConfigError, KernelInputError, problem
+from specreg.kernels.checks import check_shape
+from specreg_dspark.config import BlockRuntime
+from specreg_dspark.kernels.draft_block import build_draft_block
+from specreg_dspark.markov import ExponentialRaceSampler, MarkovHead, greedy_sampler
+
+
+class BlockDrafter:
+    """Draft-block construction and proposal for one resolved dspark/dflash plan."""
+
+    def __init__(self, runtime: BlockRuntime, *, gammas: Sequence[int] = ()) -> None:
+        self.runtime = runtime
+        self.gammas = tuple(sorted({*gammas, runtime.gamma}))
+        self.gamma = max(self.gammas)
+        self.draft_width = runtime.draft_width
+
+    def make_head(self, *, vocab_size: int, hidden_size: int) -> MarkovHead | None:
+        """The Markov head the checkpoint declares (untrained: load its weights), or None."""
+        if self.runtime.markov_rank <= 0:
+            return None
+        from specreg_dspark.markov import make_markov_head
+
+        return make_markov_head(
+            self.runtime.markov_head_type or "vanilla",
+            vocab_size=vocab_size, rank=self.runtime.markov_rank, hidden_size=hidden_size,
+        )
+
+    def _gamma(self, gamma: int | None) -> int:
+        if gamma is None:
+            return self.runtime.gamma
+        if gamma not in self.gammas:
+            raise KernelInputError(
+                problem(
+                    "SR313",
+                    f"gamma={gamma!r} is not one this plan serves",
+                    accepted=", ".join(str(g) for g in self.gammas),
+                    fix="propose the main config's gamma or one adaptive candidate's",
+                    field="gamma",
+                )
+            )
+        return gamma
+
+    def build_draft_block(
+        self, anchor: torch.Tensor, anchor_positions: torch.Tensor, *, vocab_size: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Input ids and positions [b, draft_width] of the draft forward."""
+        if self.runtime.mask_token_id is None:
+            raise ConfigError(
+                problem(
+                    "SR304",
+                    f"{self.runtime.algorithm} cannot build a draft block: mask_token_id is "
+                    "unknown (no draft config was given)",
+                    accepted="a plan resolved with the draft checkpoint's config.json",
+                    fix="resolve with --speculative-draft-config PATH/config.json",
+                    field="mask_token_id",
+                )
+            )
+        return build_draft_block(
+            anchor,
+            anchor_positions,
+            width=self.runtime.draft_width,
+            mask_token_id=self.runtime.mask_token_id,
+            vocab_size=vocab_size,
+        )
+
+    def propose(
+        self,
+        base_logits: torch.Tensor,
+        anchor: torch.Tensor,
+        *,
+        head: Any = None,
+        hidden: torch.Tensor | None = None,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+        gamma: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draft tokens [b, gamma] and the logits they were drawn from [b, gamma, V] (None when
+        greedy). DSpark walks the Markov `head`; DFlash (no head) samples each slot of the
+        first gamma block rows independently. The bonus-anchor layout passes base logits with
+        the anchor's slot already skipped."""
+        wanted = self._gamma(gamma)
+        check_shape("base_logits", base_logits, (anchor.shape[0], None, None))
+        if base_logits.shape[1] < wanted:
+            raise KernelInputError(
+                problem(
+                    "SR900",
+                    f"base_logits has {base_logits.shape[1]} block rows, fewer than gamma="
+                    f"{wanted}",
+                    accepted=f"base_logits [b, >= {wanted}, V]",
+                    fix="pass the draft forward's logits for the whole block",
+                    field="base_logits",
+                )
+            )
+        base_logits = base_logits[:, :wanted]
+        greedy = temperature <= 0
+        if head is not None:
+            if greedy:
+                return head.greedy_block(base_logits, anchor, hidden), None
+            sampler = ExponentialRaceSampler(temperature, generator=generator)
+            return head.sample_block(base_logits, anchor, hidden, sampler)
+        if self.runtime.algorithm == "dspark":
+            raise ConfigError(
+                problem(
+                    "SR303",
+                    "DSpark proposals need the Markov head (head=...)",
+                    accepted="a MarkovHead built from the checkpoint",
+                    fix="pass head=make_markov_head(...), or use dflash for a head-less draft",
+                    field="markov_rank",
+                )
+            )
+        logits = base_logits.float()
+        flat = logits.reshape(-1, logits.shape[-1])
+        if greedy:
+            return greedy_sampler(flat).view(logits.shape[:2]), None
+        tokens = ExponentialRaceSampler(temperature, generator=generator)(flat)
+        return tokens.view(logits.shape[:2]), logits
+
+    @staticmethod
+    def candidates(anchor: torch.Tensor, draft_tokens: torch.Tensor) -> torch.Tensor:
+        """[anchor, drafts...] as int64 [b, gamma + 1]: the chain the target verifies."""
+        return torch.cat([anchor.to(torch.int64)[:, None], draft_tokens.to(torch.int64)], dim=1)
+
+    def describe(self) -> str:
+        r = self.runtime
+        return (
+            f"BlockDrafter({r.algorithm}, gammas={list(self.gammas)}, draft_width="
+            f"{r.draft_width}, layout={r.layout}, markov_head="
+            f"{r.markov_head_type or 'none'} rank {r.markov_rank})"
+        )
+
+    __repr__ = describe

@@ -1,0 +1,166 @@
+"""`EagleDrafter`: the object `plan.drafter` holds for eagle / eagle3 (a `TreeDrafterProtocol`).
+
+It turns the draft model's outputs into an EAGLE draft tree with the plugin's kernels: each
+step takes the draft model's logits and hidden states, keeps the top-k tokens per branch
+(`select_top_k_tokens`), and after the last step `tree` keeps the best `num_draft_tokens - 1`
+drafts (`organize_draft_results`) and builds the verify tree (`build_tree`). The number of
+steps taken picks the adaptive candidate: its verify width comes from the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+import torch
+
+from specreg.errors import KernelInputError, problem
+from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check_tensor
+from specreg_eagle.tree import (
+    TreeBuildResult,
+    build_tree,
+    organize_draft_results,
+    select_top_k_tokens,
+)
+
+
+@attrs.frozen(kw_only=True)
+class TreeDraft:
+    """A draft tree in progress after `steps` selection steps.
+
+    `input_ids` int64 [b*topk] and `hidden` [b*topk, H] are what the draft model runs next;
+    `scores` [b, topk] the cumulative probabilities of the current branches.
+    """
+
+    steps: int
+    input_ids: torch.Tensor
+    hidden: torch.Tensor
+    scores: torch.Tensor
+    score_list: tuple[torch.Tensor, ...]
+    token_list: tuple[torch.Tensor, ...]
+    parents_list: tuple[torch.Tensor, ...]
+
+
+class EagleDrafter:
+    """Top-k selection and tree assembly for one resolved eagle plan.
+
+    `widths_by_steps` maps every step count the plan serves (the main config's and each
+    adaptive candidate's) to its verify width; `num_steps` and `num_draft_tokens` are the
+    largest.
+    """
+
+    def __init__(
+        self,
+        *,
+        topk: int,
+        widths_by_steps: Mapping[int, int],
+        mask_mode: str = "full",
+        check_values: bool | None = None,
+    ) -> None:
+        self.topk = int(topk)
+        self.widths_by_steps = dict(sorted(widths_by_steps.items()))
+        self.num_steps = max(self.widths_by_steps)
+        self.num_draft_tokens = max(self.widths_by_steps.values())
+        self.gamma = self.num_draft_tokens - 1
+        self.mask_mode = mask_mode
+        self.check_values = check_values
+
+    def _topk(self, logits: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        check_tensor("logits", logits)
+        check_shape("logits", logits, (rows, None))
+        check_dtype("logits", logits, FLOAT_DTYPES)
+        if logits.shape[1] < self.topk:
+            raise KernelInputError(
+                problem(
+                    "SR900",
+                    f"logits has a vocab of {logits.shape[1]}, fewer than topk={self.topk}",
+                    accepted=f"logits [{rows}, V] with V >= {self.topk}",
+                    fix="pass the draft model's full-vocab logits",
+                    field="logits",
+                )
+            )
+        probs = torch.softmax(logits.float(), dim=-1)
+        return torch.topk(probs, self.topk, dim=-1)
+
+    def start(self, logits: torch.Tensor, hidden: torch.Tensor) -> TreeDraft:
+        """Step 0 from the draft-extend output: `logits` [b, V], `hidden` [b, H]."""
+        b = check_tensor("logits", logits).shape[0] if logits.dim() else -1
+        topk_p, topk_index = self._topk(logits, b)
+        return self._select(0, topk_p, topk_index, hidden, None, (), (), ())
+
+    def step(self, draft: TreeDraft, logits: torch.Tensor, hidden: torch.Tensor) -> TreeDraft:
+        """One more level: `logits` [b*topk, V] and `hidden` [b*topk, H] of the draft model
+        run on `draft.input_ids`."""
+        if draft.steps >= self.num_steps:
+            raise KernelInputError(
+                problem(
+                    "SR214",
+                    f"the draft already has {draft.steps} steps, the most this plan serves",
+                    accepted=f"at most {self.num_steps} draft steps "
+                    f"(served step counts: {list(self.widths_by_steps)})",
+                    fix="build the tree with drafter.tree(draft, ...) now",
+                    field="draft",
+                )
+            )
+        topk_p, topk_index = self._topk(logits, draft.input_ids.shape[0])
+        return self._select(
+            draft.steps, topk_p, topk_index, hidden, draft.scores,
+            draft.score_list, draft.token_list, draft.parents_list,
+        )
+
+    def _select(self, i, topk_p, topk_index, hidden, scores, score_list, token_list, parents_list):
+        input_ids, hidden, scores, (step_scores, step_tokens, parents) = select_top_k_tokens(
+            i, topk_p, topk_index, hidden, scores, self.topk
+        )
+        return TreeDraft(
+            steps=i + 1,
+            input_ids=input_ids,
+            hidden=hidden,
+            scores=scores,
+            score_list=(*score_list, step_scores),
+            token_list=(*token_list, step_tokens),
+            parents_list=(*parents_list, parents),
+        )
+
+    def width_for(self, steps: int) -> int:
+        """The verify width of a tree drafted in `steps` steps (SR214 if the plan has none)."""
+        if steps not in self.widths_by_steps:
+            raise KernelInputError(
+                problem(
+                    "SR214",
+                    f"a draft of {steps} steps is not one of the step counts this plan serves",
+                    accepted=", ".join(str(s) for s in self.widths_by_steps),
+                    fix="draft the main config's num_steps or one adaptive candidate's",
+                    field="draft",
+                )
+            )
+        return self.widths_by_steps[steps]
+
+    def tree(
+        self,
+        draft: TreeDraft,
+        bonus_tokens: torch.Tensor,
+        seq_lens: torch.Tensor,
+        *,
+        mask_mode: str | None = None,
+        seq_lens_sum: int | None = None,
+    ) -> TreeBuildResult:
+        """Keep the best drafts and build the verify tree rooted at `bonus_tokens` [b]."""
+        width = self.width_for(draft.steps)
+        parent_list, top_scores_index, draft_tokens = organize_draft_results(
+            draft.score_list, draft.token_list, draft.parents_list, width
+        )
+        return build_tree(
+            bonus_tokens, parent_list, top_scores_index, draft_tokens, seq_lens,
+            topk=self.topk, depth=draft.steps, num_verify_tokens=width,
+            mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
+            check_values=self.check_values,
+        )
+
+    def describe(self) -> str:
+        return (
+            f"EagleDrafter(topk={self.topk}, widths by steps={self.widths_by_steps}, "
+            f"mask_mode={self.mask_mode})"
+        )
+
+    __repr__ = describe

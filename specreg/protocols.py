@@ -1,0 +1,268 @@
+"""The per-step contract: what a plan's verifier, drafter and cache swapper must offer.
+
+A serving loop drives `plan.drafter`, `plan.verifier` and `plan.cache_swapper` through these
+`typing.Protocol`s only, whatever plugin built them. `registry.resolve` checks every object a
+plugin returns against the protocol its algorithm's drafting style calls for, and reports a
+breach as SR123 naming the plugin. Every verifier returns one result type, `VerifyResult`.
+Imports neither torch nor triton (tensors are annotated as strings).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    import torch
+
+
+@attrs.frozen(kw_only=True)
+class VerifyResult:
+    """What every verifier returns for b requests (D = the deepest path + 1 slots).
+
+    - `num_accepted` int32 [b]: drafts accepted, not counting the bonus.
+    - `output_tokens` int64 [b, D]: the accepted drafts, then the bonus, then -1: the emitted
+      tokens (`num_accepted + 1` per request).
+    - `bonus` int64 [b]: the token emitted after the accepted drafts (the next step's root).
+    - `accepted_index` int64 [b, D]: the flat row (request * width + node) of the root and of
+      each accepted node, root first, -1 padded: the rows whose KV and hidden states to keep.
+    - `predicts` int64 [b * width] or None: for tree verifiers, the token emitted after each
+      node on the accepted path, -1 elsewhere.
+
+    `accept_len`, `accept_token_num` and `accept_index` are the older names, kept as aliases.
+    """
+
+    num_accepted: torch.Tensor
+    output_tokens: torch.Tensor
+    bonus: torch.Tensor
+    width: int
+    _accepted_index: torch.Tensor | None = attrs.field(default=None, alias="accepted_index")
+    predicts: torch.Tensor | None = None
+
+    @property
+    def accepted_index(self) -> torch.Tensor:
+        """Computed on first use for chains (node i of request r is row r * width + i)."""
+        if self._accepted_index is None:
+            import torch
+
+            out = self.output_tokens
+            b, slots = out.shape
+            k = torch.arange(slots, device=out.device).unsqueeze(0)
+            rows = torch.arange(b, device=out.device).unsqueeze(1) * self.width
+            count = self.num_accepted.to(torch.int64).unsqueeze(1)
+            index = torch.where(k <= count, rows + k, torch.full_like(out, -1, dtype=torch.int64))
+            object.__setattr__(self, "_accepted_index", index)
+        return self._accepted_index  # type: ignore[return-value]
+
+    @property
+    def num_emitted(self) -> torch.Tensor:
+        """Tokens emitted per request: num_accepted + 1."""
+        return self.num_accepted + 1
+
+    @property
+    def accept_len(self) -> torch.Tensor:
+        return self.num_accepted
+
+    @property
+    def accept_token_num(self) -> torch.Tensor:
+        return self.num_accepted
+
+    @property
+    def accept_index(self) -> torch.Tensor:
+        return self.accepted_index
+
+
+# ------------------------------------------------------------------------------------ verifiers
+@runtime_checkable
+class ChainVerifierProtocol(Protocol):
+    """Verifies one chain per request: `candidates` int64 [b, n] = the root, then n - 1 drafts.
+
+    `widths` lists every verify width n it accepts (the main config's and each adaptive
+    candidate's); `num_draft_tokens` is the largest.
+    """
+
+    rules: tuple[str, ...]
+    num_draft_tokens: int
+    widths: tuple[int, ...]
+
+    def verify_greedy(
+        self, candidates: torch.Tensor, target_logits: torch.Tensor, *,
+        verify_lens: torch.Tensor | None = None,
+    ) -> VerifyResult:
+        """Leading match against the target's argmax; `target_logits` [b, n, V]."""
+
+    def verify_sampling(
+        self, candidates: torch.Tensor, target_probs: torch.Tensor,
+        draft_probs: torch.Tensor | None, *, verify_lens: torch.Tensor | None = None,
+        seed: int | None = None, offsets: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> VerifyResult:
+        """Lossless rejection sampling; `target_probs` [b, n, V], `draft_probs` [b, n - 1, V]
+        (None: the target-only rule)."""
+
+
+@runtime_checkable
+class TreeVerifierProtocol(Protocol):
+    """Verifies one draft tree per request, as a tree drafter assembled it."""
+
+    rules: tuple[str, ...]
+    num_draft_tokens: int
+    widths: tuple[int, ...]
+
+    def verify_greedy(self, tree: Any, target_logits: torch.Tensor | None = None) -> VerifyResult:
+        """Longest path matching the target's argmax; `target_logits` [b, N, V]."""
+
+    def verify_sampling(
+        self, tree: Any, target_probs: torch.Tensor, *, draft_probs: torch.Tensor | None = None,
+        seed: int | None = None, offsets: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> VerifyResult:
+        """Lossless tree sampling; `target_probs` [b, N, V]."""
+
+
+# ------------------------------------------------------------------------------------- drafters
+@runtime_checkable
+class ChainDrafterProtocol(Protocol):
+    """Proposes a chain of `gamma` tokens per request without a draft model."""
+
+    gamma: int
+
+    def propose(self, history: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """`history` int64 [b, L], `lengths` [b] -> drafts int64 [b, gamma]."""
+
+
+@runtime_checkable
+class TreeDrafterProtocol(Protocol):
+    """Turns the draft model's logits and hidden states into a draft tree, step by step.
+
+    `start(logits [b, V], hidden [b, H])` opens a draft from the draft-extend output;
+    `step(draft, logits [b*topk, V], hidden [b*topk, H])` adds one level;
+    `draft.input_ids` / `draft.hidden` are what the draft model runs next; after the candidate's
+    `num_steps` levels, `tree(draft, bonus_tokens, seq_lens)` assembles the verify tree.
+    """
+
+    topk: int
+    num_steps: int
+    num_draft_tokens: int
+
+    def start(self, logits: torch.Tensor, hidden: torch.Tensor) -> Any: ...
+
+    def step(self, draft: Any, logits: torch.Tensor, hidden: torch.Tensor) -> Any: ...
+
+    def tree(
+        self, draft: Any, bonus_tokens: torch.Tensor, seq_lens: torch.Tensor, *,
+        mask_mode: str | None = None,
+    ) -> Any: ...
+
+
+@runtime_checkable
+class BlockDrafterProtocol(Protocol):
+    """Drafts a block in one draft forward: build its inputs, then propose from its logits.
+
+    `make_head(vocab_size=, hidden_size=)` returns the (untrained) head module the proposal
+    walks, or None when the algorithm has none; the framework loads the checkpoint's weights
+    into it. `propose(..., gamma=g)` proposes the first g tokens (an adaptive candidate).
+    """
+
+    gamma: int
+    draft_width: int
+
+    def build_draft_block(
+        self, anchor: torch.Tensor, anchor_positions: torch.Tensor, *,
+        vocab_size: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def make_head(self, *, vocab_size: int, hidden_size: int) -> Any: ...
+
+    def propose(
+        self, base_logits: torch.Tensor, anchor: torch.Tensor, *, head: Any = None,
+        hidden: torch.Tensor | None = None, temperature: float = 0.0,
+        generator: torch.Generator | None = None, gamma: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+
+    def candidates(self, anchor: torch.Tensor, draft_tokens: torch.Tensor) -> torch.Tensor: ...
+
+
+# -------------------------------------------------------------------------------- cache swapper
+@runtime_checkable
+class CacheSwapperProtocol(Protocol):
+    """Keeps each request's KV rows in a device buffer backed by a host cache.
+
+    `swap(...)` resolves every verify step of one call and returns the device locations of the
+    rows read; `last_stats` describes the last call (hits, misses, ...).
+    """
+
+    layout: Any
+    last_stats: Any
+
+    def new_host_cache(self, *args: Any, **kwargs: Any) -> torch.Tensor: ...
+
+    def new_device_buffer(self, row_elems: int, dtype: Any = ...) -> torch.Tensor: ...
+
+    def reset_request(self, slot: int) -> None: ...
+
+    def write_tail(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def swap(self, *args: Any, **kwargs: Any) -> torch.Tensor: ...
+
+
+VERIFIER_PROTOCOLS: dict[str, type] = {
+    "chain": ChainVerifierProtocol,
+    "block": ChainVerifierProtocol,
+    "tree": TreeVerifierProtocol,
+}
+DRAFTER_PROTOCOLS: dict[str, type] = {
+    "chain": ChainDrafterProtocol,
+    "block": BlockDrafterProtocol,
+    "tree": TreeDrafterProtocol,
+}
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The attribute and method names a protocol requires, sorted."""
+    names = set(getattr(protocol, "__annotations__", {}))
+    names |= {
+        name
+        for name, value in vars(protocol).items()
+        if not name.startswith("_") and callable(value)
+    }
+    return tuple(sorted(names))
+
+
+def missing_members(obj: object, protocol: type) -> list[str]:
+    """What `obj` lacks of `protocol`: absent attributes, and methods that are not callable or
+    do not take the protocol's positional arguments."""
+    out = []
+    for name in protocol_members(protocol):
+        if not hasattr(obj, name):
+            out.append(name)
+            continue
+        wanted = vars(protocol).get(name)
+        if callable(wanted):
+            got = getattr(obj, name)
+            if not callable(got):
+                out.append(f"{name} (not callable)")
+            elif not _takes_positionals(got, wanted):
+                out.append(f"{name} (signature)")
+    return out
+
+
+def _takes_positionals(got: Callable[..., Any], wanted: Callable[..., Any]) -> bool:
+    try:
+        have = inspect.signature(got)
+        need = inspect.signature(wanted)
+    except (TypeError, ValueError):
+        return True  # builtins without signatures: give them the benefit of the doubt
+    positional = [
+        p for p in list(need.parameters.values())[1:]  # drop self
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        and p.default is inspect.Parameter.empty
+    ]
+    try:
+        have.bind_partial(*[None] * len(positional))
+    except TypeError:
+        return False
+    return True
