@@ -165,10 +165,14 @@ class BlockDrafterProtocol(Protocol):
     `make_head(vocab_size=, hidden_size=)` returns the (untrained) head module the proposal
     walks, or None when the algorithm has none; the framework loads the checkpoint's weights
     into it. `propose(..., gamma=g)` proposes the first g tokens (an adaptive candidate).
+    `sample_from_anchor` is False in the bonus-anchor layout, where the block's slot 0 only
+    conditions (pass the base logits from slot 1 on); `mask_token_id` fills the block.
     """
 
     gamma: int
     draft_width: int
+    mask_token_id: int | None
+    sample_from_anchor: bool
 
     def build_draft_block(
         self, anchor: torch.Tensor, anchor_positions: torch.Tensor, *,

@@ -29,6 +29,8 @@ class BlockDrafter:
         self.gammas = tuple(sorted({*gammas, runtime.gamma}))
         self.gamma = max(self.gammas)
         self.draft_width = runtime.draft_width
+        self.mask_token_id = runtime.mask_token_id
+        self.sample_from_anchor = runtime.sample_from_anchor
 
     def make_head(self, *, vocab_size: int, hidden_size: int) -> MarkovHead | None:
         """The Markov head the checkpoint declares (untrained: load its weights), or None."""

@@ -1,8 +1,11 @@
 """A reference speculative-decoding loop driven only by a `SpecPlan`.
 
-It sizes its buffers from `plan.num_tokens_per_req(...)`, drafts with the toy draft model,
-verifies with `plan.verifier`, reads sparse KV rows through `plan.cache_swapper` when the plan has
-one, and branches only on declared capabilities (`plan.algorithm.drafting`), never on names.
+It sizes its buffers from `plan.num_tokens_per_req(...)`, runs the toy draft model and turns its
+outputs into proposals through `plan.drafter`, verifies with `plan.verifier`, reads sparse KV rows
+through `plan.cache_swapper` when the plan has one, and branches only on declared capabilities
+(`plan.algorithm.drafting`), never on names. It imports no plugin: every object it drives is
+reached through the plan and used through the `specreg.protocols` contract. `steps=` runs one
+adaptive candidate of the plan instead of the main config.
 """
 
 from __future__ import annotations
@@ -75,21 +78,28 @@ class SpeculativeLoop:
         temperature: float = 1.0,
         seed: int = 0,
         reader: KVReader | None = None,
+        steps: int | None = None,
     ) -> None:
         if plan.verifier is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
+        if plan.algorithm.drafting != "chain" and plan.drafter is None:
+            raise ValueError(f"plan for {plan.algorithm.name!r} has no drafter")
         self.plan = plan
+        self.sizes = plan.resolution.main if steps is None else plan.candidate(steps).sizes
+        self.steps = plan.config.num_steps if steps is None else steps
         self.target = target
         self.draft = draft
         self.sampling = sampling
         self.temperature = temperature
         self.generator = torch.Generator().manual_seed(seed)
-        self.verify_width = plan.num_tokens_per_req(Phase.TARGET_VERIFY)
-        self.draft_decode_width = plan.num_tokens_per_req(Phase.DRAFT_DECODE, is_draft_worker=True)
-        if self.verify_width > target.config.window:
+        self.verify_width = self.sizes.verify_width
+        self.draft_decode_width = self.sizes.width(Phase.DRAFT_DECODE, is_draft_worker=True)
+        # buffers are sized from the plan's maxima, which cover every candidate
+        self.max_verify_width = plan.num_tokens_per_req(Phase.TARGET_VERIFY)
+        if self.max_verify_width > target.config.window:
             raise ValueError(
                 f"the toy model's window ({target.config.window}) must cover the verify width "
-                f"({self.verify_width})"
+                f"({self.max_verify_width})"
             )
         self.markov_head = _markov_head_for(plan, draft)
         self.reader = reader or (
@@ -136,7 +146,8 @@ class SpeculativeLoop:
         b = batch.size
         if self.plan.drafter is not None:
             drafts = self.plan.drafter.propose(batch.seqs, batch.lengths)
-            assert drafts.shape == (b, gamma), (drafts.shape, gamma)
+            assert drafts.shape == (b, self.plan.drafter.gamma), (drafts.shape, gamma)
+            drafts = drafts[:, :gamma]  # a candidate verifies a prefix of the chain
             q = torch.nn.functional.one_hot(drafts, self.target.config.vocab_size).float()
             return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q
         ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
@@ -153,22 +164,22 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- block drafting
     def _draft_block(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One draft forward over the block [anchor, mask, ...], then the verifier's proposal
+        """One draft forward over the block [anchor, mask, ...], then the drafter's proposal
         step (a Markov walk when the checkpoint has a head) picks the draft tokens."""
         b = batch.size
         w = self.draft.config.window
-        verifier = self.plan.verifier
+        drafter = self.plan.drafter
         anchor = batch.last_tokens()
-        block_ids, block_pos = verifier.build_draft_block(
+        block_ids, block_pos = drafter.build_draft_block(
             anchor, batch.lengths - 1, vocab_size=self.draft.config.vocab_size
         )
         width = block_ids.shape[1]
-        assert width == self.plan.num_tokens_per_req(Phase.TARGET_VERIFY, is_draft_worker=True)
-        mask_id = verifier.runtime.mask_token_id
+        assert width == self.sizes.width(Phase.TARGET_VERIFY, is_draft_worker=True)
+        mask_id = drafter.mask_token_id
         # The toy draft reads slot k as "anchor then k mask tokens" and predicts the token after
         # it. In the bonus-anchor layout slot 0 only conditions and slot k >= 1 predicts the
         # token at its own position, so slot k there reads like dense slot k - 1.
-        shift = 0 if verifier.runtime.sample_from_anchor else 1
+        shift = 0 if drafter.sample_from_anchor else 1
         context = self.draft.windows_for(batch.seqs, batch.lengths)  # [b, w], anchor first
         windows = torch.full((b, width, w), -1, dtype=torch.long)
         for k in range(width):
@@ -187,17 +198,18 @@ class SpeculativeLoop:
             batch.seqs, torch.arange(b).repeat_interleave(width), selected
         )
         base_logits = self.draft.logits(flat_w, flat_p, rows, valid).reshape(b, width, -1)
-        if not verifier.runtime.sample_from_anchor:
+        if not drafter.sample_from_anchor:
             base_logits = base_logits[:, 1:]  # bonus-anchor layout: the anchor slot conditions only
-        drafts, corrected = verifier.propose(
+        drafts, corrected = drafter.propose(
             base_logits,
             anchor,
             head=self.markov_head,
             temperature=self.temperature if self.sampling else 0.0,
             generator=self.generator,
+            gamma=gamma,
         )
         q = _softmax(corrected, self.temperature) if corrected is not None else None
-        return verifier.candidates(anchor, drafts), q
+        return drafter.candidates(anchor, drafts), q
 
     # ----------------------------------------------------------------------------- verify + commit
     def _verify_chain(
@@ -216,7 +228,7 @@ class SpeculativeLoop:
             )
         else:
             result = verifier.verify_greedy(candidates, logits)
-        return result.output_tokens, result.accept_len.long() + 1
+        return result.output_tokens, result.num_accepted.long() + 1
 
     def _commit(self, batch: _Batch, tokens: torch.Tensor, counts: torch.Tensor) -> None:
         b, width = tokens.shape
@@ -233,14 +245,14 @@ class SpeculativeLoop:
     @torch.inference_mode()
     def generate(self, prompts: torch.Tensor, num_new: int) -> GenerationResult:
         b, prompt_len = prompts.shape
-        capacity = prompt_len + num_new + self.verify_width + 1
+        capacity = prompt_len + num_new + self.max_verify_width + 1
         batch = _Batch(torch.zeros(b, capacity, dtype=torch.long), torch.full((b,), prompt_len))
         batch.seqs[:, :prompt_len] = prompts
         self.reader.start(batch.seqs, batch.lengths)
         emitted: list[int] = []
         forwards = 0
         drafting = self.plan.algorithm.drafting
-        gamma = self.plan.gamma
+        gamma = self.sizes.gamma
         while int((batch.lengths - prompt_len).min()) < num_new:
             if drafting == "tree":
                 tokens, counts = self._step_tree(batch)
@@ -266,20 +278,14 @@ class SpeculativeLoop:
 
 
 def _markov_head_for(plan: SpecPlan, draft: ToyLM) -> Any:
-    """A seeded Markov head when the plan's block drafter declares one (markov_rank > 0)."""
-    runtime = getattr(plan.verifier, "runtime", None)
-    rank = getattr(runtime, "markov_rank", 0) or 0
-    if runtime is None or rank <= 0:
+    """A seeded head when the plan's block drafter makes one (the toy stands in for the
+    checkpoint's weights)."""
+    if plan.algorithm.drafting != "block":
         return None
-    from specreg_dspark.markov import make_markov_head
-
     torch.manual_seed(1234)
-    head = make_markov_head(
-        runtime.markov_head_type or "vanilla",
-        vocab_size=draft.config.vocab_size,
-        rank=rank,
-        hidden_size=draft.config.dim,
-    )
+    head = plan.drafter.make_head(vocab_size=draft.config.vocab_size, hidden_size=draft.config.dim)
+    if head is None:
+        return None
     with torch.no_grad():
         for param in head.parameters():
             param.mul_(0.3)

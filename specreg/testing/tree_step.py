@@ -1,10 +1,10 @@
 """One draft-and-verify step for tree drafters (EAGLE-style), on the toy models.
 
-The draft expands `topk` branches for `num_steps` levels with `select_top_k_tokens`-style
-bookkeeping carried by the plan's verifier; the verifier builds the tree, the target scores every
-node, and the verifier accepts the longest matching path (greedy) or samples along the tree.
-Each branch's token path rides in the "hidden states" the draft step carries, so the toy draft
-model can score it.
+The toy draft model scores every branch; `plan.drafter` keeps the top-k tokens per branch for
+`num_steps` levels (those of the loop's candidate) and assembles the verify tree; the target
+scores every node, and `plan.verifier` accepts the longest matching path (greedy) or samples
+along the tree. Each branch's token path rides in the "hidden states" the draft step carries, so
+the toy draft model can score it. Nothing here imports a plugin.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from specreg.testing.loop import SpeculativeLoop, _Batch
 
 
-def _draft_probs(loop: SpeculativeLoop, batch: _Batch, paths: torch.Tensor, depth: int) -> torch.Tensor:
-    """Draft next-token probabilities after each branch: paths [b, branches, depth] -> [b, branches, V]."""
+def _draft_logits(loop: SpeculativeLoop, batch: _Batch, paths: torch.Tensor, depth: int) -> torch.Tensor:
+    """Draft next-token logits after each branch: paths [b, branches, depth] -> [b, branches, V]."""
     b, branches, _ = paths.shape
     ext_len = batch.seqs.shape[1] + depth + 1
     ext = torch.zeros(b, branches, ext_len, dtype=torch.long)
@@ -27,48 +27,27 @@ def _draft_probs(loop: SpeculativeLoop, batch: _Batch, paths: torch.Tensor, dept
     ext.scatter_(2, cols[:, None, :].expand(b, branches, depth), paths)
     lengths = (batch.lengths + depth)[:, None].expand(b, branches)
     logits = loop.draft.next_logits(ext.reshape(b * branches, ext_len), lengths.reshape(-1))
-    return torch.softmax(logits.float() / loop.temperature, dim=-1).reshape(b, branches, -1)
+    return logits.float().reshape(b, branches, -1)
 
 
 def tree_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Draft a tree, verify it, and return (tokens to commit [b, W], counts [b])."""
-    from specreg_eagle.tree import select_top_k_tokens
-
     plan = loop.plan
-    verifier = plan.verifier
-    config = plan.config
-    k, steps, n = config.topk, config.num_steps, config.num_draft_tokens
-    assert k is not None and steps is not None and n is not None  # a resolved config
+    drafter, verifier = plan.drafter, plan.verifier
+    k, steps, n = drafter.topk, loop.steps, loop.verify_width
     b = batch.size
     assert loop.draft_decode_width == k  # draft_decode width = one token per branch
 
-    # the draft-extend output: K candidates after the root
-    probs = _draft_probs(loop, batch, torch.zeros(b, 1, 0, dtype=torch.long), 0)[:, 0]
-    topk_p, topk_index = torch.topk(probs, k, dim=-1)
-    hidden = torch.zeros(b, steps, dtype=torch.long)  # each branch's path so far
-    scores = None
-    score_list, token_list, parents_list = [], [], []
-    for i in range(steps):
-        input_ids, hidden, scores, info = select_top_k_tokens(i, topk_p, topk_index, hidden, scores, k)
-        score_list.append(info[0])
-        token_list.append(info[1])
-        parents_list.append(info[2])
-        if i == steps - 1:
-            break
-        hidden = hidden.clone()
-        hidden[:, i] = input_ids
-        branch_paths = hidden[:, : i + 1].reshape(b, k, i + 1)
-        probs = _draft_probs(loop, batch, branch_paths, i + 1)  # [b, K, V]
-        topk_p, topk_index = torch.topk(probs.reshape(b * k, -1), k, dim=-1)
-
-    tree = verifier.build_tree(
-        batch.last_tokens(),
-        batch.lengths - 1,
-        score_list=score_list,
-        token_list=token_list,
-        parents_list=parents_list,
-        mask_mode="qlen_only",
-    )
+    # the draft-extend output: logits after the root; each branch's path rides in `hidden`
+    logits = _draft_logits(loop, batch, torch.zeros(b, 1, 0, dtype=torch.long), 0)[:, 0]
+    draft = drafter.start(logits, torch.zeros(b, steps, dtype=torch.long))
+    for i in range(1, steps):
+        hidden = draft.hidden.clone()
+        hidden[:, i - 1] = draft.input_ids
+        branch_paths = hidden[:, :i].reshape(b, k, i)
+        logits = _draft_logits(loop, batch, branch_paths, i).reshape(b * k, -1)  # [b*K, V]
+        draft = drafter.step(draft, logits, hidden)
+    tree = drafter.tree(draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only")
     assert tree.num_verify_tokens == loop.verify_width, (tree.num_verify_tokens, loop.verify_width)
     tokens = tree.draft_tokens.view(b, n)
     depths = tree.positions.view(b, n) - (batch.lengths - 1)[:, None]
@@ -83,4 +62,4 @@ def tree_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch
         out = verifier.verify_sampling(tree, probs_t, generator=loop.generator)
     else:
         out = verifier.verify_greedy(tree, logits)
-    return out.output_tokens, out.num_emitted.long()
+    return out.output_tokens, out.num_accepted.long() + 1

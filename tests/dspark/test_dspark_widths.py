@@ -158,11 +158,12 @@ def test_other_algorithms_are_left_alone():
 
     other = AlgorithmSpec(name="other", drafting="chain", verify_rules=("greedy",))
     config = SpecConfig(algorithm="other", num_draft_tokens=4)
-    assert plugin.specreg_resolve_config(config, other) is None
-    assert plugin.specreg_resolve_gamma(config, other) is None
-    assert plugin.specreg_num_tokens_per_req(config, other, Phase.TARGET_VERIFY, False) is None
-    assert plugin.specreg_validate_config(config, other, None, None) is None
-    assert plugin.specreg_make_verifier(config, other) is None
+    assert plugin.specreg_resolve_config(config, other, {}) is None
+    assert plugin.specreg_resolve_candidates(config, other) is None
+    assert plugin.specreg_resolve_sizes([config], other, {}) is None
+    assert plugin.specreg_validate_config(config, other, None, None, {}) is None
+    assert plugin.specreg_make_verifier(config, other, None, {}) is None
+    assert plugin.specreg_make_drafter(config, other, None, {}) is None
 
 
 def test_cli_check_reports_both_values(tmp_path):

@@ -76,19 +76,24 @@ def test_kit_catches_a_lossy_verifier():
                 return None
             import torch
 
-            from specreg.kernels.chain import ChainVerifyResult
+            from specreg.protocols import VerifyResult
 
             class AcceptAll:
+                """Meets the protocol's shape, and accepts everything."""
+
                 rules = ("greedy",)
+                num_draft_tokens = config.num_draft_tokens
+                widths = (config.num_draft_tokens,)
 
                 def verify_greedy(self, candidates, target_logits, **kwargs):
                     b, n = candidates.shape
                     bonus = target_logits[:, -1].argmax(-1)
                     out = torch.cat([candidates[:, 1:], bonus[:, None]], 1)
-                    return ChainVerifyResult(accept_len=torch.full((b,), n - 1, dtype=torch.int32),
-                                             bonus=bonus, output_tokens=out)
+                    return VerifyResult(num_accepted=torch.full((b,), n - 1, dtype=torch.int32),
+                                        bonus=bonus, output_tokens=out, width=n)
 
-                verify_sampling = None
+                def verify_sampling(self, candidates, target_probs, draft_probs, **kwargs):
+                    return self.verify_greedy(candidates, target_probs)
 
             return AcceptAll()
 

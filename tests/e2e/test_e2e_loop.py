@@ -90,7 +90,7 @@ def test_sampling_check_has_power(registry, models, prompts):
 
     biased = plan.__class__(
         algorithm=plan.algorithm, cache=None, resolution=plan.resolution,
-        verifier=WrongQ(), cache_swapper=None,
+        verifier=WrongQ(), cache_swapper=None, drafter=plan.drafter,
     )
     check = check_sampling(biased, target, draft, prompts[0], samples=3000, seed=5)
     assert not check.passed, check.p_values

@@ -75,6 +75,8 @@ def test_hooks_ignore_other_algorithms():
     from specreg.config import SpecConfig
 
     cfg = SpecConfig(algorithm="other")
-    assert plugin.specreg_resolve_config(cfg, other) is None
+    assert plugin.specreg_resolve_config(cfg, other, {}) is None
+    assert plugin.specreg_resolve_candidates(cfg, other, {}) is None
     assert plugin.specreg_validate_config(cfg, other, None, None) is None
-    assert plugin.specreg_make_verifier(cfg, other) is None
+    assert plugin.specreg_make_verifier(cfg, other, None) is None
+    assert plugin.specreg_make_drafter(cfg, other, None) is None
