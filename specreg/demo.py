@@ -1,4 +1,4 @@
-"""`specreg demo`: every registered algorithm on the toy model, with and without HiSparse.
+"""`specreg demo`: every registered algorithm on the toy model, with and without each KV cache.
 
 Each row runs greedy generation (checked token for token against plain greedy decoding) and a
 sampling run (first two tokens checked against the target's exact marginals by chi-square). It
@@ -120,10 +120,11 @@ def run_case(
     config = dict(case.config)
     if cache:
         config["cache"] = cache
-        if cache == "hisparse":
-            config["cache_options"] = toy_cache_options(
-                max(SAMPLING_SAMPLES, GREEDY_PROMPTS), TOY_MAX_POSITIONS, target
-            )
+        declared = registry.get_cache(cache).options
+        sized = toy_cache_options(max(SAMPLING_SAMPLES, GREEDY_PROMPTS), TOY_MAX_POSITIONS, target)
+        options = {k: v for k, v in sized.items() if k in declared}  # the toy's sizes it takes
+        if options:
+            config["cache_options"] = options
     shown = {k: v for k, v in config.items() if k not in ("draft_config", "cache_options")}
     row = DemoRow(algorithm.name, case.label, cache or "-", shown)
     started = time.perf_counter()
@@ -191,12 +192,10 @@ def run_demo(
         if algorithms
         else registry.algorithms()
     )
-    cache_choices: dict[str, list[str | None]] = {
-        "none": [None],
-        "hisparse": ["hisparse"],
-        "both": [None, "hisparse"],
-    }
-    caches = cache_choices[kv_cache]
+    if kv_cache not in ("none", "both"):
+        registry.get_cache(kv_cache)  # an unknown name is SR102, listing the registered caches
+    every_cache: list[str | None] = [c.name for c in registry.caches()]
+    caches = {"none": [None], "both": [None, *every_cache]}.get(kv_cache, [kv_cache])
     jobs = [(a, case, cache) for a in chosen for case in demo_cases(a, toy) for cache in caches]
     return [
         run_case(registry, a, case, cache, num_new=steps, seed=seed, target=target, draft=draft)

@@ -14,9 +14,10 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kv-cache",
-        choices=("none", "hisparse", "both"),
         default="both",
-        help="run without the sparse KV cache, with it, or both (default)",
+        metavar="{none,both,CACHE}",
+        help="run without a KV cache (none), with one registered cache (its name), or without "
+        "and with every registered cache (both, the default)",
     )
     parser.add_argument(
         "--steps", type=int, default=48, help="tokens to generate per prompt (default 48)"

@@ -1,8 +1,11 @@
 """The conformance kit: the contract every algorithm and cache plugin must meet.
 
 `check_algorithm(registry, name)` and `check_cache(registry, name)` return a report and raise
-`ConformanceError` listing every failed clause. The built-in plugins run them in specreg's own
-tests; plugin authors run them through the pytest plugin (`specreg.testing.pytest_plugin`).
+`ConformanceError` listing every failed clause: widths and gamma, coded problems out of range,
+the per-step protocols (`specreg.protocols`) of the plan's verifier, drafter and swapper,
+adaptive candidates (the verifier accepts every candidate's width and generation is lossless at
+each), and lossless generation. Plugins shipped with specreg run them in specreg's own tests;
+plugin authors run them through the pytest plugin (`specreg.testing.pytest_plugin`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ import torch
 from specreg.catalog import lookup
 from specreg.errors import SpecRegError
 from specreg.phase import PHASES, Phase
+from specreg.plan import SpecPlan
+from specreg.protocols import (
+    DRAFTER_PROTOCOLS,
+    VERIFIER_PROTOCOLS,
+    CacheSwapperProtocol,
+    missing_members,
+)
 from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
 from specreg.testing.lossless import check_greedy, check_sampling
@@ -119,6 +129,7 @@ def check_algorithm(
             0 < plan.gamma < plan.num_tokens_per_req(Phase.TARGET_VERIFY) + 1,
             f"gamma {plan.gamma}",
         )
+        _protocol_clauses(report, plan, config)
 
     for config in out_of_range_configs(algorithm, base):
         # An error, or a warning where the algorithm fixes the parameter and ignores the value.
@@ -129,11 +140,31 @@ def check_algorithm(
             f"problems: {[p.render() for p in problems]}",
         )
 
+    adaptive = adaptive_configs(registry, algorithm, base)
+    for config in adaptive:
+        plan = registry.resolve(config)
+        _candidate_clauses(report, plan, config)
+
     if lossless and configs:
         toy = ToyConfig()
         target = ToyLM(toy, seed=seed)
         draft = target.perturbed(0.25, seed=seed + 1)
         prompts = torch.randint(0, toy.vocab_size - 1, (3, 24), generator=torch.Generator().manual_seed(seed))
+        for config in adaptive[:1]:  # the verify at every candidate width, lossless
+            plan = registry.resolve(config)
+            if plan.num_tokens_per_req(Phase.TARGET_VERIFY) > toy.window:
+                continue
+            for candidate in plan.candidates:
+                try:
+                    greedy = check_greedy(plan, target, draft, prompts, 16, steps=candidate.steps)
+                    ok, detail = greedy.passed, f"first mismatch at column {greedy.first_mismatch}"
+                except Exception as exc:  # noqa: BLE001 - a candidate the kernels refuse is a failure
+                    ok, detail = False, f"{type(exc).__name__}: {exc}"
+                report.clause(
+                    f"greedy output at candidate step {candidate.steps} (verify width "
+                    f"{candidate.sizes.verify_width}) equals plain greedy for {config}",
+                    ok, detail,
+                )
         for config in _spread(configs, 2):
             plan = registry.resolve(config)
             if plan.num_tokens_per_req(Phase.TARGET_VERIFY) > toy.window:
@@ -160,6 +191,62 @@ def check_algorithm(
     return report.raise_if_failed()
 
 
+def adaptive_configs(
+    registry: Registry, algorithm: AlgorithmSpec, base: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Configs with adaptive candidate steps the algorithm serves (registry.check finds no
+    error), or none when it serves none of the probes."""
+    out = []
+    for steps in ([1, 2], [1, 3], [1]):
+        config = {**base, "candidate_steps": steps}
+        if not any(p.is_error for p in registry.check(config)):
+            out.append(config)
+    return out
+
+
+def _protocol_clauses(report: ConformanceReport, plan: SpecPlan, config: Any) -> None:
+    drafting = plan.algorithm.drafting
+    wanted = {
+        "verifier": VERIFIER_PROTOCOLS[drafting],
+        "drafter": DRAFTER_PROTOCOLS[drafting],
+        "cache_swapper": CacheSwapperProtocol,
+    }
+    for role, protocol in wanted.items():
+        obj = getattr(plan, role)
+        if obj is None:
+            report.clause(
+                f"plan.{role} exists for {config}",
+                role == "cache_swapper" or (role == "drafter" and drafting == "chain"),
+                f"a {drafting} algorithm's plan needs a {role} ({protocol.__name__})",
+            )
+            continue
+        missing = missing_members(obj, protocol)
+        report.clause(
+            f"plan.{role} satisfies {protocol.__name__} for {config}",
+            not missing,
+            f"missing or mismatched: {', '.join(missing)}",
+        )
+
+
+def _candidate_clauses(report: ConformanceReport, plan: SpecPlan, config: Any) -> None:
+    """The plan's maxima cover every candidate, and the verifier accepts every candidate's width."""
+    widths = tuple(getattr(plan.verifier, "widths", ()))
+    top = plan.num_tokens_per_req(Phase.TARGET_VERIFY)
+    report.clause(
+        f"verifier sized for the plan's maxima for {config}",
+        getattr(plan.verifier, "num_draft_tokens", None) == top,
+        f"verifier num_draft_tokens {getattr(plan.verifier, 'num_draft_tokens', None)}, plan {top}",
+    )
+    for candidate in plan.candidates:
+        width = candidate.sizes.verify_width
+        report.clause(
+            f"candidate step {candidate.steps}: width {width} within the plan's maxima and "
+            f"accepted by the verifier for {config}",
+            width <= top and candidate.gamma <= plan.gamma and width in widths,
+            f"verifier widths {list(widths)}, plan maxima {top} / gamma {plan.gamma}",
+        )
+
+
 def _spread(items: list[Any], count: int) -> Iterable[Any]:
     if len(items) <= count:
         return items
@@ -183,12 +270,16 @@ def check_cache(
     seed: int = 0,
     calls: int = 40,
 ) -> ConformanceReport:
-    """Run the cache contract: resolves with an algorithm, and nothing is lost end to end."""
+    """Run the cache contract: resolves with an algorithm, and nothing is lost end to end.
+
+    `algorithm_config` names the algorithm to pair the cache with (default: the first
+    registered algorithm whose config with this cache draws no problem from `registry.check`,
+    not even a notice)."""
     from specreg.testing.kv import swap_property_check
 
     cache = registry.get_cache(name)
     report = ConformanceReport(f"cache {cache.name!r}")
-    config = {**(algorithm_config or {"algorithm": "eagle"}), "cache": cache.name}
+    config = {**(algorithm_config or _first_algorithm(registry, cache.name)), "cache": cache.name}
     try:
         plan = registry.resolve(config)
     except SpecRegError as exc:
@@ -197,6 +288,11 @@ def check_cache(
     report.clause("builds a swapper", plan.cache_swapper is not None, "make_cache_swapper returned None")
     if plan.cache_swapper is None:
         return report.raise_if_failed()
+    missing = missing_members(plan.cache_swapper, CacheSwapperProtocol)
+    report.clause(
+        "the swapper satisfies CacheSwapperProtocol", not missing,
+        f"missing or mismatched: {', '.join(missing)}",
+    )
     toy = ToyConfig()
     target = ToyLM(toy, seed=seed)
     draft = target.perturbed(0.25, seed=seed + 1)
@@ -210,3 +306,11 @@ def check_cache(
     lost = swap_property_check(plan, target, calls=calls, seed=seed)
     report.clause("nothing lost over random swap calls", not lost, "; ".join(lost[:5]))
     return report.raise_if_failed()
+
+
+def _first_algorithm(registry: Registry, cache: str) -> dict[str, Any]:
+    for algorithm in registry.algorithms():
+        config = {"algorithm": algorithm.name, "cache": cache}
+        if not registry.check(config):
+            return {"algorithm": algorithm.name}
+    return {"algorithm": registry.algorithms()[0].name} if registry.algorithms() else {}

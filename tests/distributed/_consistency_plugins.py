@@ -6,7 +6,18 @@ from specreg import AlgorithmSpec, hookimpl
 
 
 class _Verifier:
-    """Stands in for a kernel object; the consistency check never calls it."""
+    """Stands in for a kernel object (the chain verifier protocol's shape, no kernels); the
+    consistency check never calls it."""
+
+    rules = ("greedy",)
+    num_draft_tokens = 4
+    widths = (4,)
+
+    def verify_greedy(self, candidates, target_logits, *, verify_lens=None):
+        raise NotImplementedError
+
+    def verify_sampling(self, candidates, target_probs, draft_probs, **kwargs):
+        raise NotImplementedError
 
     def describe(self) -> str:
         return "test verifier"

@@ -33,7 +33,7 @@ def test_no_stale_error_pages():
 def test_every_hook_is_documented_with_its_exact_signature():
     page = (DOCS / "reference" / "hooks.md").read_text(encoding="utf-8")
     names = [n for n, _ in docgen.hook_functions()]
-    assert len(names) == 10
+    assert len(names) == 12
     for name, func in docgen.hook_functions():
         params = ", ".join(inspect.signature(func).parameters)
         assert f"`{name}({params})`" in page, name
@@ -44,6 +44,31 @@ def test_hooks_page_lists_only_real_hooks():
     page = (DOCS / "reference" / "hooks.md").read_text(encoding="utf-8")
     documented = {line[4:].strip("`") for line in page.splitlines() if line.startswith("## `")}
     assert documented == {n for n in dir(hookspecs) if n.startswith("specreg_")}
+
+
+def test_hooks_page_documents_the_per_step_contract():
+    from specreg import protocols
+
+    page = (DOCS / "reference" / "hooks.md").read_text(encoding="utf-8")
+    for cls in (protocols.VerifyResult, *protocols.VERIFIER_PROTOCOLS.values(),
+                *protocols.DRAFTER_PROTOCOLS.values(), protocols.CacheSwapperProtocol):
+        assert f"### `{cls.__name__}`" in page, cls.__name__
+    for name in protocols.protocol_members(protocols.TreeDrafterProtocol):
+        assert f"def {name}(" in page or f"{name}: " in page, name
+
+
+def test_docgen_names_no_shipped_plugin():
+    import ast
+
+    plugins = {p.name for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").exists()}
+    names = {p.removeprefix("specreg_") for p in plugins} | plugins
+    for module in ("docgen.py", "demo.py", "demo_args.py", "testing/conformance.py"):
+        tree = ast.parse((ROOT / "specreg" / module).read_text(encoding="utf-8"))
+        strings = {n.value.lower() for n in ast.walk(tree)
+                   if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        named = {s for s in strings for name in names if name in s.split()}
+        named |= {s for s in strings if s in names}
+        assert not named, (module, named)
 
 
 def test_tutorial_page_is_the_example_readme():
