@@ -76,6 +76,7 @@ class _Tables:
     caches: Mapping[str, CacheSpec]
     shadowed: Mapping[str, frozenset[str]]  # spec name -> plugins whose claim was overridden
     conflicts: Mapping[str, Problem]  # names nobody may use until the conflict is resolved
+    owned: Mapping[str, frozenset[str]] = attrs.field(factory=dict)  # plugin -> spec names
 
 
 def parse_allowlist(value: str | None) -> frozenset[str] | None:
@@ -356,11 +357,17 @@ class Registry:
         caches, cache_shadowed, cache_conflicts = self._settle(claims["cache"], "cache")
         if self.strict and (alg_conflicts or cache_conflicts):
             raise PluginError([*alg_conflicts.values(), *cache_conflicts.values()])
+        owned: dict[str, set[str]] = {}
+        for table in claims.values():
+            for found in table.values():
+                for claim in found:
+                    owned.setdefault(claim.plugin, set()).add(claim.spec.name)
         self._tables = _Tables(
             algorithms=algorithms,
             caches=caches,
             shadowed={**alg_shadowed, **cache_shadowed},
             conflicts={**alg_conflicts, **cache_conflicts},
+            owned={plugin: frozenset(names) for plugin, names in owned.items()},
         )
 
     def _register_error_entries(self) -> list[str]:
@@ -558,6 +565,13 @@ class Registry:
             yield impl.plugin_name, result
             if stop_at_first:
                 return
+
+    def bystanders(self, *names: str) -> frozenset[str]:
+        """Plugins that registered specs, none of them named in `names`: a resolve of those
+        names does not concern them, so their hooks are not called. Plugins that registered no
+        spec (policies, overrides of single hooks) are never bystanders."""
+        wanted = set(names)
+        return frozenset(p for p, own in self._tables.owned.items() if not own & wanted)
 
     def shadowed(self, name: str) -> frozenset[str]:
         """Plugins whose claim on spec `name` was overridden: their hooks do not answer for it."""

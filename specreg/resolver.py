@@ -4,8 +4,9 @@ The pass: resolve the config (fill unset parameters), derive the adaptive candid
 config and every candidate in one call (gamma and every phase's width on both workers), then
 every plugin's validation, all problems reported together; finally the verifier, drafter and
 cache swapper, each checked against its `specreg.protocols` protocol. Every hook runs at most
-once per plugin, on plugins not shadowed for the names the config uses; a `memo` dict lives
-for the pass so a plugin derives what it needs once. The resolver knows the registry only
+once per plugin, and only on the plugins the config concerns: those that registered its
+algorithm or cache (and were not overridden for it), those that registered no spec at all, and
+the default plugin. A `memo` dict lives for the pass so a plugin derives what it needs once. The resolver knows the registry only
 through the `HookTables` protocol, so neither module imports the other's internals.
 """
 
@@ -50,6 +51,8 @@ class HookTables(Protocol):
     def get_cache(self, name: str) -> CacheSpec: ...
 
     def shadowed(self, name: str) -> frozenset[str]: ...
+
+    def bystanders(self, *names: str) -> frozenset[str]: ...
 
     def plugins(self) -> list[PluginInfo]: ...
 
@@ -151,6 +154,7 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
     algorithm, cache = _lookup(tables, config)
     skip = tables.shadowed(algorithm.name)
     skip |= tables.shadowed(cache.name) if cache else frozenset()
+    skip |= tables.bystanders(algorithm.name, *([cache.name] if cache else []))
     memo: dict[str, Any] = {}
     problems: list[Problem] = []
     resolution: Resolution | None = None

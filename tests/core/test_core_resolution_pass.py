@@ -58,6 +58,10 @@ def test_each_hook_runs_at_most_once_per_plugin_per_resolve(counted, tmp_path, n
     assert ("specreg_resolve_candidates" in hooks) == ("candidate_steps" in config)
     # the per-config compatibility hooks are not called when no plugin implements them
     assert not hooks & {"specreg_resolve_gamma", "specreg_num_tokens_per_req"}
+    # only the plugins the config concerns: its algorithm's, its cache's, and the default
+    owner = registry.get_algorithm(config["algorithm"]).origin.plugin
+    concerned = {owner, "specreg.default"} | ({"hisparse"} if "cache" in config else set())
+    assert {plugin for (plugin, _) in calls} <= concerned
     print(name, dict(sorted(calls.items())))
 
 
