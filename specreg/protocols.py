@@ -9,6 +9,7 @@ Imports neither torch nor triton (tensors are annotated as strings).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -225,6 +226,7 @@ DRAFTER_PROTOCOLS: dict[str, type] = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def protocol_members(protocol: type) -> tuple[str, ...]:
     """The attribute and method names a protocol requires, sorted."""
     names = set(getattr(protocol, "__annotations__", {}))
@@ -249,24 +251,32 @@ def missing_members(obj: object, protocol: type) -> list[str]:
             got = getattr(obj, name)
             if not callable(got):
                 out.append(f"{name} (not callable)")
-            elif not _takes_positionals(got, wanted):
+            elif not _takes_positionals(got, _required_positionals(wanted)):
                 out.append(f"{name} (signature)")
     return out
 
 
-def _takes_positionals(got: Callable[..., Any], wanted: Callable[..., Any]) -> bool:
-    try:
-        have = inspect.signature(got)
-        need = inspect.signature(wanted)
-    except (TypeError, ValueError):
-        return True  # builtins without signatures: give them the benefit of the doubt
-    positional = [
-        p for p in list(need.parameters.values())[1:]  # drop self
+@functools.lru_cache(maxsize=None)
+def _required_positionals(wanted: Callable[..., Any]) -> int:
+    """How many positional arguments (self aside) a protocol method requires."""
+    need = inspect.signature(wanted)
+    return sum(
+        1
+        for p in list(need.parameters.values())[1:]  # drop self
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         and p.default is inspect.Parameter.empty
-    ]
-    try:
-        have.bind_partial(*[None] * len(positional))
-    except TypeError:
-        return False
-    return True
+    )
+
+
+def _takes_positionals(got: Callable[..., Any], count: int) -> bool:
+    """Whether `got` accepts `count` positional arguments, read from its code object (cheap:
+    resolve checks every plan object); callables without one get the benefit of the doubt."""
+    func = getattr(got, "__func__", got)  # a bound method's function; `self` is then bound
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return True
+    bound = 1 if hasattr(got, "__self__") else 0
+    takes = code.co_argcount - bound
+    varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    required = takes - len(getattr(func, "__defaults__", None) or ())
+    return (varargs or count <= takes) and required <= count

@@ -77,6 +77,7 @@ class _Tables:
     shadowed: Mapping[str, frozenset[str]]  # spec name -> plugins whose claim was overridden
     conflicts: Mapping[str, Problem]  # names nobody may use until the conflict is resolved
     owned: Mapping[str, frozenset[str]] = attrs.field(factory=dict)  # plugin -> spec names
+    plugin_infos: tuple[PluginInfo, ...] = ()  # what plugins() reports, built once per rebuild
 
 
 def parse_allowlist(value: str | None) -> frozenset[str] | None:
@@ -368,6 +369,7 @@ class Registry:
             shadowed={**alg_shadowed, **cache_shadowed},
             conflicts={**alg_conflicts, **cache_conflicts},
             owned={plugin: frozenset(names) for plugin, names in owned.items()},
+            plugin_infos=tuple(self._plugin_infos()),
         )
 
     def _register_error_entries(self) -> list[str]:
@@ -465,6 +467,9 @@ class Registry:
 
     def plugins(self) -> list[PluginInfo]:
         """Loaded plugins (the default plugin included) with the hooks each implements."""
+        return list(self._tables.plugin_infos)
+
+    def _plugin_infos(self) -> list[PluginInfo]:
         out = []
         for name, plugin in self._pm.list_name_plugin():
             callers = self._pm.get_hookcallers(plugin) or []
