@@ -251,26 +251,29 @@ def missing_members(obj: object, protocol: type) -> list[str]:
             got = getattr(obj, name)
             if not callable(got):
                 out.append(f"{name} (not callable)")
-            elif not _takes_positionals(got, _required_positionals(wanted)):
+            elif not _takes_positionals(got, *_required_positionals(wanted)):
                 out.append(f"{name} (signature)")
     return out
 
 
 @functools.lru_cache(maxsize=None)
-def _required_positionals(wanted: Callable[..., Any]) -> int:
-    """How many positional arguments (self aside) a protocol method requires."""
-    need = inspect.signature(wanted)
-    return sum(
+def _required_positionals(wanted: Callable[..., Any]) -> tuple[int, bool]:
+    """How many positional arguments (self aside) a protocol method passes, and whether it
+    leaves the rest open (`*args`: then an implementation may require more)."""
+    params = list(inspect.signature(wanted).parameters.values())[1:]  # drop self
+    count = sum(
         1
-        for p in list(need.parameters.values())[1:]  # drop self
+        for p in params
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         and p.default is inspect.Parameter.empty
     )
+    return count, any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
-def _takes_positionals(got: Callable[..., Any], count: int) -> bool:
-    """Whether `got` accepts `count` positional arguments, read from its code object (cheap:
-    resolve checks every plan object); callables without one get the benefit of the doubt."""
+def _takes_positionals(got: Callable[..., Any], count: int, open_ended: bool) -> bool:
+    """Whether `got` accepts the `count` positional arguments the protocol passes and requires
+    no more (unless the protocol is open-ended), read from its code object (cheap: resolve
+    checks every plan object); callables without one get the benefit of the doubt."""
     func = getattr(got, "__func__", got)  # a bound method's function; `self` is then bound
     code = getattr(func, "__code__", None)
     if code is None:
@@ -279,4 +282,4 @@ def _takes_positionals(got: Callable[..., Any], count: int) -> bool:
     takes = code.co_argcount - bound
     varargs = bool(code.co_flags & inspect.CO_VARARGS)
     required = takes - len(getattr(func, "__defaults__", None) or ())
-    return (varargs or count <= takes) and required <= count
+    return (varargs or count <= takes) and (open_ended or required <= count)
