@@ -195,7 +195,8 @@ def run_demo(
     if kv_cache not in ("none", "both"):
         registry.get_cache(kv_cache)  # an unknown name is SR102, listing the registered caches
     every_cache: list[str | None] = [c.name for c in registry.caches()]
-    caches = {"none": [None], "both": [None, *every_cache]}.get(kv_cache, [kv_cache])
+    choices: dict[str, list[str | None]] = {"none": [None], "both": [None, *every_cache]}
+    caches = choices.get(kv_cache, [kv_cache])
     jobs = [(a, case, cache) for a in chosen for case in demo_cases(a, toy) for cache in caches]
     return [
         run_case(registry, a, case, cache, num_new=steps, seed=seed, target=target, draft=draft)

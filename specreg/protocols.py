@@ -226,7 +226,7 @@ DRAFTER_PROTOCOLS: dict[str, type] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def protocol_members(protocol: type) -> tuple[str, ...]:
     """The attribute and method names a protocol requires, sorted."""
     names = set(getattr(protocol, "__annotations__", {}))
@@ -256,7 +256,7 @@ def missing_members(obj: object, protocol: type) -> list[str]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _required_positionals(wanted: Callable[..., Any]) -> tuple[int, bool]:
     """How many positional arguments (self aside) a protocol method passes, and whether it
     leaves the rest open (`*args`: then an implementation may require more)."""

@@ -213,7 +213,7 @@ def _resolve(
     skip: frozenset[str],
     memo: dict[str, Any],
 ) -> Resolution:
-    common = {"skip": skip, "firstresult": True, "algorithm": algorithm, "memo": memo}
+    common: dict[str, Any] = {"skip": skip, "firstresult": True, "algorithm": algorithm, "memo": memo}
     resolved = _expect_config(
         tables.call_hook("specreg_resolve_config", config=config, **common), algorithm
     )

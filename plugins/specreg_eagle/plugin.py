@@ -215,9 +215,10 @@ def specreg_make_verifier(
         return None
     from specreg_eagle.verifier import EagleVerifier
 
+    table = widths_by_steps(resolution)
     return EagleVerifier(
-        num_steps=config.num_steps, topk=config.topk, num_draft_tokens=config.num_draft_tokens,
-        widths_by_steps=widths_by_steps(resolution),
+        num_steps=max(table), topk=config.topk or DEFAULT_TOPK, num_draft_tokens=max(table.values()),
+        widths_by_steps=table,
     )
 
 
@@ -229,4 +230,4 @@ def specreg_make_drafter(
         return None
     from specreg_eagle.drafter import EagleDrafter
 
-    return EagleDrafter(topk=config.topk, widths_by_steps=widths_by_steps(resolution))
+    return EagleDrafter(topk=config.topk or DEFAULT_TOPK, widths_by_steps=widths_by_steps(resolution))

@@ -10,7 +10,7 @@ adaptive candidate of the plan instead of the main config.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import torch
@@ -19,6 +19,13 @@ from specreg.phase import Phase
 from specreg.plan import SpecPlan
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.toy_model import ToyLM
+
+if TYPE_CHECKING:
+    from specreg.protocols import (
+        BlockDrafterProtocol,
+        ChainDrafterProtocol,
+        ChainVerifierProtocol,
+    )
 
 
 @attrs.define
@@ -86,7 +93,7 @@ class SpeculativeLoop:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no drafter")
         self.plan = plan
         self.sizes = plan.resolution.main if steps is None else plan.candidate(steps).sizes
-        self.steps = plan.config.num_steps if steps is None else steps
+        self.steps = int(plan.config.num_steps or 1) if steps is None else steps
         self.target = target
         self.draft = draft
         self.sampling = sampling
@@ -145,8 +152,9 @@ class SpeculativeLoop:
         (a deterministic proposal), which keeps rejection sampling exact."""
         b = batch.size
         if self.plan.drafter is not None:
-            drafts = self.plan.drafter.propose(batch.seqs, batch.lengths)
-            assert drafts.shape == (b, self.plan.drafter.gamma), (drafts.shape, gamma)
+            drafter = cast("ChainDrafterProtocol", self.plan.drafter)
+            drafts = drafter.propose(batch.seqs, batch.lengths)
+            assert drafts.shape == (b, drafter.gamma), (drafts.shape, gamma)
             drafts = drafts[:, :gamma]  # a candidate verifies a prefix of the chain
             q = torch.nn.functional.one_hot(drafts, self.target.config.vocab_size).float()
             return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q
@@ -168,7 +176,7 @@ class SpeculativeLoop:
         step (a Markov walk when the checkpoint has a head) picks the draft tokens."""
         b = batch.size
         w = self.draft.config.window
-        drafter = self.plan.drafter
+        drafter = cast("BlockDrafterProtocol", self.plan.drafter)
         anchor = batch.last_tokens()
         block_ids, block_pos = drafter.build_draft_block(
             anchor, batch.lengths - 1, vocab_size=self.draft.config.vocab_size
@@ -176,6 +184,7 @@ class SpeculativeLoop:
         width = block_ids.shape[1]
         assert width == self.sizes.width(Phase.TARGET_VERIFY, is_draft_worker=True)
         mask_id = drafter.mask_token_id
+        assert mask_id is not None  # build_draft_block raised SR304 otherwise
         # The toy draft reads slot k as "anchor then k mask tokens" and predicts the token after
         # it. In the bonus-anchor layout slot 0 only conditions and slot k >= 1 predicts the
         # token at its own position, so slot k there reads like dense slot k - 1.
@@ -221,7 +230,7 @@ class SpeculativeLoop:
             paths[:, i, : i + 1] = candidates[:, : i + 1]
         depths = torch.arange(n).expand(b, n)
         logits = self._verify_logits(batch, paths, depths)
-        verifier = self.plan.verifier
+        verifier = cast("ChainVerifierProtocol", self.plan.verifier)
         if self.sampling:
             result = verifier.verify_sampling(
                 candidates, _softmax(logits, self.temperature), q, generator=self.generator
@@ -283,7 +292,8 @@ def _markov_head_for(plan: SpecPlan, draft: ToyLM) -> Any:
     if plan.algorithm.drafting != "block":
         return None
     torch.manual_seed(1234)
-    head = plan.drafter.make_head(vocab_size=draft.config.vocab_size, hidden_size=draft.config.dim)
+    drafter = cast("BlockDrafterProtocol", plan.drafter)
+    head = drafter.make_head(vocab_size=draft.config.vocab_size, hidden_size=draft.config.dim)
     if head is None:
         return None
     with torch.no_grad():

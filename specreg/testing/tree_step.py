@@ -9,11 +9,12 @@ the toy draft model can score it. Nothing here imports a plugin.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 if TYPE_CHECKING:
+    from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
     from specreg.testing.loop import SpeculativeLoop, _Batch
 
 
@@ -33,7 +34,8 @@ def _draft_logits(loop: SpeculativeLoop, batch: _Batch, paths: torch.Tensor, dep
 def tree_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Draft a tree, verify it, and return (tokens to commit [b, W], counts [b])."""
     plan = loop.plan
-    drafter, verifier = plan.drafter, plan.verifier
+    drafter = cast("TreeDrafterProtocol", plan.drafter)
+    verifier = cast("TreeVerifierProtocol", plan.verifier)
     k, steps, n = drafter.topk, loop.steps, loop.verify_width
     b = batch.size
     assert loop.draft_decode_width == k  # draft_decode width = one token per branch
