@@ -184,6 +184,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         t, d = data["widths"]["target"][phase], data["widths"]["draft"][phase]
         print(f"               {phase:<15} {t:>6}  {d:>5}")
     print(f"verifier       {data['verifier']}")
+    print(f"drafter        {data['drafter']}")
+    for c in data.get("candidates", []):
+        print(f"candidate {c['steps']:<4} num_draft_tokens={c['num_draft_tokens']}, gamma={c['gamma']}")
     print(f"cache          {data['cache']}  swapper: {data['cache_swapper']}")
     backends = ", ".join(f"{k}: {v}" for k, v in data["kernel_backends"].items())
     print(f"kernels        {backends}")

@@ -141,3 +141,28 @@ def test_registry_resolver_and_plan_import_no_circle():
         assert not any(
             m.startswith(("specreg.registry", "specreg.resolver")) for m in modules[name]
         ), name
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "specreg", *args], capture_output=True,
+                          text=True, check=False)
+
+
+def test_cli_check_reports_a_candidate_the_algorithm_cannot_serve():
+    done = _cli("check", "--speculative-algorithm", "dspark", "--speculative-num-draft-tokens",
+                "4", "--speculative-candidate-steps", "1,5")
+    assert done.returncode == 1 and "SR312" in done.stdout + done.stderr
+
+
+def test_cli_plan_of_the_adaptive_tree_repro_agrees_with_its_verifier():
+    done = _cli("plan", "--json", "--speculative-algorithm", "eagle", "--speculative-eagle-topk",
+                "4", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "16",
+                "--speculative-candidate-steps", "1,3,5")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["widths"]["target"]["target_verify"] == 16 and data["gamma"] == 15
+    assert "num_draft_tokens=16" in data["verifier"]
+    assert [c["num_draft_tokens"] for c in data["candidates"]] == [5, 16, 16]

@@ -28,6 +28,10 @@ def registry():
 def test_builtin_algorithms_conform(registry, name, base):
     report = check_algorithm(registry, name, base_config=base, samples=2000)
     assert len(report.checked) > 10 and not report.failures
+    # the per-step protocols were checked, and the verify ran at every candidate width
+    assert any("plan.verifier satisfies" in c for c in report.checked)
+    assert any("plan.drafter satisfies" in c for c in report.checked)
+    assert any(c.startswith("greedy output at candidate step") for c in report.checked)
 
 
 @pytest.mark.parametrize(
