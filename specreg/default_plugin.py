@@ -61,6 +61,7 @@ def specreg_validate_config(
 ) -> list[Problem]:
     problems = []
     effective = resolution.config if resolution is not None else config
+    given_out_of_range = _given_out_of_range(config, algorithm)
     for name in _PARAMS:
         value = getattr(effective, name)
         allowed = getattr(algorithm, name)
@@ -78,6 +79,8 @@ def specreg_validate_config(
             continue
         if not allowed.contains(value):
             source = "given" if getattr(config, name) is not None else "inferred"
+            if source == "inferred" and given_out_of_range:
+                continue  # inferred from a given value already reported: one cause, one error
             problems.append(
                 problem(
                     "SR103",
@@ -102,6 +105,16 @@ def specreg_validate_config(
                 )
             )
     return problems
+
+
+def _given_out_of_range(config: SpecConfig, algorithm: AlgorithmSpec) -> bool:
+    """Whether a value the user gave is outside its declared range."""
+    return any(
+        getattr(config, name) is not None and not getattr(algorithm, name).contains(
+            getattr(config, name)
+        )
+        for name in _PARAMS
+    )
 
 
 @hookimpl(trylast=True)

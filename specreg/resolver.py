@@ -103,17 +103,17 @@ def _analyse(
             cache = registry.get_cache(config.cache)
         except UnknownNameError as exc:
             lookup_problems += exc.problems
-    if lookup_problems:
+    if algorithm is None:  # nothing else can be checked without the algorithm
         raise ConfigError(lookup_problems)
-    assert algorithm is not None
-    problems: list[Problem] = []
+    problems: list[Problem] = list(lookup_problems)  # an unknown cache hides nothing else
     skip = registry.shadowed(algorithm.name)
     skip |= registry.shadowed(cache.name) if cache else frozenset()
     resolution: Resolution | None = None
+    resolve_problems: list[Problem] = []
     try:
         resolution = _resolve(registry, config, algorithm, skip)
     except SpecRegError as exc:
-        problems += exc.problems
+        resolve_problems += exc.problems
     generic: list[Problem] = []  # the default plugin's rules, superseded per field below
     for plugin, found in registry.call_hook(
         "specreg_validate_config",
@@ -136,7 +136,18 @@ def _analyse(
     # A plugin's own error about a field replaces the generic range message for it.
     owned = {p.field for p in problems if p.is_error and p.field}
     problems += [p for p in generic if not (p.is_error and p.field in owned)]
+    problems += consequences_dropped(resolve_problems, problems)
     return config, algorithm, cache, _dedupe(problems)
+
+
+def consequences_dropped(resolve_problems: list[Problem], found: list[Problem]) -> list[Problem]:
+    """The resolve hooks' problems, less SR115 (a hook returned nonsense) when validation
+    already found an error in the user's input: the hook only echoed that input, so blaming the
+    plugin would point the user at the wrong party. Once the input is fixed, a real plugin bug
+    still shows."""
+    if any(p.is_error and p.code != "SR115" for p in found):
+        return [p for p in resolve_problems if p.code != "SR115"]
+    return resolve_problems
 
 
 def _resolve(
