@@ -309,6 +309,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from specreg.demo_args import demo_arg_problems
+
+    problems = demo_arg_problems(args, _load_registry())
+    for p in problems:
+        print(f"error: {p.render()}", file=sys.stderr)
+    if problems:
+        return EXIT_USAGE
     from specreg.demo import run_demo_cli
 
     return run_demo_cli(args)

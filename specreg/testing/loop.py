@@ -14,6 +14,7 @@ import torch
 
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
+from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.toy_model import ToyLM
 
@@ -136,7 +137,7 @@ class SpeculativeLoop:
         b = batch.size
         if self.plan.drafter is not None:
             drafts = self.plan.drafter.propose(batch.seqs, batch.lengths)
-            assert drafts.shape == (b, gamma), (drafts.shape, gamma)
+            check_proposals(drafts, b, gamma, self.target.config.vocab_size, self.plan.algorithm.name)
             q = torch.nn.functional.one_hot(drafts, self.target.config.vocab_size).float()
             return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q
         ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
