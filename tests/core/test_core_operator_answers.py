@@ -254,3 +254,12 @@ def test_hisparse_default_row_bytes_work_with_the_swappers_helpers():
     assert info.value.code == "SR411"
     assert "row_elems=656 x 2 bytes = 1312" in text
     assert "Fix: call new_host_cache(dtype=torch.bfloat16) without row_elems" in text
+
+
+def test_demo_step_limit_matches_the_toy_model():
+    from specreg.demo_args import MAX_STEPS, PROMPT_LEN, TOY_POSITIONS, VERIFY_MARGIN
+    from specreg.testing import ToyConfig
+
+    assert ToyConfig().max_positions == TOY_POSITIONS
+    assert ToyConfig().window == VERIFY_MARGIN
+    assert MAX_STEPS == TOY_POSITIONS - PROMPT_LEN - VERIFY_MARGIN
