@@ -93,13 +93,28 @@ def run_all() -> dict[str, object]:
     return data
 
 
+def chart_rows(data: dict[str, object]) -> list[dict[str, object]]:
+    """Every measured ratio, for the chart; a percentage (the planned copy's share of
+    index_copy_ bandwidth) is drawn as the ratio it is (50% -> 0.5), with its target."""
+    rows = []
+    for r in data["ratios"]:  # type: ignore[attr-defined]
+        if r["value"] is None:
+            continue
+        if "%" in r["label"]:
+            target = None if r["target"] is None else r["target"] / 100
+            r = {**r, "label": r["label"].replace(" (%)", " (ratio)"), "value": r["value"] / 100,
+                 "target": target}
+        rows.append(r)
+    return rows
+
+
 def plot(data: dict[str, object]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in data["ratios"] if r["value"] is not None and "%" not in r["label"]]  # type: ignore[union-attr,index]
+    rows = chart_rows(data)
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1))
     labels = [r["label"] for r in rows]
     values = [r["value"] for r in rows]

@@ -80,3 +80,25 @@ def test_generation_loop_as_printed_equals_greedy_decoding(monkeypatch):
 def test_tutorial_never_calls_propose_with_a_list(rel):
     text = (ROOT / "docs" / rel).read_text(encoding="utf-8")
     assert "propose(histories)" not in text
+
+
+def test_widths_page_names_sglang():
+    page = (ROOT / "docs" / "reference" / "widths.md").read_text(encoding="utf-8")
+    assert "This is the table SGLang keeps by hand" in page and "vLLM" not in page
+
+
+def test_benchmark_chart_includes_the_planned_copy_row():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_cpu", ROOT / "benchmarks" / "run_cpu.py")
+    run_cpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_cpu)
+    measured = {"ratios": [
+        {"label": "HiSparse swap (torch) vs naive reference", "value": 31.0, "better": "higher", "target": 30.0},
+        {"label": "HiSparse planned copy / index_copy_ bandwidth (%)", "value": 64.0, "better": "higher", "target": 50.0},
+    ]}
+    rows = {r["label"]: r for r in run_cpu.chart_rows(measured)}
+    planned = rows["HiSparse planned copy / index_copy_ bandwidth (ratio)"]
+    assert planned["value"] == 0.64 and planned["target"] == 0.5
+    labels = [label for label, *_ in (p for _, _, ps in run_cpu.RUNS for p in ps)]
+    assert "HiSparse planned copy / index_copy_ bandwidth (%)" in labels
