@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -93,11 +94,11 @@ def run_all() -> dict[str, object]:
     return data
 
 
-def chart_rows(data: dict[str, object]) -> list[dict[str, object]]:
+def chart_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Every measured ratio, for the chart; a percentage (the planned copy's share of
     index_copy_ bandwidth) is drawn as the ratio it is (50% -> 0.5), with its target."""
     rows = []
-    for r in data["ratios"]:  # type: ignore[attr-defined]
+    for r in data["ratios"]:
         if r["value"] is None:
             continue
         if "%" in r["label"]:

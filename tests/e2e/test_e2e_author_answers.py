@@ -37,25 +37,37 @@ def drafting_plugin(name: str, make):
     return registry
 
 
-def test_wrong_drafter_shape_is_a_coded_sentence():
-    registry = drafting_plugin("wide", lambda b, gamma: torch.zeros(b, gamma + 1, dtype=torch.long))
+@pytest.mark.parametrize(
+    "name, make, code, sentence, fix",
+    [
+        (
+            "wide",
+            lambda b, gamma: torch.zeros(b, gamma + 1, dtype=torch.long),
+            "SR147",
+            "of shape [3, 3]; the plan's gamma is 2, so it must be [batch, gamma] = [3, 2]",
+            "Fix: return plan.gamma draft tokens per request from propose",
+        ),
+        (
+            "oov",
+            lambda b, gamma: torch.full((b, gamma), 10**6, dtype=torch.long),
+            "SR148",
+            "token id 1000000, outside the vocabulary [0, 96)",
+            "Fix: propose only real token ids",
+        ),
+    ],
+)
+def test_bad_drafter_proposals_are_coded_sentences(name, make, code, sentence, fix):
+    """Wrong shape: was "(torch.Size([3, 4]), 3)"; out of vocabulary: was torch's "Class
+    values must be smaller than num_classes"."""
     with pytest.raises(ConformanceError) as info:
-        check_algorithm(registry, "wide", samples=200)
-    failure = next(f for f in info.value.failures if "SR147" in f)
-    assert "torch.Size" not in failure
-    assert "the drafter of 'wide' (from specreg_make_drafter) returned from propose(history, lengths)" in failure
-    assert "of shape [3, 3]; the plan's gamma is 2, so it must be [batch, gamma] = [3, 2]" in failure
-    assert "Fix: return plan.gamma draft tokens per request from propose" in failure
-
-
-def test_out_of_vocabulary_drafts_are_a_coded_sentence():
-    registry = drafting_plugin("oov", lambda b, gamma: torch.full((b, gamma), 10**6, dtype=torch.long))
-    with pytest.raises(ConformanceError) as info:
-        check_algorithm(registry, "oov", samples=200)
-    failure = next(f for f in info.value.failures if "SR148" in f)
-    assert "Class values must be smaller" not in failure
-    assert "token id 1000000, outside the vocabulary [0, 96)" in failure
-    assert "Fix: propose only real token ids" in failure
+        check_algorithm(drafting_plugin(name, make), name, samples=200)
+    failure = next(f for f in info.value.failures if f"[{code}]" in f)
+    assert "torch.Size" not in failure and "Class values" not in failure
+    assert (
+        f"the drafter of {name!r} (from specreg_make_drafter) returned from "
+        "propose(history, lengths)"
+    ) in failure
+    assert sentence in failure and fix in failure
 
 
 def test_resolve_config_that_overwrites_user_topk_is_named():
