@@ -126,7 +126,8 @@ class HiSparseSwapper:
     def state(self) -> _State:
         """The swap state tensors, allocated on first use (see `memory()` for their size)."""
         if self._state is None:
-            self._state = _State(self.layout, self.device)
+            with torch.inference_mode(False):  # first use may be inside a loop's inference mode
+                self._state = _State(self.layout, self.device)
         return self._state
 
     def memory(self) -> list[Buffer]:

@@ -263,3 +263,18 @@ def test_demo_step_limit_matches_the_toy_model():
     assert ToyConfig().max_positions == TOY_POSITIONS
     assert ToyConfig().window == VERIFY_MARGIN
     assert MAX_STEPS == TOY_POSITIONS - PROMPT_LEN - VERIFY_MARGIN
+
+
+def test_lazy_swap_state_first_used_inside_inference_mode_serves_outside_it():
+    import torch
+
+    from specreg import Registry
+
+    registry = Registry.load(allowlist={"eagle", "hisparse"}, fresh=True)
+    swapper = registry.resolve({"algorithm": "eagle", "cache": "hisparse",
+                                "cache_options": {"req_slots": 2, "max_seq_len": 64}}).cache_swapper
+    assert swapper._state is None  # nothing allocated by resolve
+    with torch.inference_mode():
+        assert swapper.slot_tokens.shape[1] == 2  # first use allocates
+    swapper.reset_request(1)  # in-place updates outside inference mode still work
+    assert int(swapper.host_cache_locs[1].max()) == -1
