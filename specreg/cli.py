@@ -1,7 +1,8 @@
 """The `specreg` command line: list, check, plan, explain, demo.
 
 `list`, `check` and `explain` import neither torch nor triton. Exit codes: 0 sound, 1 problems
-found, 2 usage errors.
+found (for `list`: a plugin failed to load or SPECREG_PLUGINS names a missing one), 2 usage
+errors (an unknown flag is SR142 with the closest flag).
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_budget_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--memory-budget", default=None, metavar="SIZE",
+        help="device memory the plan may use, e.g. 16GiB; exit 1 (SR145) beyond it",
+    )
+    parser.add_argument(
+        "--host-memory-budget", default=None, metavar="SIZE",
+        help="host memory the plan may use, e.g. 64GiB; exit 1 (SR145) beyond it",
+    )
+
+
 def _coerce(value: str) -> Any:
     """Integers where the text is an integer; booleans for true/false; text otherwise."""
     text = value.strip()
@@ -56,18 +68,33 @@ def _coerce(value: str) -> Any:
 
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """Merge --config FILE with the flags (flags win) into a SpecConfig mapping."""
+    data, problems = parse_config_flags(args)
+    if problems:
+        raise ConfigError(problems)
+    return data
+
+
+def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[Problem]]:
+    """The SpecConfig mapping the flags give, and every problem with the flags themselves
+    (worded in flags), so a command can report them together with the config's problems."""
     data: dict[str, Any] = {}
+    problems: list[Problem] = []
     if args.config_file:
-        data.update(load_json_object(args.config_file))
-    for field in SGLANG_FLAGS.values():
+        try:
+            data.update(load_json_object(args.config_file, flag="--config"))
+        except ConfigError as exc:
+            problems += exc.problems
+    for flag, field in SGLANG_FLAGS.items():
         value = getattr(args, field)
         if value is None:
             continue
         if field in ("num_steps", "topk", "num_draft_tokens"):
             value = _coerce(value)
+            if not isinstance(value, int) or isinstance(value, bool):
+                problems.append(whole_number_problem(flag, value, field))
+                continue
         data[field] = value
     options = dict(data.get("cache_options") or {})
-    problems: list[Problem] = []
     for item in args.cache_option:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -86,9 +113,52 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         data["cache_options"] = options
     if args.candidate_steps is not None:
         data["candidate_steps"] = [_coerce(s) for s in args.candidate_steps.split(",") if s.strip()]
-    if problems:
-        raise ConfigError(problems)
-    return data
+    return data, problems
+
+
+def whole_number_problem(flag: str, value: Any, field: str | None = None) -> Problem:
+    """SR143: an integer flag got something else; the advice is a command line."""
+    return problem(
+        "SR143",
+        f"{flag} takes a whole number, got {value!r}",
+        accepted=f"an integer, e.g. {flag} 3, or leave the flag out to infer it",
+        fix=f"pass a whole number to {flag}",
+        field=field or flag,
+    )
+
+
+def _memory_budgets(args: argparse.Namespace) -> tuple[int | None, int | None, list[Problem]]:
+    """--memory-budget and --host-memory-budget in bytes, and SR143 for unreadable sizes."""
+    from specreg.memory import parse_size
+
+    budgets: list[int | None] = []
+    problems: list[Problem] = []
+    for flag, text in (("--memory-budget", args.memory_budget),
+                       ("--host-memory-budget", args.host_memory_budget)):
+        size = None if text is None else parse_size(text)
+        if text is not None and size is None:
+            problems.append(
+                problem(
+                    "SR143",
+                    f"{flag} takes a size, got {text!r}",
+                    accepted="bytes, or a number with a unit: 80GB, 16GiB, 512MiB",
+                    fix=f"pass e.g. {flag} 16GiB",
+                    field=flag,
+                )
+            )
+        budgets.append(size)
+    return budgets[0], budgets[1], problems
+
+
+def _memory_problems(registry: Any, data: dict[str, Any], args: argparse.Namespace) -> list[Problem]:
+    """SR145 when the plan of a sound config exceeds the memory budgets given."""
+    device, host, problems = _memory_budgets(args)
+    if problems or (device is None and host is None):
+        return problems
+    memory = registry.resolve(data).memory()
+    return memory.budget_problems(
+        device_budget=device, host_budget=host, flags=("--memory-budget", "--host-memory-budget")
+    )
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -106,9 +176,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         "plugins": [p.to_dict() for p in registry.plugins()],
         "failures": [f.to_dict() for f in registry.failures],
     }
+    status = EXIT_PROBLEMS if registry.failures else EXIT_OK
     if args.json:
         print(json.dumps(data, indent=2))
-        return EXIT_OK
+        return status
     print("Algorithms")
     for a in registry.algorithms():
         aliases = f" (aliases: {', '.join(a.aliases)})" if a.aliases else ""
@@ -131,15 +202,23 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("Load failures")
         for f in registry.failures:
             print(f"  {f.plugin or '-'}: {f.problem.render()}")
-    return EXIT_OK
+        print(f"{len(registry.failures)} load failure(s): exit status 1.")
+    return status
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     registry = _load_registry()
-    try:
-        problems = registry.check(config_from_args(args))
-    except SpecRegError as exc:
-        problems = list(exc.problems)
+    data, problems = parse_config_flags(args)
+    if "algorithm" in data or not problems:
+        try:
+            problems += registry.check(data)
+        except SpecRegError as exc:
+            problems += exc.problems
+    if not any(p.is_error for p in problems):
+        try:
+            problems += _memory_problems(registry, data, args)
+        except SpecRegError as exc:
+            problems += exc.problems
     errors, warnings = split_problems(problems)
     if args.json:
         print(
@@ -168,14 +247,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     registry = _load_registry()
     try:
         plan = registry.resolve(config_from_args(args))
+        device, host, problems = _memory_budgets(args)
     except SpecRegError as exc:
         for p in exc.problems:
             print(f"error: {p.render()}", file=sys.stderr)
         return EXIT_PROBLEMS
+    memory = plan.memory()
+    problems += memory.budget_problems(
+        device_budget=device, host_budget=host, flags=("--memory-budget", "--host-memory-budget")
+    )
+    for p in problems:
+        print(f"error: {p.render()}", file=sys.stderr)
+    status = EXIT_PROBLEMS if problems else EXIT_OK
     data = plan.to_dict()
     if args.json:
         print(json.dumps(data, indent=2, default=str))
-        return EXIT_OK
+        return status
     print(f"algorithm      {data['algorithm']}  ({plan.algorithm.drafting} drafting)")
     print(f"config         {json.dumps(data['config'], default=str)}")
     print(f"gamma          {data['gamma']}")
@@ -190,9 +277,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"cache          {data['cache']}  swapper: {data['cache_swapper']}")
     backends = ", ".join(f"{k}: {v}" for k, v in data["kernel_backends"].items())
     print(f"kernels        {backends}")
+    print("memory         " + "\n               ".join(memory.lines()))
     for notice in data["notices"]:
         print(f"notice: {notice}")
-    return EXIT_OK
+    return status
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -224,6 +312,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from specreg.demo_args import demo_arg_problems
+
+    problems = demo_arg_problems(args, _load_registry())
+    for p in problems:
+        print(f"error: {p.render()}", file=sys.stderr)
+    if problems:
+        return EXIT_USAGE
     from specreg.demo import run_demo_cli
 
     return run_demo_cli(args)
@@ -241,11 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="report every problem in a config (exit 1 on problems)")
     _add_config_flags(p)
+    _add_budget_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("plan", help="the resolved widths, gamma and kernels for a config")
     _add_config_flags(p)
+    _add_budget_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
 
@@ -263,13 +360,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        return _unknown_flags(parser, args, extras)
     try:
         return int(args.func(args))
     except SpecRegError as exc:
         for p in exc.problems:
             print(f"error: {p.render()}", file=sys.stderr)
         return EXIT_PROBLEMS
+
+
+def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> int:
+    """SR142 for every flag the command does not have, with the closest one; exit 2."""
+    from specreg._suggest import did_you_mean
+
+    sub = _subparser(parser, args.command)
+    known = sorted(o for a in sub._actions for o in a.option_strings if o.startswith("--"))
+    flags = [e.partition("=")[0] for e in extras if e.startswith("-")] or extras
+    for flag in flags:
+        p = problem(
+            "SR142",
+            f"`specreg {args.command}` has no flag {flag!r}.{did_you_mean(flag, known)}",
+            accepted=f"the flags `specreg {args.command} --help` lists",
+            fix="use the flag suggested, or remove it",
+            field=flag,
+        )
+        print(f"error: {p.render()}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[command]  # type: ignore[no-any-return]
+    return parser
 
 
 if __name__ == "__main__":

@@ -57,6 +57,9 @@ def _thaw(value: Any) -> Any:
 
 
 def _optional_mapping(value: Any) -> Mapping[str, Any] | None:
+    """A mapping, frozen; a path (str or os.PathLike) is read as the JSON file it names."""
+    if isinstance(value, (str, os.PathLike)):
+        value = load_json_object(value)
     return None if value is None else _freeze(value)
 
 
@@ -81,8 +84,8 @@ class SpecConfig:
     """A speculative-decoding configuration.
 
     Unset (None) numeric fields are inferred by the algorithm's plugin. `draft_config` is the
-    draft checkpoint's config.json as a mapping. `cache` names a KV-cache backend and
-    `cache_options` holds its options. `candidate_steps` lists the step counts adaptive
+    draft checkpoint's config.json, as a mapping or the path of the file. `cache` names a
+    KV-cache backend and `cache_options` holds its options. `candidate_steps` lists the step counts adaptive
     speculation may switch between; widths then cover every candidate.
     """
 
@@ -257,8 +260,25 @@ class SpecConfig:
         return attrs.evolve(self, **changes)
 
 
-def load_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a JSON file whose top level is an object; SR106 otherwise."""
+_FILE_HINTS = {
+    "--speculative-draft-config": (
+        "draft_config",
+        "point --speculative-draft-config (draft_config= in Python) at the draft checkpoint's "
+        "config.json",
+    ),
+    "--config": (
+        "config_file",
+        "point --config at a JSON file of speculative settings, such as "
+        '{"algorithm": "eagle", "num_steps": 3}, or pass the settings as flags',
+    ),
+}
+
+
+def load_json_object(
+    path: str | os.PathLike[str], *, flag: str = "--speculative-draft-config"
+) -> dict[str, Any]:
+    """Read a JSON file whose top level is an object; SR106 otherwise, with the fix for `flag`."""
+    field, fix = _FILE_HINTS[flag]
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -268,8 +288,8 @@ def load_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
                 "SR106",
                 f"cannot read {os.fspath(path)!r}: {exc}",
                 accepted="a readable JSON file whose top level is an object",
-                fix="point the flag at the checkpoint's config.json",
-                field="draft_config",
+                fix=fix,
+                field=field,
             )
         ) from None
     if not isinstance(data, dict):
@@ -278,8 +298,8 @@ def load_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
                 "SR106",
                 f"{os.fspath(path)!r} holds a JSON {type(data).__name__}, not an object",
                 accepted="a JSON object",
-                fix="point the flag at the checkpoint's config.json",
-                field="draft_config",
+                fix=fix,
+                field=field,
             )
         )
     return data

@@ -115,6 +115,7 @@ def _range_problems(
 ) -> list[Problem]:
     problems = []
     effective = resolution.config if resolution is not None else config
+    given_out_of_range = _given_out_of_range(config, algorithm)
     for name in _PARAMS:
         value = getattr(effective, name)
         allowed = getattr(algorithm, name)
@@ -132,6 +133,8 @@ def _range_problems(
             continue
         if not allowed.contains(value):
             source = "given" if getattr(config, name) is not None else "inferred"
+            if source == "inferred" and given_out_of_range:
+                continue  # inferred from a given value already reported: one cause, one error
             problems.append(
                 problem(
                     "SR103",
@@ -159,6 +162,16 @@ def _cache_option_problems(config: SpecConfig, cache: CacheSpec) -> list[Problem
             )
         )
     return problems
+
+
+def _given_out_of_range(config: SpecConfig, algorithm: AlgorithmSpec) -> bool:
+    """Whether a value the user gave is outside its declared range."""
+    return any(
+        getattr(config, name) is not None and not getattr(algorithm, name).contains(
+            getattr(config, name)
+        )
+        for name in _PARAMS
+    )
 
 
 @hookimpl(trylast=True)

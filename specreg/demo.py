@@ -17,10 +17,12 @@ from typing import Any
 import attrs
 import torch
 
-from specreg.errors import SpecRegError
+from specreg.demo_args import MAX_STEPS, PROMPT_LEN, VERIFY_MARGIN, range_problem
+from specreg.errors import ConfigError, SpecRegError
 from specreg.plan import SpecPlan
 from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
+from specreg.testing.drafter_checks import drafter_label, no_drafting_code
 from specreg.testing.kv import toy_cache_options
 from specreg.testing.lossless import check_greedy, check_sampling
 from specreg.testing.toy_model import ToyConfig, ToyLM
@@ -28,8 +30,6 @@ from specreg.testing.toy_model import ToyConfig, ToyLM
 DRAFT_NOISE = 0.25
 GREEDY_PROMPTS = 4
 SAMPLING_SAMPLES = 2000
-PROMPT_LEN = 24
-TOY_MAX_POSITIONS = 160
 
 
 def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
@@ -84,6 +84,8 @@ class DemoRow:
     bytes_copied: float | None = None
     backend: str = ""
     accept_lengths: list[int] = attrs.field(factory=list)
+    drafter: str = ""
+    notice: str | None = None
     error: str | None = None
     seconds: float = 0.0
 
@@ -121,7 +123,9 @@ def run_case(
     if cache:
         config["cache"] = cache
         declared = registry.get_cache(cache).options
-        sized = toy_cache_options(max(SAMPLING_SAMPLES, GREEDY_PROMPTS), TOY_MAX_POSITIONS, target)
+        sized = toy_cache_options(
+            max(SAMPLING_SAMPLES, GREEDY_PROMPTS), PROMPT_LEN + num_new + VERIFY_MARGIN, target
+        )
         options = {k: v for k, v in sized.items() if k in declared}  # the toy's sizes it takes
         if options:
             config["cache_options"] = options
@@ -135,6 +139,9 @@ def run_case(
             for k, v in plan.config.to_dict().items()
             if k not in ("draft_config", "cache_options")
         }
+        row.drafter = drafter_label(plan)
+        notice = no_drafting_code(plan)
+        row.notice = notice.render() if notice else None
         g = torch.Generator().manual_seed(seed)
         vocab = target.config.vocab_size
         prompts = torch.randint(0, vocab - 1, (GREEDY_PROMPTS, PROMPT_LEN), generator=g)
@@ -183,6 +190,8 @@ def run_demo(
     progress: bool = False,
     registry: Registry | None = None,
 ) -> list[DemoRow]:
+    if not 1 <= steps <= MAX_STEPS:
+        raise ConfigError(range_problem("--steps", steps, 1, MAX_STEPS, "48"))
     registry = registry or Registry.load()
     toy = ToyConfig()
     target = ToyLM(toy, seed=seed)
@@ -207,7 +216,8 @@ def run_demo(
 def format_table(rows: list[DemoRow]) -> str:
     head = (
         f"{'algorithm':<10} {'case':<8} {'cache':<9} {'accept len':>10} {'tok/fwd':>8} "
-        f"{'lossless':>9} {'hit rate':>8} {'bytes copied':>12} {'backend':>8}  config"
+        f"{'lossless':>9} {'hit rate':>8} {'bytes copied':>12} {'backend':>8} "
+        f"{'drafter':>9}  config"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -218,21 +228,20 @@ def format_table(rows: list[DemoRow]) -> str:
         lines.append(
             f"{r.algorithm:<10} {r.case:<8} {r.cache:<9} {r.mean_accepted_length:>10.2f} "
             f"{r.tokens_per_target_forward:>8.2f} {verdict:>9} {hit:>8} {copied:>12} "
-            f"{r.backend:>8}  {cfg}"
+            f"{r.backend:>8} {r.drafter:>9}  {cfg}"
         )
+        if r.notice:
+            lines.append(f"    notice: {r.notice}")
         if r.error:
             lines.append(f"    error: {r.error}")
     return "\n".join(lines)
 
 
 def save_plot(rows: list[DemoRow], path: str) -> None:
-    try:
-        import matplotlib
+    import matplotlib  # present: `specreg demo` checks --plot before the run (SR144)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # an optional extra
-        raise SystemExit(f"--plot needs matplotlib: pip install 'specreg[plot]' ({exc})") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     shown = [r for r in rows if r.accept_lengths]
     cols = min(4, max(len(shown), 1))
     nrows = (len(shown) + cols - 1) // cols or 1

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from specreg.backend import backend_for_device, requested_backend, triton_available
+from specreg.memory import MemoryReport, plan_memory
 from specreg.phase import PHASES, Phase
 
 if TYPE_CHECKING:
@@ -83,6 +84,10 @@ class SpecPlan:
         except (KeyError, TypeError):
             return (self._draft if is_draft_worker else self._target)[Phase.parse(phase).value]
 
+    def memory(self) -> MemoryReport:
+        """The device and host bytes of every buffer the plan implies (nothing is allocated)."""
+        return plan_memory(self)
+
     def kernel_backends(self) -> dict[str, str]:
         """Which kernel implementation runs for tensors on each device type."""
         out: dict[str, str] = {"cpu": backend_for_device("cpu")}
@@ -118,6 +123,7 @@ class SpecPlan:
             "drafter": _describe(self.drafter),
             "cache_swapper": _describe(self.cache_swapper),
             "kernel_backends": self.kernel_backends(),
+            "memory": self.memory().to_dict(),
             "notices": [n.render() for n in self.notices],
             "plugins": [p.to_dict() for p in self.plugins],
         } | ({"candidates": [c.to_dict() for c in self.candidates]} if self.candidates else {})

@@ -20,7 +20,7 @@ import attrs
 import pluggy
 
 from specreg import default_plugin, hookspecs
-from specreg._suggest import did_you_mean
+from specreg._suggest import unknown_name_problem, unmatched_allowlist_problem
 from specreg.catalog import ErrorEntry, register_plugin_entry
 from specreg.config import SpecConfig
 from specreg.errors import (
@@ -153,7 +153,9 @@ class Registry:
         """Import and register every entry point of `group` (filtered by `allowlist`)."""
         with self._lock:
             seen: set[str] = set()
-            for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
+            found = sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name)
+            self._report_unmatched(allowlist, {ep.name for ep in found}, group)
+            for ep in found:
                 if allowlist is not None and ep.name not in allowlist:
                     continue
                 if ep.name in seen or self._pm.has_plugin(ep.name):
@@ -198,6 +200,13 @@ class Registry:
                 self._load_seconds[ep.name] = time.perf_counter() - started
                 self._register(plugin, ep.name, dist_name, version)
             self._rebuild()
+
+    def _report_unmatched(
+        self, allowlist: frozenset[str] | None, available: set[str], group: str
+    ) -> None:
+        """SR141 for every SPECREG_PLUGINS name that matches no installed entry point."""
+        for name in sorted((allowlist or frozenset()) - available):
+            self._fail(name, None, unmatched_allowlist_problem(name, available, group))
 
     def register_plugin(
         self,
@@ -503,20 +512,7 @@ class Registry:
             return table[key]
         if key in self._tables.conflicts:
             raise UnknownNameError(self._tables.conflicts[key])
-        choices = sorted(table)
-        code, flag = ("SR101", "--speculative-algorithm") if kind == "algorithm" else (
-            "SR102",
-            "--kv-cache",
-        )
-        raise UnknownNameError(
-            problem(
-                code,
-                f"unknown {kind} {name!r}.{did_you_mean(key, choices)}",
-                accepted=", ".join(choices) or f"none: no plugin registered any {kind}",
-                fix=f"pass one of them to {flag}, or install the plugin that provides {name!r}",
-                field=kind,
-            )
-        )
+        raise UnknownNameError(unknown_name_problem(self, name, kind))
 
     # ----------------------------------------------------------------------------- dispatch
     def _impls(self, hook_name: str, *, skip: frozenset[str] = frozenset()) -> list[Any]:

@@ -151,17 +151,18 @@ def _build(
 def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pass:
     if not isinstance(config, SpecConfig):
         config = SpecConfig.from_dict(config)
-    algorithm, cache = _lookup(tables, config)
+    algorithm, cache, lookup_problems = _lookup(tables, config)
     skip = tables.shadowed(algorithm.name)
     skip |= tables.shadowed(cache.name) if cache else frozenset()
     skip |= tables.bystanders(algorithm.name, *([cache.name] if cache else []))
     memo: dict[str, Any] = {}
-    problems: list[Problem] = []
+    problems: list[Problem] = list(lookup_problems)  # an unknown cache hides nothing else
     resolution: Resolution | None = None
+    resolve_problems: list[Problem] = []
     try:
         resolution = _resolve(tables, config, algorithm, skip, memo)
     except SpecRegError as exc:
-        problems += exc.problems
+        resolve_problems += exc.problems
     generic: list[Problem] = []  # the default plugin's rules, superseded per field below
     for plugin, found in tables.call_hook(
         "specreg_validate_config",
@@ -185,10 +186,15 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
     # A plugin's own error about a field replaces the generic range message for it.
     owned = {p.field for p in problems if p.is_error and p.field}
     problems += [p for p in generic if not (p.is_error and p.field in owned)]
+    problems += consequences_dropped(resolve_problems, problems)
     return _Pass(algorithm, cache, resolution, _dedupe(problems), skip, memo)
 
 
-def _lookup(tables: HookTables, config: SpecConfig) -> tuple[AlgorithmSpec, CacheSpec | None]:
+def _lookup(
+    tables: HookTables, config: SpecConfig
+) -> tuple[AlgorithmSpec, CacheSpec | None, list[Problem]]:
+    """The algorithm and cache specs, and the lookup problems; raises only when the algorithm
+    is unknown, since nothing else can be checked without it."""
     problems: list[Problem] = []
     algorithm = cache = None
     try:
@@ -200,10 +206,19 @@ def _lookup(tables: HookTables, config: SpecConfig) -> tuple[AlgorithmSpec, Cach
             cache = tables.get_cache(config.cache)
         except UnknownNameError as exc:
             problems += exc.problems
-    if problems:
+    if algorithm is None:
         raise ConfigError(problems)
-    assert algorithm is not None
-    return algorithm, cache
+    return algorithm, cache, problems
+
+
+def consequences_dropped(resolve_problems: list[Problem], found: list[Problem]) -> list[Problem]:
+    """The resolve hooks' problems, less SR115 (a hook returned nonsense) when validation
+    already found an error in the user's input: the hook only echoed that input, so blaming the
+    plugin would point the user at the wrong party. Once the input is fixed, a real plugin bug
+    still shows."""
+    if any(p.is_error and p.code != "SR115" for p in found):
+        return [p for p in resolve_problems if p.code != "SR115"]
+    return resolve_problems
 
 
 def _resolve(

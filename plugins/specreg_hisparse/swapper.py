@@ -31,6 +31,7 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
+from specreg.memory import Buffer
 from specreg_hisparse.kernels import (
     PADDED_LOCATION,
     copy_planned_triton,
@@ -40,6 +41,7 @@ from specreg_hisparse.kernels import (
     swap_triton,
 )
 from specreg_hisparse.layout import HiSparseLayout, steps_problem
+from specreg_hisparse.memory import hisparse_buffers
 
 PADDED_ROW_LOCATION = PADDED_LOCATION  # what CUDA-graph padding rows get (a valid row)
 
@@ -115,10 +117,22 @@ class HiSparseSwapper:
     def __init__(self, layout: HiSparseLayout, device: str | torch.device | None = None) -> None:
         self.layout = layout
         self.device = torch.device(device if device is not None else layout.device)
-        self.state = _State(layout, self.device)
+        self._state: _State | None = None  # allocated on first use, never at resolve time
         self.last_plan: MissPlan | None = None
         self.last_stats: SwapStats | None = None
         self.totals = torch.zeros(3, dtype=torch.int64, device=self.device)  # hits, misses, bytes
+
+    @property
+    def state(self) -> _State:
+        """The swap state tensors, allocated on first use (see `memory()` for their size)."""
+        if self._state is None:
+            with torch.inference_mode(False):  # first use may be inside a loop's inference mode
+                self._state = _State(self.layout, self.device)
+        return self._state
+
+    def memory(self) -> list[Buffer]:
+        """Every buffer this cache implies, in bytes (the plan's memory contract)."""
+        return hisparse_buffers(self.layout)
 
     def describe(self) -> str:
         lay = self.layout
@@ -172,18 +186,26 @@ class HiSparseSwapper:
 
     # ------------------------------------------------------------------------- allocation
     def new_host_cache(
-        self, row_elems: int, dtype: torch.dtype = torch.uint8, *, pin: bool | None = None
+        self,
+        row_elems: int | None = None,
+        dtype: torch.dtype = torch.uint8,
+        *,
+        pin: bool | None = None,
     ) -> torch.Tensor:
-        """A zeroed host cache ``[host_rows, row_elems]`` (pinned when the swapper is on CUDA)."""
-        self._check_row_size("host_cache", row_elems * torch.empty((), dtype=dtype).element_size())
+        """A zeroed host cache ``[host_rows, row_elems]`` (pinned when the swapper is on CUDA).
+
+        `row_elems` defaults to the layout's row_bytes in elements of `dtype`."""
+        row_elems = self._row_elems("new_host_cache", row_elems, dtype)
         pin = self.device.type == "cuda" if pin is None else pin
         return torch.zeros((self.layout.host_rows, row_elems), dtype=dtype, pin_memory=pin)
 
-    def new_device_buffer(self, row_elems: int, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
-        """A zeroed device buffer ``[device_rows, row_elems]`` on the swapper's device."""
-        self._check_row_size(
-            "device_buffer", row_elems * torch.empty((), dtype=dtype).element_size()
-        )
+    def new_device_buffer(
+        self, row_elems: int | None = None, dtype: torch.dtype = torch.uint8
+    ) -> torch.Tensor:
+        """A zeroed device buffer ``[device_rows, row_elems]`` on the swapper's device.
+
+        `row_elems` defaults to the layout's row_bytes in elements of `dtype`."""
+        row_elems = self._row_elems("new_device_buffer", row_elems, dtype)
         return torch.zeros((self.layout.device_rows, row_elems), dtype=dtype, device=self.device)
 
     def default_host_rows(
@@ -374,6 +396,31 @@ class HiSparseSwapper:
         return out.view(top_k_tokens.shape)
 
     # ------------------------------------------------------------------------------- checks
+    def _row_elems(self, helper: str, row_elems: int | None, dtype: torch.dtype) -> int:
+        """The row length in `dtype` elements that makes rows of the layout's row_bytes."""
+        size = torch.empty((), dtype=dtype).element_size()
+        want = self.layout.row_bytes
+        if row_elems is None and want % size == 0:
+            return want // size
+        if row_elems is not None and row_elems * size == want:
+            return row_elems
+        got = f"row_elems={row_elems} x {size} bytes = {row_elems * size}" if row_elems else (
+            f"{want} bytes do not divide into {dtype} elements of {size} bytes"
+        )
+        hint = f"call {helper}(dtype={dtype}) without row_elems" if want % size == 0 else (
+            f"pass a dtype whose size divides {want}, e.g. torch.uint8"
+        )
+        raise KernelInputError(
+            problem(
+                "SR411",
+                f"{helper}: {got}, but the layout's row_bytes is {want}",
+                accepted=f"rows of {want} bytes (row_elems x the dtype's size)",
+                fix=f"{hint} (it derives the row length from row_bytes), or set "
+                f"--kv-cache-option row_bytes=N to your model's real KV row size",
+                field="row_elems",
+            )
+        )
+
     def _check_row_size(self, name: str, row_bytes: int) -> None:
         if row_bytes != self.layout.row_bytes:
             raise KernelInputError(

@@ -51,10 +51,10 @@ class ErrorEntry:
 
 
 def _collect() -> dict[str, ErrorEntry]:
-    from specreg.catalog import core, kernels
+    from specreg.catalog import core, kernels, usage
 
     table: dict[str, ErrorEntry] = {}
-    for module in (core, kernels):
+    for module in (core, usage, kernels):
         for entry in module.ENTRIES:
             if entry.code in table:
                 raise RuntimeError(f"error code {entry.code} is defined twice")

@@ -6,6 +6,7 @@ Imports torch (unlike `import specreg`).
 
 from specreg.testing.conformance import (
     ConformanceError,
+    ConformanceNotice,
     ConformanceReport,
     check_algorithm,
     check_cache,
@@ -16,6 +17,7 @@ from specreg.testing.toy_model import ToyConfig, ToyLM, greedy_reference
 
 __all__ = [
     "ConformanceError",
+    "ConformanceNotice",
     "ConformanceReport",
     "GenerationResult",
     "SpeculativeLoop",

@@ -11,6 +11,7 @@ plugin authors run them through the pytest plugin (`specreg.testing.pytest_plugi
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ import attrs
 import torch
 
 from specreg.catalog import lookup
-from specreg.errors import SpecRegError
+from specreg.errors import Problem, SpecRegError, problem
 from specreg.phase import PHASES, Phase
 from specreg.plan import SpecPlan
 from specreg.protocols import (
@@ -29,8 +30,13 @@ from specreg.protocols import (
 )
 from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
+from specreg.testing.drafter_checks import no_drafting_code
 from specreg.testing.lossless import check_greedy, check_sampling
 from specreg.testing.toy_model import ToyConfig, ToyLM
+
+
+class ConformanceNotice(UserWarning):
+    """Something a passing report must not hide (SR151: the toy model drafted, not the plugin)."""
 
 
 class ConformanceError(AssertionError):
@@ -46,6 +52,13 @@ class ConformanceReport:
     subject: str
     checked: list[str] = attrs.field(factory=list)
     failures: list[str] = attrs.field(factory=list)
+    notices: list[str] = attrs.field(factory=list)
+
+    def notice(self, found: Problem | None) -> None:
+        """Record a notice once, and warn with it so a passing pytest run shows it too."""
+        if found is not None and found.render() not in self.notices:
+            self.notices.append(found.render())
+            warnings.warn(ConformanceNotice(f"{self.subject}: {found.render()}"), stacklevel=3)
 
     def clause(self, name: str, ok: bool, detail: str = "") -> None:
         self.checked.append(name)
@@ -117,6 +130,7 @@ def check_algorithm(
         except SpecRegError as exc:
             report.clause(f"resolves {config}", False, str(exc))
             continue
+        report.notice(no_drafting_code(plan))
         for phase, is_draft in itertools.product(PHASES, (False, True)):
             width = plan.num_tokens_per_req(phase, is_draft_worker=is_draft)
             report.clause(
@@ -134,11 +148,14 @@ def check_algorithm(
     for config in out_of_range_configs(algorithm, base):
         # An error, or a warning where the algorithm fixes the parameter and ignores the value.
         problems = registry.check(config)
+        reported = bool(problems) and all(_known(p.code) and p.fix for p in problems)
         report.clause(
             f"reports a coded problem with a fix for {config}",
-            bool(problems) and all(_known(p.code) and p.fix for p in problems),
-            f"problems: {[p.render() for p in problems]}",
+            reported,
+            f"problems: {[p.render() for p in problems]}" if problems else "",
         )
+        if not problems:
+            report.failures[-1] = silent_out_of_range(registry, algorithm, config).render()
 
     adaptive = adaptive_configs(registry, algorithm, base)
     for config in adaptive:
@@ -182,6 +199,8 @@ def check_algorithm(
                     sampled.passed,
                     f"chi-square p-values {sampled.p_values}",
                 )
+            except SpecRegError as exc:  # coded already (a drafter's bad proposals: SR147/148)
+                report.clause(f"generation runs for {config}", False, str(exc))
             except AssertionError as exc:  # a width disagreeing with the kernels' shapes
                 report.clause(f"kernel shapes agree with the widths for {config}", False, str(exc))
             except Exception as exc:  # noqa: BLE001 - a plugin's kernel crashing is a failure to report
@@ -314,3 +333,37 @@ def _first_algorithm(registry: Registry, cache: str) -> dict[str, Any]:
         if not registry.check(config):
             return {"algorithm": algorithm.name}
     return {"algorithm": registry.algorithms()[0].name} if registry.algorithms() else {}
+
+
+def silent_out_of_range(
+    registry: Registry, algorithm: AlgorithmSpec, config: Mapping[str, Any]
+) -> Problem:
+    """Why an out-of-range config drew no problem: a resolve_config that overwrote the user's
+    value (SR149), or nobody checking the range (SR150)."""
+    field, value = next(
+        (f, config[f]) for f in ("num_steps", "topk", "num_draft_tokens") if f in config
+    )
+    allowed = getattr(algorithm, field).describe()
+    try:
+        resolved = getattr(registry.resolve(config).config, field)
+    except SpecRegError:
+        resolved = value
+    if resolved != value:
+        return problem(
+            "SR149",
+            f"specreg_resolve_config of {algorithm.name!r} changed {field} from {value} (given "
+            f"by the user, outside {allowed}) to {resolved}, so check() reported nothing",
+            accepted=f"a resolve_config that fills only unset fields; {field} in {allowed}",
+            fix=f"in specreg_resolve_config set {field} only when config.{field} is None, and "
+            "report values the algorithm cannot take from specreg_validate_config",
+            field=field,
+        )
+    return problem(
+        "SR150",
+        f"{field}={value} is outside the declared range {allowed} of {algorithm.name!r}, "
+        "and check() reported no problem",
+        accepted="a coded Problem from specreg_validate_config, or the declared range enforced",
+        fix=f"declare the real range of {field} in the AlgorithmSpec, or return a coded Problem "
+        "for it from specreg_validate_config",
+        field=field,
+    )

@@ -17,6 +17,7 @@ import torch
 
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
+from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.toy_model import ToyLM
 
@@ -154,7 +155,9 @@ class SpeculativeLoop:
         if self.plan.drafter is not None:
             drafter = cast("ChainDrafterProtocol", self.plan.drafter)
             drafts = drafter.propose(batch.seqs, batch.lengths)
-            assert drafts.shape == (b, drafter.gamma), (drafts.shape, gamma)
+            check_proposals(
+                drafts, b, drafter.gamma, self.target.config.vocab_size, self.plan.algorithm.name
+            )
             drafts = drafts[:, :gamma]  # a candidate verifies a prefix of the chain
             q = torch.nn.functional.one_hot(drafts, self.target.config.vocab_size).float()
             return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q

@@ -25,8 +25,9 @@ def test_check_reports_every_problem_and_exits_1():
         "--speculative-eagle-topk", "x", "--kv-cache", "nope",
     )
     assert result.returncode == 1
-    # unknown cache and a non-integer topk are both reported, with codes and fixes
-    assert "SR104" in result.stdout and "Fix:" in result.stdout
+    # the non-integer topk (as command-line advice), the unknown cache and the range: all three
+    assert "SR143" in result.stdout and "SR102" in result.stdout and "SR103" in result.stdout
+    assert "Fix: pass a whole number to --speculative-eagle-topk" in result.stdout
 
 
 def test_check_sound_config_exits_0():

@@ -1,0 +1,223 @@
+"""Catalog entries SR140–SR159: command-line usage, plugin loading seen by a user, memory budgets
+and the conformance kit's findings."""
+
+from specreg.catalog import ErrorEntry
+
+ENTRIES = (
+    ErrorEntry(
+        code="SR140",
+        title="Unknown name while plugins failed to load",
+        meaning=(
+            "No loaded plugin registered this algorithm or cache, and at least one installed "
+            "plugin failed to load. The failed plugin most likely provides the name, so the "
+            "load failure, not the spelling, is the cause to fix first."
+        ),
+        when=(
+            "Resolving a config or running `specreg check/plan/demo` with a name no loaded "
+            "plugin registered, while `specreg list` shows load failures (SR110, SR111, SR114, "
+            "SR118, SR119)."
+        ),
+        solutions=(
+            "Run `specreg list`: it names each failed plugin, its code and the cause.",
+            "Fix or reinstall the failed plugin's distribution (a missing dependency, a hook "
+            "whose arguments do not match the hook reference).",
+            "If the name was misspelt after all, use a name `specreg list` shows.",
+        ),
+        example_fix=(
+            "# before: the medusa plugin failed to import (SR110)\n"
+            "specreg check --speculative-algorithm medusa\n"
+            "# after\n"
+            "pip install <the missing dependency> && specreg check --speculative-algorithm medusa"
+        ),
+    ),
+    ErrorEntry(
+        code="SR141",
+        title="SPECREG_PLUGINS names no installed plugin",
+        meaning=(
+            "A name in the SPECREG_PLUGINS allowlist matches no entry point of the 'specreg' "
+            "group, so nothing was loaded for it."
+        ),
+        when="SPECREG_PLUGINS=eagle,bogus (a typo, or a plugin that is not installed).",
+        solutions=(
+            "Use the entry-point names `specreg list` shows under Plugins.",
+            "Install the distribution that provides the plugin.",
+            "Remove the name from SPECREG_PLUGINS.",
+        ),
+        example_fix="# before\nSPECREG_PLUGINS=eagle,bogus\n# after\nSPECREG_PLUGINS=eagle",
+    ),
+    ErrorEntry(
+        code="SR142",
+        title="Unknown command-line flag",
+        meaning="The command does not have this flag; the message names the closest one.",
+        when="A misspelt flag, such as --speculative-eagle-top-k for --speculative-eagle-topk.",
+        solutions=(
+            "Use the flag the message suggests.",
+            "Run `specreg COMMAND --help` for the command's flags.",
+        ),
+        example_fix=(
+            "# before\n--speculative-eagle-top-k 4\n# after\n--speculative-eagle-topk 4"
+        ),
+    ),
+    ErrorEntry(
+        code="SR143",
+        title="Flag value is not valid",
+        meaning=(
+            "A command-line flag got a value of the wrong kind or outside its range, such as "
+            "a fraction where a whole number is needed."
+        ),
+        when=(
+            "--speculative-num-steps 3.5, --memory-budget lots, or `specreg demo --steps 0` "
+            "(and other demo flags out of range)."
+        ),
+        solutions=(
+            "Pass a value of the kind the message lists.",
+            "Leave the flag out to use its default.",
+        ),
+        example_fix="# before\n--speculative-num-steps 3.5\n# after\n--speculative-num-steps 3",
+    ),
+    ErrorEntry(
+        code="SR144",
+        title="Output file cannot be written",
+        meaning=(
+            "A file a command should write (such as the demo's --plot image) cannot be "
+            "created: its folder is missing or not writable, or the tool that writes it is not "
+            "installed. It is checked before the run, so no work is lost."
+        ),
+        when="specreg demo --plot missing_dir/x.png, or --plot without matplotlib installed.",
+        solutions=(
+            "Create the folder first, or point the flag at an existing writable folder.",
+            "Install the plotting extra: pip install 'specreg[plot]'.",
+        ),
+        example_fix="# before\n--plot missing_dir/x.png\n# after\nmkdir -p missing_dir && specreg demo --plot missing_dir/x.png",
+    ),
+    ErrorEntry(
+        code="SR145",
+        title="Plan exceeds the memory budget",
+        meaning=(
+            "The buffers the plan implies (device or host bytes, as `specreg plan` lists under "
+            "memory) add up to more than the budget given with --memory-budget."
+        ),
+        when=(
+            "specreg check/plan --memory-budget 16GiB with a config whose cache or draft "
+            "widths need more, such as --kv-cache hisparse with 1024 draft tokens."
+        ),
+        solutions=(
+            "Lower the widths (--speculative-num-draft-tokens, --speculative-num-steps, "
+            "--speculative-eagle-topk).",
+            "Shrink the cache (--kv-cache-option req_slots=..., hot_size=..., max_seq_len=...).",
+            "Raise the budget if the machine has the memory.",
+        ),
+        example_fix=(
+            "# before\n--speculative-num-draft-tokens 1024 --memory-budget 16GiB\n"
+            "# after\n--speculative-num-draft-tokens 8 --memory-budget 16GiB"
+        ),
+    ),
+    ErrorEntry(
+        code="SR146",
+        title="Name is of the other kind, or means 'off'",
+        meaning=(
+            "The name given as an algorithm is a KV-cache backend (or the reverse), or it is "
+            "SGLang's 'NONE', which turns speculative decoding off."
+        ),
+        when=(
+            "--speculative-algorithm hisparse (a cache), --kv-cache eagle (an algorithm), or "
+            "--speculative-algorithm NONE."
+        ),
+        solutions=(
+            "Pass a cache with --kv-cache and an algorithm with --speculative-algorithm.",
+            "For NONE: drop --speculative-algorithm and the other speculative flags; without "
+            "speculative decoding there is nothing for specreg to resolve.",
+        ),
+        example_fix=(
+            "# before\n--speculative-algorithm hisparse\n"
+            "# after\n--speculative-algorithm eagle --kv-cache hisparse"
+        ),
+    ),
+    ErrorEntry(
+        code="SR147",
+        title="Drafter proposals have the wrong shape",
+        meaning=(
+            "The drafter a plugin returns from specreg_make_drafter answered "
+            "propose(history, lengths) with a tensor that is not [batch, gamma] of integer "
+            "token ids."
+        ),
+        when="The conformance kit, the demo or the reference loop calls plan.drafter.propose.",
+        solutions=(
+            "Return exactly plan.gamma draft tokens per request: a [batch, gamma] int64 tensor.",
+            "Read gamma from the config the hook received (num_draft_tokens - 1).",
+        ),
+        example_fix=(
+            "# before\nreturn torch.stack(tokens)        # [gamma, batch]\n"
+            "# after\nreturn torch.stack(tokens, dim=1)  # [batch, gamma]"
+        ),
+    ),
+    ErrorEntry(
+        code="SR148",
+        title="Drafter proposed tokens outside the vocabulary",
+        meaning=(
+            "The drafter's propose(history, lengths) returned token ids below 0 or at least "
+            "the vocabulary size, which no model can score."
+        ),
+        when="The conformance kit, the demo or the reference loop calls plan.drafter.propose.",
+        solutions=(
+            "Propose only ids in [0, vocab_size); fill requests without a proposal with a real "
+            "token (for example the last token), not -1 or a sentinel.",
+        ),
+        example_fix="# before\ndrafts.fill_(-1)\n# after\ndrafts.copy_(history.gather(1, last))",
+    ),
+    ErrorEntry(
+        code="SR149",
+        title="resolve_config changed a value the user gave",
+        meaning=(
+            "A plugin's specreg_resolve_config overwrote a parameter the user set. The user's "
+            "value is lost silently, and an out-of-range value is never reported."
+        ),
+        when="The conformance kit resolves configs with every parameter set.",
+        solutions=(
+            "In specreg_resolve_config fill only the fields that are None.",
+            "Report a value the algorithm cannot take from specreg_validate_config, with a code "
+            "and a fix (or SR107 as a warning when the algorithm fixes the parameter).",
+        ),
+        example_fix=(
+            "# before\nreturn config.evolve(topk=1)\n"
+            "# after\nreturn config.evolve(topk=1) if config.topk is None else config"
+        ),
+    ),
+    ErrorEntry(
+        code="SR150",
+        title="Out-of-range value reported by nobody",
+        meaning=(
+            "A config with a value outside the range the algorithm declares passed "
+            "registry.check() with no problem, so a user would learn of it only at run time."
+        ),
+        when="The conformance kit checks one value just outside each declared bound.",
+        solutions=(
+            "Declare the real range in the AlgorithmSpec (ParamRange minimum/maximum): the "
+            "default plugin then reports SR103.",
+            "Return a coded Problem from specreg_validate_config for the value.",
+        ),
+        example_fix=(
+            "# before\ntopk=ParamRange(minimum=1)\n# after\ntopk=ParamRange(minimum=1, maximum=8)"
+        ),
+    ),
+    ErrorEntry(
+        code="SR151",
+        title="The plugin has no drafting code",
+        meaning=(
+            "The algorithm's plan has no drafter (specreg_make_drafter returned nothing) and "
+            "its verifier is specreg's own, so the demo and the conformance kit drafted with "
+            "specreg's toy draft model. Their results then measure the toy model, not the "
+            "plugin. This is a notice, not an error."
+        ),
+        when="`specreg demo` rows and conformance reports of an algorithm that only registers a spec.",
+        solutions=(
+            "Implement specreg_make_drafter returning an object with propose(history, lengths).",
+            "If the algorithm drafts with a model the serving framework runs, say so in its "
+            "description; the toy model standing in for it is then the intended test.",
+        ),
+        example_fix=(
+            "@hookimpl\ndef specreg_make_drafter(config, algorithm):\n"
+            "    return MyDrafter(gamma=config.num_draft_tokens - 1)"
+        ),
+    ),
+)

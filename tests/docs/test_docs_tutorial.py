@@ -1,0 +1,104 @@
+"""The plugin tutorial's drafter contract and its generation loop are correct: the loop, as
+printed, drafts with `plan.drafter.propose(history, lengths)` and reproduces greedy decoding."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from specreg import Registry
+
+ROOT = Path(__file__).parents[2]
+TUTORIAL = (ROOT / "docs" / "writing-plugins.md").read_text(encoding="utf-8")
+
+
+def _section(title: str) -> str:
+    start = TUTORIAL.index(title)
+    end = TUTORIAL.find("\n## ", start + 1)
+    return TUTORIAL[start:end]
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_tutorial_opens_as_a_tutorial_and_covers_the_drafter_hook():
+    lines = [line for line in TUTORIAL.splitlines() if line and not line.startswith("<!--")]
+    assert lines[0].startswith("# specreg-ngram")
+    assert lines[1].startswith("This tutorial adds an algorithm to specreg")
+    assert "This directory is" not in TUTORIAL
+    assert "| `specreg_make_drafter` |" in TUTORIAL
+    contract = _section("## 6. The drafter")
+    assert "`drafter.propose(history, lengths)`" in contract and "`[b, gamma]`" in contract
+    assert "[hook reference](reference/hooks.md)" in TUTORIAL
+    assert "specreg/hookspecs.py" not in TUTORIAL
+
+
+def test_error_entry_snippet_imports_what_it_uses():
+    snippet = next(b for b in _python_blocks(TUTORIAL) if "CHAIN_MISMATCH = ErrorEntry(" in b)
+    code = "\n".join(line[2:] if line.startswith("  ") else line for line in snippet.splitlines())
+    code = code.replace('"..."', '"x"').replace('["..."]', '["x"]')
+    namespace: dict[str, object] = {}
+    exec(compile(code, "tutorial-error-entry", "exec"), namespace)  # noqa: S102 - the docs' code
+    assert namespace["CHAIN_MISMATCH"].code == "SR501"
+
+
+def test_generation_loop_as_printed_equals_greedy_decoding(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "specreg-ngram"))
+    import specreg_ngram.plugin
+
+    registry = Registry.load(allowlist=frozenset(), fresh=True)
+    assert registry.register_plugin(specreg_ngram.plugin, "ngram") == "ngram"
+    loop = _python_blocks(_section("## 7. Use it in a generation loop"))[0]
+    assert "drafter.propose(history, lengths)" in loop
+    vocab, b, prompt, steps = 32, 3, 12, 6
+    table = torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(0))
+
+    def target_forward(candidates: torch.Tensor) -> torch.Tensor:
+        return table[candidates]  # a bigram target: row i scores the token after candidate i
+
+    history = torch.zeros(b, prompt + steps * 5, dtype=torch.long)
+    history[:, :prompt] = torch.randint(0, vocab, (b, prompt), generator=torch.Generator().manual_seed(1))
+    lengths = torch.full((b,), prompt, dtype=torch.long)
+    start = history.clone()
+    namespace = {"target_forward": target_forward, "history": history, "lengths": lengths,
+                 "steps": steps}
+    code = loop.replace("Registry.load()", "_registry")
+    exec(compile(code, "tutorial-loop", "exec"), {**namespace, "_registry": registry})  # noqa: S102
+    assert int(lengths.min()) > prompt + steps - 1  # at least one token per step
+    for r in range(b):
+        expected = start[r, :prompt].tolist()
+        while len(expected) < int(lengths[r]):
+            expected.append(int(table[expected[-1]].argmax()))
+        assert history[r, : int(lengths[r])].tolist() == expected
+
+
+@pytest.mark.parametrize("rel", ["writing-plugins.md"])
+def test_tutorial_never_calls_propose_with_a_list(rel):
+    text = (ROOT / "docs" / rel).read_text(encoding="utf-8")
+    assert "propose(histories)" not in text
+
+
+def test_widths_page_names_sglang():
+    page = (ROOT / "docs" / "reference" / "widths.md").read_text(encoding="utf-8")
+    assert "This is the table SGLang keeps by hand" in page and "vLLM" not in page
+
+
+def test_benchmark_chart_includes_the_planned_copy_row():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_cpu", ROOT / "benchmarks" / "run_cpu.py")
+    run_cpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_cpu)
+    measured = {"ratios": [
+        {"label": "HiSparse swap (torch) vs naive reference", "value": 31.0, "better": "higher", "target": 30.0},
+        {"label": "HiSparse planned copy / index_copy_ bandwidth (%)", "value": 64.0, "better": "higher", "target": 50.0},
+    ]}
+    rows = {r["label"]: r for r in run_cpu.chart_rows(measured)}
+    planned = rows["HiSparse planned copy / index_copy_ bandwidth (ratio)"]
+    assert planned["value"] == 0.64 and planned["target"] == 0.5
+    labels = [label for label, *_ in (p for _, _, ps in run_cpu.RUNS for p in ps)]
+    assert "HiSparse planned copy / index_copy_ bandwidth (%)" in labels
