@@ -87,11 +87,14 @@ class ChainVerifyResult:
     accept_len: int32 [b], accepted drafts (0..n-1), not counting the bonus.
     bonus: int64 [b], the token emitted after the accepted drafts (correction or bonus).
     output_tokens: int64 [b, n], the accepted drafts, then the bonus, then -1.
+    param_error: bool [b] when verified with sampling parameters: requests whose parameters were
+    invalid (reachable only with value checks off, e.g. on GPU); they accept nothing and emit -1.
     """
 
     accept_len: torch.Tensor
     bonus: torch.Tensor
     output_tokens: torch.Tensor
+    param_error: torch.Tensor | None = None
 
     @property
     def num_emitted(self) -> torch.Tensor:
