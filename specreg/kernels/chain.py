@@ -207,11 +207,7 @@ def _check_chain(
 
     if verify_lens is not None:
         check_index_range("verify_lens", verify_lens, 1, n + 1)
-        lengths = verify_lens.to(torch.int64)
-    else:
-        lengths = torch.full((b,), n, dtype=torch.int64, device=device)
-    columns = torch.arange(n, device=device)
-    verified = columns < lengths[:, None]  # [b, n]: positions this request verifies
+    verified = _verified_positions(verify_lens, b, n, device)
     check_index_range("candidates", candidates[verified], 0, vocab)
     if not probabilities:
         _check_no_nan(target_name, target)
@@ -254,6 +250,15 @@ def _check_chain(
                 )
             )
     return b, n, vocab
+
+
+def _verified_positions(
+    verify_lens: torch.Tensor | None, b: int, n: int, device: torch.device
+) -> torch.Tensor:
+    """bool [b, n]: the positions each request verifies (all n without verify_lens)."""
+    if verify_lens is None:
+        return torch.ones((b, n), dtype=torch.bool, device=device)
+    return torch.arange(n, device=device)[None, :] < verify_lens.to(torch.int64)[:, None]
 
 
 def _choose_backend(backend: BackendChoice, *tensors: torch.Tensor) -> str:
@@ -324,7 +329,8 @@ def verify_chain_greedy_from_predict_torch(
     b, n = candidates.shape
     limit = _limits(verify_lens, b, n, candidates.device)
     predict = target_predict.to(torch.int64)
-    match = candidates[:, 1:].to(torch.int64) == predict[:, :-1]
+    drafts = candidates[:, 1:].to(torch.int64)
+    match = (drafts == predict[:, :-1]) & (drafts >= 0)  # a -1 never matches, even a -1
     match &= torch.arange(n - 1, device=candidates.device)[None, :] < limit[:, None]
     accept_len = _leading_run(match)
     bonus = predict.gather(1, accept_len[:, None]).squeeze(1)
@@ -816,9 +822,10 @@ def verify_chain_greedy_from_predict(
     if should_check_values(device, check_values):
         if verify_lens is not None:
             check_index_range("verify_lens", verify_lens, 1, n + 1)
-        if vocab_size is not None:
-            check_index_range("candidates", candidates, 0, vocab_size)
-            check_index_range("target_predict", target_predict, 0, vocab_size)
+        if vocab_size is not None:  # positions past a request's verify_lens may hold -1
+            verified = _verified_positions(verify_lens, b, n, device)
+            check_index_range("candidates", candidates[verified], 0, vocab_size)
+            check_index_range("target_predict", target_predict[verified], 0, vocab_size)
     return verify_chain_greedy_from_predict_torch(
         candidates, target_predict, verify_lens=verify_lens
     )

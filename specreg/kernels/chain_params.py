@@ -33,6 +33,7 @@ from specreg.kernels.chain import (
     _choose_backend,
     _limits,
     _outputs,
+    _verified_positions,
 )
 from specreg.kernels.filtering.torch_impl import (
     RowStats,
@@ -510,10 +511,7 @@ def _check_score_values(
     b, n = candidates.shape
     if verify_lens is not None:
         check_index_range("verify_lens", verify_lens, 1, n + 1)
-        lengths = verify_lens.to(torch.int64)
-    else:
-        lengths = torch.full((b,), n, dtype=torch.int64)
-    verified = torch.arange(n)[None, :] < lengths[:, None]
+    verified = _verified_positions(verify_lens, b, n, candidates.device)
     check_index_range("candidates", candidates[verified], 0, vocab)
     check_scores("target", target, verified)
     if draft is not None and n > 1:

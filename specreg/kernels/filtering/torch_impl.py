@@ -13,8 +13,10 @@ import torch
 
 from specreg.kernels.sampling import cpu_row_chunks
 
-#: First prefix length the top-p search sorts; it grows 8x until the nucleus fits.
-TOP_P_PREFIX = 128
+#: Mass bins of the top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled logit
+#: below the row's max (the last bin takes the rest).
+TOP_P_BINS = 256
+TOP_P_BINS_PER_UNIT = 8.0
 
 
 @attrs.frozen(kw_only=True)
@@ -32,29 +34,39 @@ def scaled_scores(
     rows: torch.Tensor, temperature: torch.Tensor, *, probabilities: bool
 ) -> torch.Tensor:
     """z = s / T as a fresh float32 [r, V] (s = log(rows) for probability inputs)."""
-    z = rows.to(torch.float32, copy=True)
     if probabilities:
-        z.log_()
-    return z.div_(temperature[:, None])
+        return rows.to(torch.float32, copy=True).log_().div_(temperature[:, None])
+    return torch.div(rows, temperature[:, None])
 
 
 def _filtered(
     z: torch.Tensor, stats: RowStats, min_p: torch.Tensor, *, index: tuple = (..., None)
 ) -> torch.Tensor:
     """The filtered probability of scaled scores `z` ([r] or [r, V]; `index` broadcasts the
-    per-row values)."""
-    weight = torch.exp(z - stats.shift[index])
-    keep = (z >= stats.threshold[index]) & (weight >= min_p[index])
-    return torch.where(keep, weight, 0.0) / stats.norm[index]
+    per-row values). Overwrites `z` when it is a row block."""
+    keep = None
+    if _filters(stats.threshold, min_p):
+        keep = z >= stats.threshold[index]
+    weight = z.sub_(stats.shift[index]).exp_() if z.dim() > 1 else torch.exp(z - stats.shift)
+    if bool((min_p > 0).any()):
+        keep = weight >= min_p[index] if keep is None else keep & (weight >= min_p[index])
+    if keep is not None:
+        weight = weight.masked_fill_(~keep, 0.0) if z.dim() > 1 else torch.where(keep, weight, 0.0)
+    return weight.div_(stats.norm[index]) if z.dim() > 1 else weight / stats.norm
+
+
+def _filters(threshold: torch.Tensor, min_p: torch.Tensor) -> bool:
+    """Whether any row cuts tokens (by a threshold or by min-p)."""
+    return bool((threshold > float("-inf")).any()) or bool((min_p > 0).any())
 
 
 def row_stats(
     z: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor
 ) -> RowStats:
-    """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p."""
+    """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p.
+    Overwrites `z`."""
     rows, vocab = z.shape
     shift = z.amax(-1)
-    weight = torch.exp(z - shift[:, None])
     threshold = torch.full((rows,), float("-inf"))
     cut_k = ((top_k > 0) & (top_k < vocab)).nonzero().flatten()
     if cut_k.numel():
@@ -63,41 +75,45 @@ def row_stats(
     cut_p = (top_p < 1).nonzero().flatten()
     if cut_p.numel():
         threshold[cut_p] = _top_p_threshold(
-            z[cut_p], weight[cut_p], shift[cut_p], threshold[cut_p], top_p[cut_p]
+            z[cut_p], shift[cut_p], threshold[cut_p], top_p[cut_p]
         )
-    keep = (z >= threshold[:, None]) & (weight >= min_p[:, None])
-    norm = torch.where(keep, weight, 0.0).sum(-1)
-    return RowStats(shift=shift, threshold=threshold, norm=norm)
+    keep = z >= threshold[:, None] if bool((threshold > float("-inf")).any()) else None
+    weight = z.sub_(shift[:, None]).exp_()
+    if bool((min_p > 0).any()):
+        keep = weight >= min_p[:, None] if keep is None else keep & (weight >= min_p[:, None])
+    if keep is not None:
+        weight.masked_fill_(~keep, 0.0)
+    return RowStats(shift=shift, threshold=threshold, norm=weight.sum(-1))
 
 
 def _top_p_threshold(
-    z: torch.Tensor,
-    weight: torch.Tensor,
-    shift: torch.Tensor,
-    top_k_threshold: torch.Tensor,
-    top_p: torch.Tensor,
+    z: torch.Tensor, shift: torch.Tensor, top_k_threshold: torch.Tensor, top_p: torch.Tensor
 ) -> torch.Tensor:
     """The top-p threshold per row: the z at which the descending cumulative mass of the top-k
-    survivors first reaches p * their total. Sorts a prefix that grows until it holds the
-    nucleus (a full sort only for flat rows)."""
-    rows, vocab = z.shape
+    survivors first reaches p * their total.
+
+    No full sort: the survivors' mass is binned by distance below the max (`TOP_P_BINS` bins of
+    1/`TOP_P_BINS_PER_UNIT` logit, the last one open-ended), the bin where the cumulative mass
+    reaches the goal is found, and only that bin's tokens are sorted."""
+    rows, _ = z.shape
     survivors = z >= top_k_threshold[:, None]
-    goal = top_p * torch.where(survivors, weight, 0.0).sum(-1)
-    masked = torch.where(survivors, z, float("-inf"))
-    result = torch.empty(rows)
-    todo = torch.arange(rows)
-    prefix = min(TOP_P_PREFIX, vocab)
-    while todo.numel():
-        values = torch.topk(masked[todo], prefix, dim=-1).values
-        mass = torch.exp(values - shift[todo, None]).cumsum(-1)
-        reached = mass[:, -1] >= goal[todo]
-        done = reached if prefix < vocab else torch.ones_like(reached)
-        first = (mass < goal[todo, None]).sum(-1).clamp_max(prefix - 1)
-        picked = values.gather(1, first[:, None]).squeeze(1)
-        result[todo[done]] = picked[done]
-        todo = todo[~done]
-        prefix = min(prefix * 8, vocab)
-    return result
+    weight = torch.where(survivors, torch.exp(z - shift[:, None]), 0.0)
+    goal = top_p * weight.sum(-1)
+    bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
+    bins = bins.to(torch.int64)
+    flat = bins + torch.arange(rows)[:, None] * TOP_P_BINS
+    mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
+    cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
+    crossing = (cum < goal[:, None]).sum(-1).clamp_max(TOP_P_BINS - 1)
+    before = torch.where(
+        crossing > 0, cum.gather(1, (crossing - 1).clamp_min(0)[:, None]).squeeze(1), 0.0
+    )
+    in_bin = (bins == crossing[:, None]) & survivors
+    width = max(int(in_bin.sum(-1).max()), 1)
+    values = torch.topk(torch.where(in_bin, z, float("-inf")), width, dim=-1).values
+    running = before[:, None] + torch.exp(values - shift[:, None]).cumsum(-1)
+    first = (running < goal[:, None]).sum(-1).clamp_max(width - 1)
+    return values.gather(1, first[:, None]).squeeze(1)
 
 
 def gathered_row_stats(
@@ -135,9 +151,7 @@ def filtered_probs_at(
     probabilities: bool,
 ) -> torch.Tensor:
     """Filtered probabilities [r] of one gathered score per row (`scores` [r], any float)."""
-    z = scores.to(torch.float32)
-    if probabilities:
-        z = torch.log(z)
+    z = torch.log(scores.to(torch.float32)) if probabilities else scores
     return _filtered(z / temperature, stats, min_p, index=(...,))
 
 
