@@ -45,10 +45,11 @@ def _filtered(
     """The filtered probability of scaled scores `z` ([r] or [r, V]; `index` broadcasts the
     per-row values). Overwrites `z` when it is a row block."""
     keep = None
-    if _filters(stats.threshold, min_p):
+    always = z.device.type != "cpu"  # on accelerators: no data-dependent branches (no sync)
+    if always or _filters(stats.threshold, min_p):
         keep = z >= stats.threshold[index]
     weight = z.sub_(stats.shift[index]).exp_() if z.dim() > 1 else torch.exp(z - stats.shift)
-    if bool((min_p > 0).any()):
+    if always or bool((min_p > 0).any()):
         keep = weight >= min_p[index] if keep is None else keep & (weight >= min_p[index])
     if keep is not None:
         weight = weight.masked_fill_(~keep, 0.0) if z.dim() > 1 else torch.where(keep, weight, 0.0)
