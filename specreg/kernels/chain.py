@@ -41,7 +41,7 @@ makes two passes: total mass, then inverse CDF; no [b, n, V] temporaries, no hos
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 import torch
@@ -73,6 +73,9 @@ try:
 except ImportError:  # pragma: no cover - triton is optional
     triton = None
     tl = None
+
+if TYPE_CHECKING:
+    from specreg.kernels.sampling_params import SamplingParams
 
 BackendChoice = Literal["torch", "triton"] | None
 
@@ -988,9 +991,18 @@ class ChainVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
+        params: SamplingParams | None = None,
     ) -> ChainVerifyResult:
-        """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule."""
+        """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
+        With `params` (per-request temperature, top-k, top-p, min-p, seeds) the probabilities
+        are filtered per request first (`verify_chain_with_params`, probabilities=True)."""
         self._check_width(candidates)
+        if params is not None:
+            return self._with_params(
+                candidates, target_probs, draft_probs, params, probabilities=True, coins=coins,
+                final_coins=final_coins, verify_lens=verify_lens, seed=seed, offsets=offsets,
+                generator=generator,
+            )
         return verify_chain_sampling(
             candidates, target_probs, draft_probs,
             coins=coins, final_coins=final_coins, verify_lens=verify_lens, seed=seed,
@@ -1009,11 +1021,52 @@ class ChainVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
+        params: SamplingParams | None = None,
     ) -> ChainVerifyResult:
         return self.verify_sampling(
             candidates, target_probs, None,
             coins=coins, final_coins=final_coins, verify_lens=verify_lens, seed=seed,
-            offsets=offsets, generator=generator,
+            offsets=offsets, generator=generator, params=params,
+        )
+
+    def verify_from_logits(
+        self,
+        candidates: torch.Tensor,
+        target_logits: torch.Tensor,
+        draft_logits: torch.Tensor | None = None,
+        *,
+        params: SamplingParams,
+        verify_lens: torch.Tensor | None = None,
+        offsets: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> ChainVerifyResult:
+        """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
+        verify greedily, the others by chain sampling on the filtered p and q (target-only
+        without `draft_logits`). See `specreg.kernels.chain_params`."""
+        self._check_width(candidates)
+        return self._with_params(
+            candidates, target_logits, draft_logits, params, probabilities=False,
+            verify_lens=verify_lens, offsets=offsets, generator=generator,
+        )
+
+    def _with_params(
+        self, candidates, target, draft, params, *, probabilities, seed=None, **kwargs
+    ) -> ChainVerifyResult:
+        from specreg.kernels.chain_params import verify_chain_with_params
+
+        if seed is not None:
+            raise KernelInputError(
+                problem(
+                    "SR910",
+                    "seed= and params= were both given; with params the seeds are per request",
+                    accepted="params.seed (one per request, -1 = unseeded)",
+                    fix="drop seed= and put the seed in SamplingParams.of(..., seed=...)",
+                    field="seed",
+                )
+            )
+        return verify_chain_with_params(
+            candidates, target, draft, params=params, probabilities=probabilities,
+            check_values=self.check_values, backend=self.backend, **kwargs,
         )
 
     def describe(self) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import torch
 
 from specreg.errors import KernelInputError, problem
-from specreg.kernels.checks import check_index_range, should_check_values
 from specreg.kernels.chain import (
     BackendChoice,
     ChainVerifyResult,
@@ -35,6 +34,7 @@ from specreg.kernels.chain import (
     _outputs,
     _verified_positions,
 )
+from specreg.kernels.checks import check_index_range, should_check_values
 from specreg.kernels.filtering.torch_impl import (
     RowStats,
     filtered_probs_at,
@@ -387,8 +387,8 @@ def verify_chain_with_params_triton(
         return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out,
                                  param_error=invalid)
     has_q = draft is not None and n > 1
-    q = draft if has_q else target
-    q_strides = draft.stride() if has_q else (0, 0, 0)
+    q = draft if draft is not None and has_q else target
+    q_strides = q.stride() if has_q else (0, 0, 0)
     if coins.shape[1] == 0:
         coins = final_coins[:, None]  # never read (no drafts); keeps the pointer valid
     _chain_params_kernel[(b,)](

@@ -375,24 +375,27 @@ def test_triton_row_stats_equal_torch(probabilities):
 @pytest.mark.parametrize("probabilities", [False, True])
 @pytest.mark.parametrize("with_draft", [False, True])
 def test_triton_chain_with_params_equals_torch(probabilities, with_draft):
-    accept = set()
-    for seed in range(1):
-        candidates, target, draft = _batch(10 + seed, vocab=64)
-        if probabilities:
-            target, draft = torch.softmax(target, -1), torch.softmax(draft, -1)
-        params = mixed_demo_params(candidates.shape[0])
-        lens = torch.tensor([5, 2, 1, 4, 5, 3, 5, 5, 2, 1, 4, 5])
-        for verify_lens in (None, lens):
-            kwargs = dict(params=params, verify_lens=verify_lens, probabilities=probabilities,
-                          offsets=torch.arange(12))
-            a = verify_chain_with_params(candidates, target, draft if with_draft else None,
-                                         backend="torch", **kwargs)
-            t = verify_chain_with_params(candidates, target, draft if with_draft else None,
-                                         backend="triton", block_v=32, **kwargs)
-            assert torch.equal(a.output_tokens, t.output_tokens)
-            assert torch.equal(a.accept_len, t.accept_len)
-            accept |= set(a.accept_len.tolist())
-    assert len(accept) >= 2
+    candidates, target, draft = _batch(10, b=6, n=4, vocab=32)
+    candidates[:, 1:] = torch.randint(0, 3, (6, 3), generator=torch.Generator().manual_seed(1))
+    target[:, :, :3] += 2.5  # drafts of low ids: some acceptance
+    if probabilities:
+        target, draft = torch.softmax(target, -1), torch.softmax(draft, -1)
+    params = SamplingParams.of(
+        6, temperature=[0.0, 0.8, 1.2, 0.5, 2.0, 1.0], top_k=[0, 5, 0, 3, 0, 0],
+        top_p=[1.0, 0.9, 0.8, 1.0, 0.95, 1.0], min_p=[0.0, 0.0, 0.05, 0.0, 0.1, 0.0],
+        seed=[1, 2, 3, 4, 5, -1],
+    )
+    kwargs = dict(params=params, verify_lens=torch.tensor([4, 2, 1, 3, 4, 4]),
+                  probabilities=probabilities, offsets=torch.arange(6),
+                  coins=torch.rand(6, 3, generator=torch.Generator().manual_seed(2)) * 0.5,
+                  final_coins=torch.rand(6, generator=torch.Generator().manual_seed(3)))
+    a = verify_chain_with_params(candidates, target, draft if with_draft else None,
+                                 backend="torch", **kwargs)
+    t = verify_chain_with_params(candidates, target, draft if with_draft else None,
+                                 backend="triton", block_v=16, **kwargs)
+    assert torch.equal(a.output_tokens, t.output_tokens)
+    assert torch.equal(a.accept_len, t.accept_len)
+    assert len(set(a.accept_len.tolist())) >= 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,3 +465,49 @@ def test_parameter_batch_size_must_match():
     with pytest.raises(KernelInputError) as err:
         verify_chain_with_params(candidates, target, draft, params={"temperature": 1.0})
     assert err.value.code == "SR910"
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan's verifiers take the parameters
+
+
+def test_plan_verifiers_take_params():
+    import specreg
+
+    registry = specreg.Registry.load()
+    candidates, target, draft = _batch(12, b=6, n=4, vocab=64)
+    params = SamplingParams.of(6, temperature=[0.0, 0.7, 1.0, 0.0, 1.3, 0.9], top_k=[0, 5, 0, 0, 0, 3],
+                               top_p=[1.0, 1.0, 0.8, 1.0, 1.0, 0.9], seed=[1, 2, 3, 4, 5, 6])
+    want = verify_chain_with_params(candidates, target, draft, params=params)
+    block = registry.resolve({"algorithm": "dspark", "num_draft_tokens": 4}).verifier
+    got = block.verify_sampling_from_logits(candidates, target, draft, params=params)
+    assert torch.equal(got.output_tokens, want.output_tokens)
+    got = block.chain.verify_from_logits(candidates, target, draft, params=params)
+    assert torch.equal(got.output_tokens, want.output_tokens)
+    p, q = torch.softmax(target, -1), torch.softmax(draft, -1)
+    from_probs = block.chain.verify_sampling(candidates, p, q, params=params)
+    assert torch.equal(
+        from_probs.output_tokens, verify_chain_with_params(
+            candidates, p, q, params=params, probabilities=True).output_tokens
+    )
+    with pytest.raises(KernelInputError) as err:
+        block.chain.verify_sampling(candidates, p, q, params=params, seed=3)
+    assert err.value.code == "SR910"
+
+    eagle = registry.resolve(
+        {"algorithm": "eagle", "num_steps": 2, "topk": 2, "num_draft_tokens": 5}
+    ).verifier
+    from specreg_eagle.tree import build_tree
+
+    parent_list = torch.tensor([[-1, 0, 1]]).repeat(2, 1)
+    top = torch.tensor([[0, 1, 2, 3]]).repeat(2, 1)
+    drafts = torch.randint(0, 64, (2, 4), generator=torch.Generator().manual_seed(0))
+    tree = build_tree(torch.tensor([1, 2]), parent_list, top, drafts, torch.tensor([3, 4]),
+                      topk=2, depth=2, num_verify_tokens=5)
+    logits = torch.randn(2, 5, 64, generator=torch.Generator().manual_seed(1))
+    tree_params = SamplingParams.of(2, temperature=[0.0, 0.8], top_p=0.9, seed=[7, 8])
+    out = eagle.verify_from_logits(tree, logits, params=tree_params)
+    greedy = eagle.verify_greedy(tree, logits)
+    assert torch.equal(out.output_tokens[0], greedy.output_tokens[0])
+    again = eagle.verify_sampling(tree, torch.softmax(logits, -1), params=tree_params)
+    assert again.output_tokens.shape == out.output_tokens.shape
