@@ -511,3 +511,19 @@ def test_plan_verifiers_take_params():
     assert torch.equal(out.output_tokens[0], greedy.output_tokens[0])
     again = eagle.verify_sampling(tree, torch.softmax(logits, -1), params=tree_params)
     assert again.output_tokens.shape == out.output_tokens.shape
+
+
+def test_flat_rows_take_the_binned_top_p_search():
+    """A nucleus longer than the sorted prefix (TOP_P_PREFIX) is found by the mass bins."""
+    gen = torch.Generator().manual_seed(5)
+    scores = 0.05 * torch.randn(3, 500, generator=gen)
+    scores[2, ::7] = 0.0  # ties inside the cut bin
+    one = torch.ones(3)
+    top_p = torch.tensor([0.9, 0.5, 0.8])
+    stats = row_stats(scaled_scores(scores, one, probabilities=False),
+                      torch.tensor([0, 0, 300]), top_p, torch.zeros(3))
+    got = filtered_rows(scores, one, stats, torch.zeros(3), probabilities=False)
+    for r, k in enumerate((0, 0, 300)):
+        want = filtered_distribution(scores[r], temperature=1.0, top_k=k, top_p=float(top_p[r]))
+        assert torch.equal(got[r] > 0, want > 0)
+        assert int((want > 0).sum()) > 64

@@ -13,6 +13,8 @@ import torch
 
 from specreg.kernels.sampling import cpu_row_chunks
 
+#: Length of the sorted prefix that holds the top-k and (usually) the top-p nucleus.
+TOP_P_PREFIX = 64
 #: Mass bins of the top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled logit
 #: below the row's max (the last bin takes the rest).
 TOP_P_BINS = 256
@@ -44,46 +46,85 @@ def _filtered(
 ) -> torch.Tensor:
     """The filtered probability of scaled scores `z` ([r] or [r, V]; `index` broadcasts the
     per-row values). Overwrites `z` when it is a row block."""
-    keep = None
+    if z.dim() == 1:
+        weight = torch.exp(z - stats.shift)
+        keep = (z >= stats.threshold) & (weight >= min_p)
+        return torch.where(keep, weight, 0.0) / stats.norm
     always = z.device.type != "cpu"  # on accelerators: no data-dependent branches (no sync)
-    if always or _filters(stats.threshold, min_p):
-        keep = z >= stats.threshold[index]
-    weight = z.sub_(stats.shift[index]).exp_() if z.dim() > 1 else torch.exp(z - stats.shift)
+    cut = always or bool((stats.threshold > float("-inf")).any())
+    drop = z < stats.threshold[index] if cut else None
+    weight = z.sub_(stats.shift[index]).exp_()
+    if drop is not None:
+        weight.masked_fill_(drop, 0.0)
+    _drop_filtered(weight, None, stats.threshold, min_p, cut=False, always=always)
+    return weight.div_(stats.norm[index])
+
+
+def _drop_filtered(
+    weight: torch.Tensor,
+    z: torch.Tensor | None,
+    threshold: torch.Tensor,
+    min_p: torch.Tensor,
+    *,
+    cut: bool,
+    always: bool = False,
+) -> None:
+    """Zero, in place, the weights [r, V] of dropped tokens: z below the threshold (when `cut`
+    and `z` is given) and weights below min-p (rows with min_p > 0, or always)."""
+    if cut and z is not None:
+        weight.masked_fill_(z < threshold[:, None], 0.0)
     if always or bool((min_p > 0).any()):
-        keep = weight >= min_p[index] if keep is None else keep & (weight >= min_p[index])
-    if keep is not None:
-        weight = weight.masked_fill_(~keep, 0.0) if z.dim() > 1 else torch.where(keep, weight, 0.0)
-    return weight.div_(stats.norm[index]) if z.dim() > 1 else weight / stats.norm
-
-
-def _filters(threshold: torch.Tensor, min_p: torch.Tensor) -> bool:
-    """Whether any row cuts tokens (by a threshold or by min-p)."""
-    return bool((threshold > float("-inf")).any()) or bool((min_p > 0).any())
+        weight.masked_fill_(weight < min_p[:, None], 0.0)
 
 
 def row_stats(
     z: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor
 ) -> RowStats:
     """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p.
-    Overwrites `z`."""
+
+    Top-k and top-p thresholds come from one `torch.topk` prefix (at least `TOP_P_PREFIX` long,
+    and long enough for the largest k); a row whose nucleus does not fit in the prefix falls
+    back to the binned search (`_top_p_threshold`)."""
     rows, vocab = z.shape
     shift = z.amax(-1)
+    weight = torch.exp(z - shift[:, None])
     threshold = torch.full((rows,), float("-inf"))
-    cut_k = ((top_k > 0) & (top_k < vocab)).nonzero().flatten()
-    if cut_k.numel():
-        largest = torch.topk(z[cut_k], int(top_k[cut_k].max()), dim=-1).values
-        threshold[cut_k] = largest.gather(1, (top_k[cut_k] - 1)[:, None]).squeeze(1)
-    cut_p = (top_p < 1).nonzero().flatten()
-    if cut_p.numel():
-        threshold[cut_p] = _top_p_threshold(
-            z[cut_p], shift[cut_p], threshold[cut_p], top_p[cut_p]
-        )
-    keep = z >= threshold[:, None] if bool((threshold > float("-inf")).any()) else None
-    weight = z.sub_(shift[:, None]).exp_()
-    if bool((min_p > 0).any()):
-        keep = weight >= min_p[:, None] if keep is None else keep & (weight >= min_p[:, None])
-    if keep is not None:
-        weight.masked_fill_(~keep, 0.0)
+    cut_k = (top_k > 0) & (top_k < vocab)
+    cut_p = top_p < 1
+    need = (cut_k | cut_p).nonzero().flatten()
+    if need.numel():
+        prefix = min(vocab, max(TOP_P_PREFIX, int(top_k[need].max())))
+        values = torch.topk(z[need], prefix, dim=-1).values
+        k_rows = cut_k[need]
+        kth = values.gather(1, (top_k[need] - 1).clamp(0, prefix - 1)[:, None]).squeeze(1)
+        floor = torch.where(k_rows, kth, float("-inf"))
+        threshold[need] = floor
+        p_local = cut_p[need].nonzero().flatten()
+        if p_local.numel():
+            every = p_local.numel() == rows  # the common uniform batch: no row copies
+            p_rows = need[p_local]
+            z_p = z if every else z[p_rows]
+            weight_p = weight if every else weight[p_rows]
+            floor_p = floor[p_local]
+            if bool(k_rows[p_local].any()):
+                goal = torch.where(z_p >= floor_p[:, None], weight_p, 0.0).sum(-1)
+            else:
+                goal = weight_p.sum(-1)
+            goal = top_p[p_rows] * goal
+            ranked = values[p_local]
+            running = torch.exp(ranked - shift[p_rows, None])
+            running = running.masked_fill_(ranked < floor_p[:, None], 0.0).cumsum(-1)
+            reached = (running[:, -1] >= goal) | (prefix == vocab)
+            first = (running < goal[:, None]).sum(-1).clamp_max(prefix - 1)
+            cut = ranked.gather(1, first[:, None]).squeeze(1)
+            missing = (~reached).nonzero().flatten()
+            if missing.numel():
+                cut[missing] = _top_p_threshold(
+                    z[p_rows[missing]], shift[p_rows[missing]], floor_p[missing],
+                    top_p[p_rows[missing]],
+                )
+            threshold[p_rows] = torch.maximum(floor_p, cut)
+    _drop_filtered(weight, z, threshold, min_p, cut=bool(need.numel()))
     return RowStats(shift=shift, threshold=threshold, norm=weight.sum(-1))
 
 
