@@ -160,7 +160,7 @@ def main() -> None:
           f"median of {args.repeats}")
     rows = {}
     for name, params in param_sets(args.b).items():
-        t = {fn.__name__: timed(lambda fn=fn: fn(x, params), args.repeats)
+        t = {fn.__name__: timed(lambda fn=fn, params=params: fn(x, params), args.repeats)
              for fn in (with_params, without, filter_then_verify, floor)}
         accepted = float(with_params(x, params).accept_len.float().mean())
         mem = measure_memory(args.b, args.n, args.v, name)
