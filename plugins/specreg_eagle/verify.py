@@ -54,7 +54,7 @@ from specreg.kernels.sampling import (
     inverse_cdf_sample,
     take_rows_float32,
 )
-from specreg.kernels.sampling_params import SamplingParams, request_coins
+from specreg.kernels.sampling_params import SamplingParams, request_coins, require_params
 
 try:
     import triton
@@ -129,6 +129,25 @@ def _check_tree_inputs(
                     fix="pass num_steps of the draft loop", field="depth")
         )
     return b, n
+
+
+def _check_tree_rows(b: int, n: int, **rows: torch.Tensor | None) -> int:
+    """Shapes and dtypes of a target (first keyword, [b, N, V], V >= 1) and an optional draft
+    (second keyword, [b, N, V]); returns V."""
+    (target_name, target), (draft_name, draft) = rows.items()
+    assert target is not None
+    check_shape(target_name, target, (b, n, None))
+    check_dtype(target_name, target, FLOAT_DTYPES)
+    vocab = target.shape[2]
+    if vocab < 1:
+        raise KernelInputError(
+            problem("SR900", f"{target_name} has an empty vocab", accepted="V >= 1",
+                    fix="pass the rows over the whole vocab", field=target_name)
+        )
+    if draft is not None:
+        check_shape(draft_name, draft, (b, n, vocab))
+        check_dtype(draft_name, draft, FLOAT_DTYPES)
+    return vocab
 
 
 def _check_tree_values(
@@ -898,17 +917,7 @@ def verify_tree_sampling(
     b, n = _check_tree_inputs(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, depth
     )
-    check_shape("target_probs", target_probs, (b, n, None))
-    check_dtype("target_probs", target_probs, FLOAT_DTYPES)
-    vocab = target_probs.shape[2]
-    if vocab < 1:
-        raise KernelInputError(
-            problem("SR900", "target_probs has an empty vocab", accepted="V >= 1",
-                    fix="pass probabilities over the whole vocab", field="target_probs")
-        )
-    if draft_probs is not None:
-        check_shape("draft_probs", draft_probs, (b, n, vocab))
-        check_dtype("draft_probs", draft_probs, FLOAT_DTYPES)
+    vocab = _check_tree_rows(b, n, target_probs=target_probs, draft_probs=draft_probs)
     if coins is not None:
         check_shape("coins", coins, (b, n))
         check_dtype("coins", coins, FLOAT_DTYPES)
@@ -996,26 +1005,10 @@ def verify_tree_with_params(
     """
     from specreg.kernels.chain_params import check_scores
 
-    if not isinstance(params, SamplingParams):
-        raise KernelInputError(
-            problem("SR910", f"params must be a SamplingParams, got {type(params).__name__}",
-                    accepted="specreg.kernels.sampling_params.SamplingParams",
-                    fix="build it with SamplingParams.of(batch, temperature=..., ...)",
-                    field="params")
-        )
+    require_params(params)
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     b, n = _check_tree_inputs(*links, depth)
-    check_shape("target", target, (b, n, None))
-    check_dtype("target", target, FLOAT_DTYPES)
-    vocab = target.shape[2]
-    if vocab < 1:
-        raise KernelInputError(
-            problem("SR900", "target has an empty vocab", accepted="V >= 1",
-                    fix="pass scores over the whole vocab", field="target")
-        )
-    if draft is not None:
-        check_shape("draft", draft, (b, n, vocab))
-        check_dtype("draft", draft, FLOAT_DTYPES)
+    vocab = _check_tree_rows(b, n, target=target, draft=draft)
     device = check_same_device(
         candidates=candidates, retrieve_index=retrieve_index,
         retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,

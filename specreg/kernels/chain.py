@@ -241,6 +241,12 @@ def _check_chain(
                     field="draft_probs",
                 )
             )
+    check_coin_values(coins, final_coins)
+    return b, n, vocab
+
+
+def check_coin_values(coins: torch.Tensor | None, final_coins: torch.Tensor | None) -> None:
+    """Coins given by the caller lie in [0, 1) (reads the data)."""
     for name, values in (("coins", coins), ("final_coins", final_coins)):
         if values is not None and bool(((values < 0) | (values >= 1) | values.isnan()).any()):
             raise KernelInputError(
@@ -248,11 +254,11 @@ def _check_chain(
                     "SR904",
                     f"{name} holds values outside [0, 1)",
                     accepted="uniform numbers in [0, 1)",
-                    fix="draw them with specreg.kernels.sampling.uniform_coins",
+                    fix="draw them with specreg.kernels.sampling.uniform_coins, or leave them "
+                    "out",
                     field=name,
                 )
             )
-    return b, n, vocab
 
 
 def _verified_positions(

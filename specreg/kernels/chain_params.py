@@ -33,6 +33,7 @@ from specreg.kernels.chain import (
     _limits,
     _outputs,
     _verified_positions,
+    check_coin_values,
 )
 from specreg.kernels.checks import check_index_range, should_check_values
 from specreg.kernels.filtering.torch_impl import (
@@ -42,7 +43,7 @@ from specreg.kernels.filtering.torch_impl import (
     gathered_row_stats,
 )
 from specreg.kernels.sampling import cpu_row_chunks, inverse_cdf_from_cdf
-from specreg.kernels.sampling_params import SamplingParams, request_coins
+from specreg.kernels.sampling_params import SamplingParams, request_coins, require_params
 
 try:
     import triton
@@ -315,6 +316,23 @@ if triton is not None:
         )
 
     @triton.jit
+    def _residual_tile(
+        p_row, stride_pv, q_row, stride_qv, cols, inside, read_q, excluded, temperature, min_p,
+        p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q: tl.constexpr, PROBS: tl.constexpr,
+    ):
+        """Filtered p of one tile and its residual: max(p - q, 0) (q read only when `read_q`),
+        or p without the `excluded` token (target-only rule)."""
+        pv = filtered_tile(p_row, cols, inside, stride_pv, temperature, p_shift, p_thr, p_norm,
+                           min_p, PROBS)
+        if HAS_Q:
+            qv = filtered_tile(q_row, cols, inside & read_q, stride_qv, temperature, q_shift,
+                               q_thr, q_norm, min_p, PROBS)
+            rv = tl.maximum(pv - qv, 0.0)
+        else:
+            rv = tl.where(cols == excluded, 0.0, pv)
+        return pv, rv
+
+    @triton.jit
     def _emit_filtered(
         cand_base, stride_cn, p_row, stride_pv, q_row, stride_qv, i, n, vocab, rejected,
         temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, coin,
@@ -330,14 +348,10 @@ if triton is not None:
         for start in range(0, vocab, BLOCK_V):
             cols = (start + offs).to(tl.int64)
             inside = cols < vocab
-            pv = filtered_tile(p_row, cols, inside, stride_pv, temperature, p_shift, p_thr,
-                               p_norm, min_p, PROBS)
-            if HAS_Q:
-                qv = filtered_tile(q_row, cols, inside & rejected, stride_qv, temperature,
-                                   q_shift, q_thr, q_norm, min_p, PROBS)
-                rv = tl.maximum(pv - qv, 0.0)
-            else:
-                rv = tl.where(cols == excluded, 0.0, pv)
+            pv, rv = _residual_tile(
+                p_row, stride_pv, q_row, stride_qv, cols, inside, rejected, excluded,
+                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q, PROBS,
+            )
             sum_p += pv
             sum_r += rv
         total_r = tl.sum(sum_r, axis=0)
@@ -350,14 +364,10 @@ if triton is not None:
         for start in range(0, vocab, BLOCK_V):
             cols = (start + offs).to(tl.int64)
             inside = cols < vocab
-            pv = filtered_tile(p_row, cols, inside, stride_pv, temperature, p_shift, p_thr,
-                               p_norm, min_p, PROBS)
-            if HAS_Q:
-                qv = filtered_tile(q_row, cols, inside & use_residual, stride_qv, temperature,
-                                   q_shift, q_thr, q_norm, min_p, PROBS)
-                rv = tl.maximum(pv - qv, 0.0)
-            else:
-                rv = tl.where(cols == excluded, 0.0, pv)
+            pv, rv = _residual_tile(
+                p_row, stride_pv, q_row, stride_qv, cols, inside, use_residual, excluded,
+                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q, PROBS,
+            )
             weights = tl.where(use_residual, rv, pv)
             cdf = tl.cumsum(weights, axis=0) + running
             hit = (cdf > threshold) & (weights > 0)
@@ -459,16 +469,7 @@ def verify_chain_with_params(
     parameter is a coded error (SR910-SR915); without them (GPU) the request is flagged in
     `result.param_error` and accepts nothing.
     """
-    if not isinstance(params, SamplingParams):
-        raise KernelInputError(
-            problem(
-                "SR910",
-                f"params must be a SamplingParams, got {type(params).__name__}",
-                accepted="specreg.kernels.sampling_params.SamplingParams",
-                fix="build it with SamplingParams.of(batch, temperature=..., ...)",
-                field="params",
-            )
-        )
+    require_params(params)
     b, n, vocab = _check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
         final_coins=final_coins, offsets=offsets, probabilities=False, check_values=False,
@@ -516,14 +517,4 @@ def _check_score_values(
     check_scores("target", target, verified)
     if draft is not None and n > 1:
         check_scores("draft", draft, verified[:, 1:])
-    for name, value in (("coins", coins), ("final_coins", final_coins)):
-        if value is not None and bool(((value < 0) | (value >= 1) | value.isnan()).any()):
-            raise KernelInputError(
-                problem(
-                    "SR904",
-                    f"{name} holds values outside [0, 1)",
-                    accepted="uniform numbers in [0, 1)",
-                    fix="leave them out: request_coins draws them from the request seeds",
-                    field=name,
-                )
-            )
+    check_coin_values(coins, final_coins)

@@ -176,6 +176,20 @@ _DTYPES: dict[str, tuple[torch.dtype, ...]] = {
 }
 
 
+def require_params(params: object) -> None:
+    """SR910 unless `params` is a `SamplingParams`."""
+    if not isinstance(params, SamplingParams):
+        raise KernelInputError(
+            problem(
+                "SR910",
+                f"params must be a SamplingParams, got {type(params).__name__}",
+                accepted="specreg.kernels.sampling_params.SamplingParams",
+                fix="build it with SamplingParams.of(batch, temperature=..., ...)",
+                field="params",
+            )
+        )
+
+
 def request_coins(
     params: SamplingParams,
     columns: int,
