@@ -37,6 +37,7 @@ from specreg.kernels.chain import (
 )
 from specreg.kernels.checks import check_index_range, should_check_values
 from specreg.kernels.filtering.torch_impl import (
+    FILTER_CHUNK_ELEMENTS,
     RowStats,
     filtered_probs_at,
     filtered_rows,
@@ -199,7 +200,7 @@ def _emit(
     a residual without mass falls back to p. Row chunks, one inverse-CDF draw each."""
     vocab = p_rows.flat.shape[-1]
     out = torch.empty(requests.shape[0], dtype=torch.int64)
-    for start, stop in cpu_row_chunks(requests.shape[0], vocab):
+    for start, stop in cpu_row_chunks(requests.shape[0], vocab, FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)
         chunk = torch.arange(start, stop)
         p = p_rows.filtered(requests[part], position, _select(p_stats, chunk))

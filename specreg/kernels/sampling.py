@@ -280,9 +280,11 @@ def _last_positive(weights: torch.Tensor) -> torch.Tensor:
 CPU_CHUNK_ELEMENTS = 1 << 18
 
 
-def cpu_row_chunks(num_rows: int, vocab: int) -> list[tuple[int, int]]:
-    """[start, stop) row ranges of at most `CPU_CHUNK_ELEMENTS` elements (at least one row)."""
-    step = max(1, CPU_CHUNK_ELEMENTS // max(vocab, 1))
+def cpu_row_chunks(
+    num_rows: int, vocab: int, elements: int = CPU_CHUNK_ELEMENTS
+) -> list[tuple[int, int]]:
+    """[start, stop) row ranges of at most `elements` elements (at least one row)."""
+    step = max(1, elements // max(vocab, 1))
     return [(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
 
 

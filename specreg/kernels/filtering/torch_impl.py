@@ -11,7 +11,11 @@ from __future__ import annotations
 import attrs
 import torch
 
-from specreg.kernels.sampling import cpu_row_chunks
+from specreg.kernels.sampling import CPU_CHUNK_ELEMENTS, cpu_row_chunks
+
+#: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
+#: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).
+FILTER_CHUNK_ELEMENTS = CPU_CHUNK_ELEMENTS // 2
 
 #: Length of the sorted prefix that holds the top-k and (usually) the top-p nucleus.
 TOP_P_PREFIX = 64
@@ -174,7 +178,7 @@ def gathered_row_stats(
     shift = torch.empty(count)
     threshold = torch.empty(count)
     norm = torch.empty(count)
-    for start, stop in cpu_row_chunks(count, flat.shape[-1]):
+    for start, stop in cpu_row_chunks(count, flat.shape[-1], FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)
         z = scaled_scores(
             flat.index_select(0, index[part]), temperature[part], probabilities=probabilities
