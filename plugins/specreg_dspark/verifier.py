@@ -14,6 +14,7 @@ import torch
 
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.kernels.chain import ChainVerifier
+from specreg.kernels.sampling_params import SamplingParams
 from specreg.protocols import VerifyResult
 from specreg_dspark.config import BlockRuntime
 from specreg_dspark.drafter import BlockDrafter
@@ -103,18 +104,27 @@ class BlockVerifier:
         target_logits: torch.Tensor,
         draft_logits: torch.Tensor,
         *,
-        temperature: float,
+        temperature: float | None = None,
         verify_lens: torch.Tensor | None = None,
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
+        params: SamplingParams | None = None,
     ) -> VerifyResult:
         """p = softmax(target / T), q = softmax(draft_logits / T), then chain rejection sampling.
 
         For DSpark `draft_logits` MUST be the corrected logits `propose`/`sample_block` returned
-        (the drafts were drawn from them); base logits give a biased output.
+        (the drafts were drawn from them); base logits give a biased output. With `params`
+        (instead of `temperature`) each request has its own temperature, top-k, top-p, min-p
+        and seed, greedy requests (temperature 0) mixed in; nothing [b, n, V] is materialised.
         """
-        if not temperature > 0:
+        if params is not None:
+            self._ragged(verify_lens)
+            return self.chain.verify_from_logits(
+                candidates, target_logits, draft_logits, params=params, verify_lens=verify_lens,
+                offsets=offsets, generator=generator,
+            )
+        if temperature is None or not temperature > 0:
             raise KernelInputError(
                 problem(
                     "SR904",

@@ -6,10 +6,16 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from specreg.kernels.sampling_params import SamplingParams
 from specreg.protocols import VerifyResult
 from specreg_eagle.drafter import EagleDrafter, TreeDraft
 from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree
-from specreg_eagle.verify import TreeVerifyResult, verify_tree_greedy, verify_tree_sampling
+from specreg_eagle.verify import (
+    TreeVerifyResult,
+    verify_tree_greedy,
+    verify_tree_sampling,
+    verify_tree_with_params,
+)
 
 
 class EagleVerifier:
@@ -161,13 +167,26 @@ class EagleVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
+        params: SamplingParams | None = None,
     ) -> VerifyResult:
         """Lossless tree sampling; `target_probs` [b, N, V]. With `seed`, coins are a hash of
-        (seed, offsets[r] (default: the tree's root positions), column)."""
+        (seed, offsets[r] (default: the tree's root positions), column). With `params`, each
+        request's probabilities are filtered by its own parameters first (greedy ones mixed in,
+        seeds per request; `verify_tree_with_params`)."""
         candidates, ridx, nxt, sib = self._links(tree)
         b, n = candidates.shape
-        if seed is not None and offsets is None:
+        if (seed is not None or params is not None) and offsets is None:
             offsets = tree.positions.view(b, n)[:, 0]
+        if params is not None:
+            return _as_result(
+                verify_tree_with_params(
+                    candidates, ridx, nxt, sib, target_probs, depth=self.num_steps,
+                    params=params, draft=draft_probs, probabilities=True, offsets=offsets,
+                    generator=generator, threshold_single=self.threshold_single,
+                    threshold_acc=self.threshold_acc, check_values=self.check_values,
+                ),
+                n,
+            )
         if self.topk == 1 and draft_probs is not None:
             return self._chain_sampling(
                 candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
@@ -178,6 +197,32 @@ class EagleVerifier:
                 draft_probs=draft_probs, coins=coins, final_coins=final_coins,
                 threshold_single=self.threshold_single, threshold_acc=self.threshold_acc,
                 seed=seed, offsets=offsets, generator=generator, check_values=self.check_values,
+            ),
+            n,
+        )
+
+    def verify_from_logits(
+        self,
+        tree: TreeBuildResult,
+        target_logits: torch.Tensor,
+        *,
+        params: SamplingParams,
+        draft_logits: torch.Tensor | None = None,
+        offsets: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> VerifyResult:
+        """A batch mixing greedy and sampled requests, from raw logits [b, N, V]: temperature-0
+        requests verify greedily, the others by tree sampling on the filtered p and q."""
+        candidates, ridx, nxt, sib = self._links(tree)
+        b, n = candidates.shape
+        if offsets is None:
+            offsets = tree.positions.view(b, n)[:, 0]
+        return _as_result(
+            verify_tree_with_params(
+                candidates, ridx, nxt, sib, target_logits, depth=self.num_steps, params=params,
+                draft=draft_logits, offsets=offsets, generator=generator,
+                threshold_single=self.threshold_single, threshold_acc=self.threshold_acc,
+                check_values=self.check_values,
             ),
             n,
         )

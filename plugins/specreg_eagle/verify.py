@@ -47,12 +47,14 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
+from specreg.kernels.filtering import RowStats, filtered_rows, gathered_row_stats
 from specreg.kernels.sampling import (
     cpu_row_chunks,
     inverse_cdf_from_cdf,
     inverse_cdf_sample,
     take_rows_float32,
 )
+from specreg.kernels.sampling_params import SamplingParams, request_coins, require_params
 
 try:
     import triton
@@ -73,6 +75,8 @@ class TreeVerifyResult:
     - `accept_token_num` int32 [b]: accepted drafts, not counting the bonus.
     - `bonus` int64 [b]: the token emitted after the accepted drafts.
     - `output_tokens` int64 [b, D]: the accepted drafts, then the bonus, then -1.
+    - `param_error` bool [b] (with sampling parameters only): requests whose parameters were
+      invalid and unchecked (GPU); they accept nothing and emit -1.
     """
 
     predicts: torch.Tensor
@@ -80,6 +84,7 @@ class TreeVerifyResult:
     accept_token_num: torch.Tensor
     bonus: torch.Tensor
     output_tokens: torch.Tensor
+    param_error: torch.Tensor | None = None
 
     @property
     def accept_len(self) -> torch.Tensor:
@@ -124,6 +129,25 @@ def _check_tree_inputs(
                     fix="pass num_steps of the draft loop", field="depth")
         )
     return b, n
+
+
+def _check_tree_rows(b: int, n: int, **rows: torch.Tensor | None) -> int:
+    """Shapes and dtypes of a target (first keyword, [b, N, V], V >= 1) and an optional draft
+    (second keyword, [b, N, V]); returns V."""
+    (target_name, target), (draft_name, draft) = rows.items()
+    assert target is not None
+    check_shape(target_name, target, (b, n, None))
+    check_dtype(target_name, target, FLOAT_DTYPES)
+    vocab = target.shape[2]
+    if vocab < 1:
+        raise KernelInputError(
+            problem("SR900", f"{target_name} has an empty vocab", accepted="V >= 1",
+                    fix="pass the rows over the whole vocab", field=target_name)
+        )
+    if draft is not None:
+        check_shape(draft_name, draft, (b, n, vocab))
+        check_dtype(draft_name, draft, FLOAT_DTYPES)
+    return vocab
 
 
 def _check_tree_values(
@@ -893,17 +917,7 @@ def verify_tree_sampling(
     b, n = _check_tree_inputs(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, depth
     )
-    check_shape("target_probs", target_probs, (b, n, None))
-    check_dtype("target_probs", target_probs, FLOAT_DTYPES)
-    vocab = target_probs.shape[2]
-    if vocab < 1:
-        raise KernelInputError(
-            problem("SR900", "target_probs has an empty vocab", accepted="V >= 1",
-                    fix="pass probabilities over the whole vocab", field="target_probs")
-        )
-    if draft_probs is not None:
-        check_shape("draft_probs", draft_probs, (b, n, vocab))
-        check_dtype("draft_probs", draft_probs, FLOAT_DTYPES)
+    vocab = _check_tree_rows(b, n, target_probs=target_probs, draft_probs=draft_probs)
     if coins is not None:
         check_shape("coins", coins, (b, n))
         check_dtype("coins", coins, FLOAT_DTYPES)
@@ -948,3 +962,193 @@ def verify_tree_sampling(
     if select_backend(candidates) == "triton":
         return verify_tree_sampling_triton(*args, **kwargs, block_v=block_v)
     return verify_tree_sampling_torch(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-request sampling parameters
+# ---------------------------------------------------------------------------------------------
+
+#: Requests per chunk of filtered rows, as a fraction of the batch (at least one request): the
+#: filtered [chunk, N, V] rows the sampling rules read stay under 1/16 of the inputs.
+PARAMS_CHUNK_DIVISOR = 16
+
+
+def verify_tree_with_params(
+    candidates: torch.Tensor,
+    retrieve_index: torch.Tensor,
+    retrieve_next_token: torch.Tensor,
+    retrieve_next_sibling: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    depth: int,
+    params: SamplingParams,
+    draft: torch.Tensor | None = None,
+    probabilities: bool = False,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+    check_values: bool | None = None,
+    block_v: int | None = None,
+) -> TreeVerifyResult:
+    """Tree verification of a batch whose requests carry their own sampling parameters.
+
+    `target` [b, N, V] and `draft` [b, N, V] (or None) are logits, or probabilities with
+    `probabilities=True`. Temperature-0 requests get `verify_tree_greedy` on the target; the
+    others get `verify_tree_sampling` on p = filter(target / T) and q = filter(draft / T)
+    (`specreg.kernels.filtering`; the children must have been drawn from that filtered q).
+    Filtered rows exist only for a chunk of requests at a time (`PARAMS_CHUNK_DIVISOR`).
+    Coins: `request_coins(params, N + 1, offsets=...)` (columns 0..N-1 the node coins, column N
+    the final draw), so a seeded request's tokens do not depend on the rest of the batch.
+    `retrieve_index[r]` must address request r's own rows (r*N .. r*N + N - 1), as `build_tree`
+    makes it. Bad parameters: SR910-SR915 with value checks, else `result.param_error`.
+    """
+    from specreg.kernels.chain_params import check_scores
+
+    require_params(params)
+    links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
+    b, n = _check_tree_inputs(*links, depth)
+    vocab = _check_tree_rows(b, n, target=target, draft=draft)
+    device = check_same_device(
+        candidates=candidates, retrieve_index=retrieve_index,
+        retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
+        target=target, draft=draft,
+    )
+    values = should_check_values(device, check_values)
+    params.validate(b, vocab, device, values=values)
+    if values:
+        _check_tree_values(*links, vocab)
+        for name, scores in (("target", target), ("draft", draft)):
+            if scores is None:
+                continue
+            if probabilities:
+                _check_probabilities_fast(name, scores, allow_zero_rows=name == "draft")
+            else:
+                check_scores(name, scores)
+    drawn = request_coins(params, n + 1, offsets=offsets, generator=generator)
+    triton_path = select_backend(candidates) == "triton"
+    predict = (
+        target_argmax_triton(target, block_v=block_v) if triton_path
+        else torch.argmax(target, dim=-1)
+    )
+    verify_greedy = verify_tree_greedy_triton if triton_path else verify_tree_greedy_torch
+    greedy = verify_greedy(*links, predict, depth=depth)
+    invalid = params.invalid_rows(vocab)
+    sampled = ~params.greedy & ~invalid
+    # On CPU only the sampled requests are filtered; on GPU every request is (no host sync) and
+    # the greedy ones are overwritten below.
+    requests = sampled.nonzero().flatten() if not triton_path else torch.arange(b, device=device)
+    parts = [t.clone() for t in (greedy.predicts, greedy.accept_index, greedy.accept_token_num,
+                                 greedy.bonus, greedy.output_tokens)]
+    chunk = max(1, b // PARAMS_CHUNK_DIVISOR)
+    for start in range(0, requests.shape[0], chunk):
+        chunk_requests = requests[start:start + chunk]
+        local = _sampled_chunk(
+            links, target, draft, params, drawn, chunk_requests, depth=depth,
+            probabilities=probabilities, triton_path=triton_path, block_v=block_v,
+            thresholds=(threshold_single, threshold_acc),
+        )
+        _merge_chunk(parts, local, retrieve_index, chunk_requests, sampled, n)
+    predicts, accept_index, num, bonus, out = parts
+    rows_invalid = invalid.repeat_interleave(n)
+    predicts = torch.where(rows_invalid, -1, predicts)
+    accept_index = torch.where(invalid[:, None], -1, accept_index)
+    out = torch.where(invalid[:, None], -1, out)
+    return TreeVerifyResult(
+        predicts=predicts, accept_index=accept_index,
+        accept_token_num=torch.where(invalid, 0, num).to(torch.int32),
+        bonus=torch.where(invalid, -1, bonus), output_tokens=out, param_error=invalid,
+    )
+
+
+def _sampled_chunk(
+    links: tuple[torch.Tensor, ...],
+    target: torch.Tensor,
+    draft: torch.Tensor | None,
+    params: SamplingParams,
+    drawn: torch.Tensor,
+    requests: torch.Tensor,
+    *,
+    depth: int,
+    probabilities: bool,
+    triton_path: bool,
+    block_v: int | None,
+    thresholds: tuple[float, float],
+) -> TreeVerifyResult:
+    """Tree sampling of `requests` on their filtered rows (local row numbering)."""
+    candidates, _, next_token, next_sibling = links
+    count = requests.shape[0]
+    n, vocab = target.shape[1], target.shape[2]
+    local_index = torch.arange(count * n, device=requests.device).view(count, n)
+    chosen = params.select(requests)
+    temperature = torch.where(chosen.temperature > 0, chosen.temperature, 1.0)
+    row_params = SamplingParams(
+        temperature=temperature.repeat_interleave(n), top_k=chosen.top_k.repeat_interleave(n),
+        top_p=chosen.top_p.repeat_interleave(n), min_p=chosen.min_p.repeat_interleave(n),
+        seed=chosen.seed.repeat_interleave(n),
+    )
+    rows = (requests[:, None] * n + torch.arange(n, device=requests.device)).flatten()
+    filtered = [
+        _filtered_tree_rows(scores, rows, row_params, probabilities, triton_path, block_v)
+        .view(count, n, vocab) if scores is not None else None
+        for scores in (target, draft)
+    ]
+    args = (candidates[requests], local_index, next_token[requests], next_sibling[requests],
+            filtered[0], filtered[1], drawn[requests, :n], drawn[requests, n])
+    kwargs = dict(depth=depth, threshold_single=thresholds[0], threshold_acc=thresholds[1])
+    if triton_path:
+        return verify_tree_sampling_triton(*args, **kwargs, block_v=block_v)
+    return verify_tree_sampling_torch(*args, **kwargs)
+
+
+def _filtered_tree_rows(
+    scores: torch.Tensor,
+    rows: torch.Tensor,
+    row_params: SamplingParams,
+    probabilities: bool,
+    triton_path: bool,
+    block_v: int | None,
+) -> torch.Tensor:
+    """Filtered float32 rows `scores.view(-1, V)[rows]` under per-row parameters."""
+    flat = scores.reshape(-1, scores.shape[-1])
+    p = row_params
+    if triton_path:
+        from specreg.kernels.filtering.triton_impl import row_stats_triton
+
+        shift, threshold, norm = row_stats_triton(
+            flat, rows, p.temperature, p.top_k, p.top_p, p.min_p, probabilities=probabilities,
+            block_v=_block_v(flat.shape[-1], block_v),
+        )
+        stats = RowStats(shift=shift, threshold=threshold, norm=norm)
+    else:
+        stats = gathered_row_stats(flat, rows, p.temperature, p.top_k, p.top_p, p.min_p,
+                                   probabilities=probabilities)
+    return filtered_rows(flat.index_select(0, rows), p.temperature, stats, p.min_p,
+                         probabilities=probabilities)
+
+
+def _merge_chunk(
+    parts: list[torch.Tensor],
+    local: TreeVerifyResult,
+    retrieve_index: torch.Tensor,
+    requests: torch.Tensor,
+    sampled: torch.Tensor,
+    n: int,
+) -> None:
+    """Write a chunk's sampled results over the greedy ones, for its sampled requests."""
+    predicts, accept_index, num, bonus, out = parts
+    count = requests.shape[0]
+    use = sampled[requests]
+    owner_rows = retrieve_index[requests].to(torch.int64)  # [count, N] global flat rows
+    local_nodes = local.accept_index - (torch.arange(count, device=requests.device) * n)[:, None]
+    global_index = torch.where(
+        local.accept_index >= 0, owner_rows.gather(1, local_nodes.clamp_min(0)), -1
+    )
+    accept_index[requests] = torch.where(use[:, None], global_index, accept_index[requests])
+    num[requests] = torch.where(use, local.accept_token_num.to(num.dtype), num[requests])
+    bonus[requests] = torch.where(use, local.bonus, bonus[requests])
+    out[requests] = torch.where(use[:, None], local.output_tokens, out[requests])
+    flat_rows = owner_rows.flatten()
+    predicts[flat_rows] = torch.where(
+        use.repeat_interleave(n), local.predicts.view(-1), predicts[flat_rows]
+    )

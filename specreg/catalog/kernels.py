@@ -65,4 +65,91 @@ ENTRIES = (
         ),
         example_fix="# before\nprobs = logits / T\n# after\nprobs = torch.softmax(logits.float() / T, dim=-1)",
     ),
+    ErrorEntry(
+        code="SR910",
+        title="Sampling parameters do not match the batch",
+        meaning=(
+            "The per-request sampling parameters (`SamplingParams`) are not one value per request "
+            "of this batch: a field has another length or rank, or `params` is not a "
+            "SamplingParams."
+        ),
+        when="Every verifier taking `params=`, before launch, on CPU and GPU.",
+        solutions=(
+            "Build the parameters for exactly the requests of the batch, in batch order: "
+            "`SamplingParams.of(batch, temperature=..., ...)`.",
+            "After reordering or filtering the batch, reorder the parameters the same way "
+            "(`params.select(index)`).",
+        ),
+        example_fix=(
+            "# before\nparams = SamplingParams.of(8, temperature=0.7)  # batch has 6 requests\n"
+            "# after\nparams = SamplingParams.of(candidates.shape[0], temperature=0.7)"
+        ),
+    ),
+    ErrorEntry(
+        code="SR911",
+        title="Invalid temperature",
+        meaning=(
+            "A request's temperature is negative, NaN or infinite. Temperature 0 means greedy; "
+            "a positive temperature divides the logits before filtering."
+        ),
+        when=(
+            "Verifiers with `params=` on the CPU path (and on GPU with check_values=True); on GPU "
+            "otherwise the request is flagged in `result.param_error` and accepts nothing."
+        ),
+        solutions=(
+            "Pass 0 for greedy requests and a finite positive value otherwise.",
+            "Check the request's sampling options where the server parses them.",
+        ),
+        example_fix="# before\nSamplingParams.of(b, temperature=-1.0)\n# after\nSamplingParams.of(b, temperature=0.0)",
+    ),
+    ErrorEntry(
+        code="SR912",
+        title="Invalid top-k",
+        meaning="A request's top_k is negative or larger than the vocabulary (0 disables top-k).",
+        when=(
+            "Verifiers with `params=` on the CPU path (and on GPU with check_values=True); on GPU "
+            "otherwise the request is flagged in `result.param_error`."
+        ),
+        solutions=(
+            "Pass top_k=0 (or the vocab size) to keep every token.",
+            "Clamp a user's top_k to the vocab size before building the parameters.",
+        ),
+        example_fix="# before\nSamplingParams.of(b, temperature=1.0, top_k=-1)\n# after\nSamplingParams.of(b, temperature=1.0, top_k=0)",
+    ),
+    ErrorEntry(
+        code="SR913",
+        title="Invalid top-p",
+        meaning="A request's top_p is outside (0, 1] or not finite (1 disables top-p).",
+        when=(
+            "Verifiers with `params=` on the CPU path (and on GPU with check_values=True); on GPU "
+            "otherwise the request is flagged in `result.param_error`."
+        ),
+        solutions=("Pass top_p=1.0 to keep every token, or a value in (0, 1).",),
+        example_fix="# before\nSamplingParams.of(b, temperature=1.0, top_p=0.0)\n# after\nSamplingParams.of(b, temperature=1.0, top_p=1.0)",
+    ),
+    ErrorEntry(
+        code="SR914",
+        title="Invalid min-p",
+        meaning="A request's min_p is outside [0, 1] or not finite (0 disables min-p).",
+        when=(
+            "Verifiers with `params=` on the CPU path (and on GPU with check_values=True); on GPU "
+            "otherwise the request is flagged in `result.param_error`."
+        ),
+        solutions=("Pass min_p=0.0 to keep every token, or a value in (0, 1].",),
+        example_fix="# before\nSamplingParams.of(b, temperature=1.0, min_p=1.5)\n# after\nSamplingParams.of(b, temperature=1.0, min_p=0.05)",
+    ),
+    ErrorEntry(
+        code="SR915",
+        title="Invalid per-request seed",
+        meaning=(
+            "A request's seed is below -1. Seeds >= 0 make a request's coins a hash of "
+            "(seed, offset, column); -1 draws them from the caller's generator."
+        ),
+        when=(
+            "Verifiers with `params=` on the CPU path (and on GPU with check_values=True); on GPU "
+            "otherwise the request is flagged in `result.param_error`."
+        ),
+        solutions=("Pass a seed >= 0, or -1 (or leave seed out) for an unseeded request.",),
+        example_fix="# before\nSamplingParams.of(b, temperature=1.0, seed=-5)\n# after\nSamplingParams.of(b, temperature=1.0, seed=5)",
+    ),
 )

@@ -42,7 +42,7 @@ makes two passes: total mass, then inverse CDF; no [b, n, V] temporaries, no hos
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 import torch
@@ -76,6 +76,9 @@ except ImportError:  # pragma: no cover - triton is optional
     triton = None
     tl = None
 
+if TYPE_CHECKING:
+    from specreg.kernels.sampling_params import SamplingParams
+
 BackendChoice = Literal["torch", "triton"] | None
 
 #: Default vocab tile of the Triton kernels.
@@ -89,11 +92,14 @@ class ChainVerifyResult:
     accept_len: int32 [b], accepted drafts (0..n-1), not counting the bonus.
     bonus: int64 [b], the token emitted after the accepted drafts (correction or bonus).
     output_tokens: int64 [b, n], the accepted drafts, then the bonus, then -1.
+    param_error: bool [b] when verified with sampling parameters: requests whose parameters were
+    invalid (reachable only with value checks off, e.g. on GPU); they accept nothing and emit -1.
     """
 
     accept_len: torch.Tensor
     bonus: torch.Tensor
     output_tokens: torch.Tensor
+    param_error: torch.Tensor | None = None
 
     @property
     def num_emitted(self) -> torch.Tensor:
@@ -206,11 +212,7 @@ def _check_chain(
 
     if verify_lens is not None:
         check_index_range("verify_lens", verify_lens, 1, n + 1)
-        lengths = verify_lens.to(torch.int64)
-    else:
-        lengths = torch.full((b,), n, dtype=torch.int64, device=device)
-    columns = torch.arange(n, device=device)
-    verified = columns < lengths[:, None]  # [b, n]: positions this request verifies
+    verified = _verified_positions(verify_lens, b, n, device)
     check_index_range("candidates", candidates[verified], 0, vocab)
     if not probabilities:
         _check_no_nan(target_name, target)
@@ -241,6 +243,12 @@ def _check_chain(
                     field="draft_probs",
                 )
             )
+    check_coin_values(coins, final_coins)
+    return b, n, vocab
+
+
+def check_coin_values(coins: torch.Tensor | None, final_coins: torch.Tensor | None) -> None:
+    """Coins given by the caller lie in [0, 1) (reads the data)."""
     for name, values in (("coins", coins), ("final_coins", final_coins)):
         if values is not None and bool(((values < 0) | (values >= 1) | values.isnan()).any()):
             raise KernelInputError(
@@ -248,11 +256,20 @@ def _check_chain(
                     "SR904",
                     f"{name} holds values outside [0, 1)",
                     accepted="uniform numbers in [0, 1)",
-                    fix="draw them with specreg.kernels.sampling.uniform_coins",
+                    fix="draw them with specreg.kernels.sampling.uniform_coins, or leave them "
+                    "out",
                     field=name,
                 )
             )
-    return b, n, vocab
+
+
+def _verified_positions(
+    verify_lens: torch.Tensor | None, b: int, n: int, device: torch.device
+) -> torch.Tensor:
+    """bool [b, n]: the positions each request verifies (all n without verify_lens)."""
+    if verify_lens is None:
+        return torch.ones((b, n), dtype=torch.bool, device=device)
+    return torch.arange(n, device=device)[None, :] < verify_lens.to(torch.int64)[:, None]
 
 
 def _choose_backend(backend: BackendChoice, *tensors: torch.Tensor) -> str:
@@ -323,7 +340,8 @@ def verify_chain_greedy_from_predict_torch(
     b, n = candidates.shape
     limit = _limits(verify_lens, b, n, candidates.device)
     predict = target_predict.to(torch.int64)
-    match = candidates[:, 1:].to(torch.int64) == predict[:, :-1]
+    drafts = candidates[:, 1:].to(torch.int64)
+    match = (drafts == predict[:, :-1]) & (drafts >= 0)  # a -1 never matches, even a -1
     match &= torch.arange(n - 1, device=candidates.device)[None, :] < limit[:, None]
     accept_len = _leading_run(match)
     bonus = predict.gather(1, accept_len[:, None]).squeeze(1)
@@ -815,9 +833,10 @@ def verify_chain_greedy_from_predict(
     if should_check_values(device, check_values):
         if verify_lens is not None:
             check_index_range("verify_lens", verify_lens, 1, n + 1)
-        if vocab_size is not None:
-            check_index_range("candidates", candidates, 0, vocab_size)
-            check_index_range("target_predict", target_predict, 0, vocab_size)
+        if vocab_size is not None:  # positions past a request's verify_lens may hold -1
+            verified = _verified_positions(verify_lens, b, n, device)
+            check_index_range("candidates", candidates[verified], 0, vocab_size)
+            check_index_range("target_predict", target_predict[verified], 0, vocab_size)
     return verify_chain_greedy_from_predict_torch(
         candidates, target_predict, verify_lens=verify_lens
     )
@@ -1014,9 +1033,18 @@ class ChainVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
+        params: SamplingParams | None = None,
     ) -> VerifyResult:
-        """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule."""
+        """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
+        With `params` (per-request temperature, top-k, top-p, min-p, seeds) the probabilities
+        are filtered per request first (`verify_chain_with_params`, probabilities=True)."""
         self._check_width(candidates)
+        if params is not None:
+            return self._with_params(
+                candidates, target_probs, draft_probs, params, probabilities=True, coins=coins,
+                final_coins=final_coins, verify_lens=verify_lens, seed=seed, offsets=offsets,
+                generator=generator,
+            )
         return self._result(
             verify_chain_sampling(
                 candidates, target_probs, draft_probs,
@@ -1038,11 +1066,55 @@ class ChainVerifier:
         seed: int | None = None,
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
+        params: SamplingParams | None = None,
     ) -> VerifyResult:
         return self.verify_sampling(
             candidates, target_probs, None,
             coins=coins, final_coins=final_coins, verify_lens=verify_lens, seed=seed,
-            offsets=offsets, generator=generator,
+            offsets=offsets, generator=generator, params=params,
+        )
+
+    def verify_from_logits(
+        self,
+        candidates: torch.Tensor,
+        target_logits: torch.Tensor,
+        draft_logits: torch.Tensor | None = None,
+        *,
+        params: SamplingParams,
+        verify_lens: torch.Tensor | None = None,
+        offsets: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> VerifyResult:
+        """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
+        verify greedily, the others by chain sampling on the filtered p and q (target-only
+        without `draft_logits`). See `specreg.kernels.chain_params`."""
+        self._check_width(candidates)
+        return self._with_params(
+            candidates, target_logits, draft_logits, params, probabilities=False,
+            verify_lens=verify_lens, offsets=offsets, generator=generator,
+        )
+
+    def _with_params(
+        self, candidates, target, draft, params, *, probabilities, seed=None, **kwargs
+    ) -> VerifyResult:
+        from specreg.kernels.chain_params import verify_chain_with_params
+
+        if seed is not None:
+            raise KernelInputError(
+                problem(
+                    "SR910",
+                    "seed= and params= were both given; with params the seeds are per request",
+                    accepted="params.seed (one per request, -1 = unseeded)",
+                    fix="drop seed= and put the seed in SamplingParams.of(..., seed=...)",
+                    field="seed",
+                )
+            )
+        return self._result(
+            verify_chain_with_params(
+                candidates, target, draft, params=params, probabilities=probabilities,
+                check_values=self.check_values, backend=self.backend, **kwargs,
+            ),
+            candidates.shape[1],
         )
 
     def describe(self) -> str:

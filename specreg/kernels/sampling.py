@@ -115,19 +115,27 @@ def _absorb(h: torch.Tensor, word: torch.Tensor) -> torch.Tensor:
     return _fmix32(h)
 
 
-def hash_coins(seed: int, offsets: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
-    """Coins in [0, 1 - 2**-24] from (seed, offset, column); int64 tensors broadcast together.
+def hash_coins(
+    seed: int | torch.Tensor, offsets: torch.Tensor, columns: torch.Tensor
+) -> torch.Tensor:
+    """Coins in [0, 1 - 2**-24] from (seed, offset, column); int64 tensors broadcast together
+    (`seed` an int, or an int64 tensor of non-negative per-request seeds).
 
     Only integer tensor ops, so CPU and CUDA agree bit for bit. The top 24 bits of the hash become
     the coin, which float32 represents exactly.
     """
-    seed_words = torch.tensor(
-        [seed & _MASK32, (seed >> 32) & _MASK32], dtype=torch.int64, device=offsets.device
-    )
+    if isinstance(seed, torch.Tensor):
+        seed = seed.to(torch.int64)
+        seed_low, seed_high = seed & _MASK32, (seed >> 32) & _MASK32
+    else:
+        seed_words = torch.tensor(
+            [seed & _MASK32, (seed >> 32) & _MASK32], dtype=torch.int64, device=offsets.device
+        )
+        seed_low, seed_high = seed_words[0], seed_words[1]
     offsets = offsets.to(torch.int64)
     columns = columns.to(torch.int64)
-    h = _fmix32(seed_words[0] ^ 0x9E3779B9)
-    h = _absorb(h, seed_words[1])
+    h = _fmix32(seed_low ^ 0x9E3779B9)
+    h = _absorb(h, seed_high)
     h = _absorb(h, offsets & _MASK32)
     h = _absorb(h, (offsets >> 32) & _MASK32)
     h = _absorb(h, columns)
@@ -272,9 +280,11 @@ def _last_positive(weights: torch.Tensor) -> torch.Tensor:
 CPU_CHUNK_ELEMENTS = 1 << 18
 
 
-def cpu_row_chunks(num_rows: int, vocab: int) -> list[tuple[int, int]]:
-    """[start, stop) row ranges of at most `CPU_CHUNK_ELEMENTS` elements (at least one row)."""
-    step = max(1, CPU_CHUNK_ELEMENTS // max(vocab, 1))
+def cpu_row_chunks(
+    num_rows: int, vocab: int, elements: int = CPU_CHUNK_ELEMENTS
+) -> list[tuple[int, int]]:
+    """[start, stop) row ranges of at most `elements` elements (at least one row)."""
+    step = max(1, elements // max(vocab, 1))
     return [(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
 
 

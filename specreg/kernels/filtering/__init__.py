@@ -1,0 +1,43 @@
+"""The per-request filtering rule (temperature, top-k, top-p, min-p) shared by every verifier.
+
+Rule, per request with temperature T > 0, from scores s [V] (raw logits; or, for probability
+inputs, s = log p, so that a probability row is treated as softmax of its logarithm):
+
+1. z = s / T (float32; T = 0 is greedy and never reaches the filter).
+2. top-k (0 < k < V): keep v iff z_v >= the k-th largest z. Ties at the k-th value are all kept.
+3. top-p (p < 1), on the top-k survivors renormalised: keep v iff the mass of the survivors
+   with z strictly above z_v is < p. Ties at the boundary are all kept; with distinct values
+   this is the smallest most-likely prefix whose mass reaches p (vLLM's and SGLang's rule).
+4. min-p (m > 0): keep v iff exp(z_v - max z) >= m, i.e. its probability is at least m times the
+   largest one (scale-free, so the same before or after renormalising).
+5. Renormalise: pi(v) = exp(z_v - max z) / Z over the kept tokens.
+
+Steps 2-4 keep an upper set of z, so a row is summarised by three numbers (`RowStats`): the
+shift max z, the threshold tau = max(top-k, top-p thresholds) and the normaliser Z. Any token's
+filtered probability is then one scalar formula, and a whole row one elementwise pass: no
+filtered [b, n, V] tensor is ever built. The argmax is always kept, so pi has mass > 0 whenever
+the row has a finite score.
+
+Implementations: `reference` (per row, by sorting; the test oracle), `torch_impl` (row chunks,
+top-k / top-p thresholds by `torch.topk` over a growing prefix), `triton_impl` (jit functions the
+verifier kernels call per row: thresholds by a 32-step bisection over the float32 order, so exact
+element values, in tiles with int64 offsets).
+"""
+
+from specreg.kernels.filtering.torch_impl import (
+    RowStats,
+    filtered_probs_at,
+    filtered_rows,
+    gathered_row_stats,
+    row_stats,
+    scaled_scores,
+)
+
+__all__ = [
+    "RowStats",
+    "filtered_probs_at",
+    "filtered_rows",
+    "gathered_row_stats",
+    "row_stats",
+    "scaled_scores",
+]

@@ -1,0 +1,214 @@
+"""Torch implementation of the filtering rule: per-row statistics, token probabilities, rows.
+
+Works on row chunks of `specreg.kernels.sampling.CPU_CHUNK_ELEMENTS` elements, so its
+temporaries stay cache-sized whatever the batch. Every filtered probability is computed by the
+same elementwise formula (`_filtered`), whether for one gathered token or a whole row, so the
+acceptance test and the residual draw see the same numbers.
+"""
+
+from __future__ import annotations
+
+import attrs
+import torch
+
+from specreg.kernels.sampling import CPU_CHUNK_ELEMENTS, cpu_row_chunks
+
+#: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
+#: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).
+FILTER_CHUNK_ELEMENTS = CPU_CHUNK_ELEMENTS // 2
+
+#: Length of the sorted prefix that holds the top-k and (usually) the top-p nucleus.
+TOP_P_PREFIX = 64
+#: Mass bins of the top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled logit
+#: below the row's max (the last bin takes the rest).
+TOP_P_BINS = 256
+TOP_P_BINS_PER_UNIT = 8.0
+
+
+@attrs.frozen(kw_only=True)
+class RowStats:
+    """Per-row summary of a filtered distribution (float32 [r] each): `shift` = max z,
+    `threshold` = the smallest kept z (-inf when top-k and top-p keep everything),
+    `norm` = the kept mass sum(exp(z - shift))."""
+
+    shift: torch.Tensor
+    threshold: torch.Tensor
+    norm: torch.Tensor
+
+
+def scaled_scores(
+    rows: torch.Tensor, temperature: torch.Tensor, *, probabilities: bool
+) -> torch.Tensor:
+    """z = s / T as a fresh float32 [r, V] (s = log(rows) for probability inputs)."""
+    if probabilities:
+        return rows.to(torch.float32, copy=True).log_().div_(temperature[:, None])
+    return torch.div(rows, temperature[:, None])
+
+
+def _filtered(
+    z: torch.Tensor, stats: RowStats, min_p: torch.Tensor, *, index: tuple = (..., None)
+) -> torch.Tensor:
+    """The filtered probability of scaled scores `z` ([r] or [r, V]; `index` broadcasts the
+    per-row values). Overwrites `z` when it is a row block."""
+    if z.dim() == 1:
+        weight = torch.exp(z - stats.shift)
+        keep = (z >= stats.threshold) & (weight >= min_p)
+        return torch.where(keep, weight, 0.0) / stats.norm
+    always = z.device.type != "cpu"  # on accelerators: no data-dependent branches (no sync)
+    cut = always or bool((stats.threshold > float("-inf")).any())
+    drop = z < stats.threshold[index] if cut else None
+    weight = z.sub_(stats.shift[index]).exp_()
+    if drop is not None:
+        weight.masked_fill_(drop, 0.0)
+    _drop_filtered(weight, None, stats.threshold, min_p, cut=False, always=always)
+    return weight.div_(stats.norm[index])
+
+
+def _drop_filtered(
+    weight: torch.Tensor,
+    z: torch.Tensor | None,
+    threshold: torch.Tensor,
+    min_p: torch.Tensor,
+    *,
+    cut: bool,
+    always: bool = False,
+) -> None:
+    """Zero, in place, the weights [r, V] of dropped tokens: z below the threshold (when `cut`
+    and `z` is given) and weights below min-p (rows with min_p > 0, or always)."""
+    if cut and z is not None:
+        weight.masked_fill_(z < threshold[:, None], 0.0)
+    if always or bool((min_p > 0).any()):
+        weight.masked_fill_(weight < min_p[:, None], 0.0)
+
+
+def row_stats(
+    z: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor
+) -> RowStats:
+    """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p.
+
+    Top-k and top-p thresholds come from one `torch.topk` prefix (at least `TOP_P_PREFIX` long,
+    and long enough for the largest k); a row whose nucleus does not fit in the prefix falls
+    back to the binned search (`_top_p_threshold`)."""
+    rows, vocab = z.shape
+    shift = z.amax(-1)
+    weight = torch.exp(z - shift[:, None])
+    threshold = torch.full((rows,), float("-inf"))
+    cut_k = (top_k > 0) & (top_k < vocab)
+    cut_p = top_p < 1
+    need = (cut_k | cut_p).nonzero().flatten()
+    if need.numel():
+        prefix = min(vocab, max(TOP_P_PREFIX, int(top_k[need].max())))
+        values = torch.topk(z[need], prefix, dim=-1).values
+        k_rows = cut_k[need]
+        kth = values.gather(1, (top_k[need] - 1).clamp(0, prefix - 1)[:, None]).squeeze(1)
+        floor = torch.where(k_rows, kth, float("-inf"))
+        threshold[need] = floor
+        p_local = cut_p[need].nonzero().flatten()
+        if p_local.numel():
+            every = p_local.numel() == rows  # the common uniform batch: no row copies
+            p_rows = need[p_local]
+            z_p = z if every else z[p_rows]
+            weight_p = weight if every else weight[p_rows]
+            floor_p = floor[p_local]
+            if bool(k_rows[p_local].any()):
+                goal = torch.where(z_p >= floor_p[:, None], weight_p, 0.0).sum(-1)
+            else:
+                goal = weight_p.sum(-1)
+            goal = top_p[p_rows] * goal
+            ranked = values[p_local]
+            running = torch.exp(ranked - shift[p_rows, None])
+            running = running.masked_fill_(ranked < floor_p[:, None], 0.0).cumsum(-1)
+            reached = (running[:, -1] >= goal) | (prefix == vocab)
+            first = (running < goal[:, None]).sum(-1).clamp_max(prefix - 1)
+            cut = ranked.gather(1, first[:, None]).squeeze(1)
+            missing = (~reached).nonzero().flatten()
+            if missing.numel():
+                cut[missing] = _top_p_threshold(
+                    z[p_rows[missing]], shift[p_rows[missing]], floor_p[missing],
+                    top_p[p_rows[missing]],
+                )
+            threshold[p_rows] = torch.maximum(floor_p, cut)
+    _drop_filtered(weight, z, threshold, min_p, cut=bool(need.numel()))
+    return RowStats(shift=shift, threshold=threshold, norm=weight.sum(-1))
+
+
+def _top_p_threshold(
+    z: torch.Tensor, shift: torch.Tensor, top_k_threshold: torch.Tensor, top_p: torch.Tensor
+) -> torch.Tensor:
+    """The top-p threshold per row: the z at which the descending cumulative mass of the top-k
+    survivors first reaches p * their total.
+
+    No full sort: the survivors' mass is binned by distance below the max (`TOP_P_BINS` bins of
+    1/`TOP_P_BINS_PER_UNIT` logit, the last one open-ended), the bin where the cumulative mass
+    reaches the goal is found, and only that bin's tokens are sorted."""
+    rows, _ = z.shape
+    survivors = z >= top_k_threshold[:, None]
+    weight = torch.where(survivors, torch.exp(z - shift[:, None]), 0.0)
+    goal = top_p * weight.sum(-1)
+    bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
+    bins = bins.to(torch.int64)
+    flat = bins + torch.arange(rows)[:, None] * TOP_P_BINS
+    mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
+    cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
+    crossing = (cum < goal[:, None]).sum(-1).clamp_max(TOP_P_BINS - 1)
+    before = torch.where(
+        crossing > 0, cum.gather(1, (crossing - 1).clamp_min(0)[:, None]).squeeze(1), 0.0
+    )
+    in_bin = (bins == crossing[:, None]) & survivors
+    width = max(int(in_bin.sum(-1).max()), 1)
+    values = torch.topk(torch.where(in_bin, z, float("-inf")), width, dim=-1).values
+    running = before[:, None] + torch.exp(values - shift[:, None]).cumsum(-1)
+    first = (running < goal[:, None]).sum(-1).clamp_max(width - 1)
+    return values.gather(1, first[:, None]).squeeze(1)
+
+
+def gathered_row_stats(
+    flat: torch.Tensor,
+    index: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    *,
+    probabilities: bool,
+) -> RowStats:
+    """`RowStats` of the rows `flat[index]` ([R, V] scores, per-row parameters [len(index)]),
+    computed chunk by chunk (never more than a chunk of rows in float32 at once)."""
+    count = index.shape[0]
+    shift = torch.empty(count)
+    threshold = torch.empty(count)
+    norm = torch.empty(count)
+    for start, stop in cpu_row_chunks(count, flat.shape[-1], FILTER_CHUNK_ELEMENTS):
+        part = slice(start, stop)
+        z = scaled_scores(
+            flat.index_select(0, index[part]), temperature[part], probabilities=probabilities
+        )
+        stats = row_stats(z, top_k[part], top_p[part], min_p[part])
+        shift[part], threshold[part], norm[part] = stats.shift, stats.threshold, stats.norm
+    return RowStats(shift=shift, threshold=threshold, norm=norm)
+
+
+def filtered_probs_at(
+    scores: torch.Tensor,
+    temperature: torch.Tensor,
+    stats: RowStats,
+    min_p: torch.Tensor,
+    *,
+    probabilities: bool,
+) -> torch.Tensor:
+    """Filtered probabilities [r] of one gathered score per row (`scores` [r], any float)."""
+    z = torch.log(scores.to(torch.float32)) if probabilities else scores
+    return _filtered(z / temperature, stats, min_p, index=(...,))
+
+
+def filtered_rows(
+    rows: torch.Tensor,
+    temperature: torch.Tensor,
+    stats: RowStats,
+    min_p: torch.Tensor,
+    *,
+    probabilities: bool,
+) -> torch.Tensor:
+    """The filtered distributions of `rows` [r, V] as float32 [r, V] (fresh)."""
+    z = scaled_scores(rows, temperature, probabilities=probabilities)
+    return _filtered(z, stats, min_p)

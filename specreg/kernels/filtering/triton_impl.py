@@ -1,0 +1,159 @@
+"""Triton implementation of the filtering rule: jit functions the verifier kernels call per row.
+
+`row_stats` streams one row in BLOCK_V tiles (int64 offsets): the max, then the top-k and top-p
+thresholds by bisection over the float32 order (a monotone int32 key per value; 32 steps find
+the exact element value, so ties behave as in the torch path), then the kept mass.
+`filtered_tile` gives the filtered probabilities of one tile from those statistics.
+`row_stats_triton` runs it over chosen rows of a [R, V] tensor (one program per row).
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - triton is optional
+    triton = None
+    tl = None
+
+if triton is not None:
+    #: int32 key of -inf: thresholds at or below it keep every token.
+    _KEY_NEG_INF = tl.constexpr(-2139095041)
+    _KEY_MIN = tl.constexpr(-2147483648)
+
+    @triton.jit
+    def scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS: tl.constexpr):
+        """z = s / T of one tile (-inf outside the row); s = log(p) for probability rows."""
+        s = tl.load(row_ptr + cols * stride_v, mask=inside, other=float("-inf")).to(tl.float32)
+        if PROBS:
+            s = tl.log(tl.where(inside, s, 0.0))
+        return s / temperature
+
+    @triton.jit
+    def _key(z):
+        """Monotone int32 key of float32 values (-0.0 counts as +0.0)."""
+        bits = (z + 0.0).to(tl.int32, bitcast=True)
+        return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+
+    @triton.jit
+    def _value(key):
+        """The float32 of a key (`_key`'s inverse), -inf at or below the key of -inf."""
+        bits = tl.where(key < 0, key ^ 0x7FFFFFFF, key).to(tl.int32)
+        return tl.where(key <= _KEY_NEG_INF, float("-inf"), bits.to(tl.float32, bitcast=True))
+
+    @triton.jit
+    def _bisect(
+        row_ptr, stride_v, vocab, temperature, shift, floor, goal, top_key,
+        MASS: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
+    ):
+        """The largest key t with count (MASS=False) or mass (MASS=True) of {z >= max(t, floor)}
+        at least `goal`; searched in [min int32, top_key]."""
+        offs = tl.arange(0, BLOCK_V)
+        lo = tl.full([], _KEY_MIN, tl.int64)
+        hi = top_key.to(tl.int64)
+        for _ in range(32):
+            mid = lo + (hi - lo + 1) // 2
+            total = tl.zeros([BLOCK_V], tl.float32)
+            for start in range(0, vocab, BLOCK_V):
+                cols = (start + offs).to(tl.int64)
+                inside = cols < vocab
+                z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
+                hit = inside & (_key(z).to(tl.int64) >= mid) & (z >= floor)
+                if MASS:
+                    total += tl.where(hit, tl.exp(z - shift), 0.0)
+                else:
+                    total += hit.to(tl.float32)
+            ok = tl.sum(total, axis=0) >= goal
+            lo = tl.where(ok, mid, lo)
+            hi = tl.where(ok, hi, mid - 1)
+        return lo
+
+    @triton.jit
+    def _kept_mass(row_ptr, stride_v, vocab, temperature, shift, threshold, min_p,
+                   PROBS: tl.constexpr, BLOCK_V: tl.constexpr):
+        offs = tl.arange(0, BLOCK_V)
+        total = tl.zeros([BLOCK_V], tl.float32)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
+            weight = tl.exp(z - shift)
+            total += tl.where(inside & (z >= threshold) & (weight >= min_p), weight, 0.0)
+        return tl.sum(total, axis=0)
+
+    @triton.jit
+    def row_stats(row_ptr, stride_v, vocab, temperature, top_k, top_p, min_p,
+                  PROBS: tl.constexpr, BLOCK_V: tl.constexpr):
+        """(shift, threshold, norm) of one row: see `specreg.kernels.filtering`."""
+        offs = tl.arange(0, BLOCK_V)
+        best = tl.full([BLOCK_V], float("-inf"), tl.float32)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            z = scaled_tile(row_ptr, cols, cols < vocab, stride_v, temperature, PROBS)
+            best = tl.maximum(best, z)
+        shift = tl.max(best, axis=0)
+        top_key = _key(shift)
+        threshold = tl.full([], float("-inf"), tl.float32)
+        if (top_k > 0) & (top_k < vocab):
+            key = _bisect(row_ptr, stride_v, vocab, temperature, shift, threshold,
+                          top_k.to(tl.float32), top_key, False, PROBS, BLOCK_V)
+            threshold = _value(key)
+        if top_p < 1.0:
+            survivors = _kept_mass(row_ptr, stride_v, vocab, temperature, shift, threshold, 0.0,
+                                   PROBS, BLOCK_V)
+            key = _bisect(row_ptr, stride_v, vocab, temperature, shift, threshold,
+                          top_p * survivors, top_key, True, PROBS, BLOCK_V)
+            threshold = tl.maximum(threshold, _value(key))
+        norm = _kept_mass(row_ptr, stride_v, vocab, temperature, shift, threshold, min_p,
+                          PROBS, BLOCK_V)
+        return shift, threshold, norm
+
+    @triton.jit
+    def filtered_tile(row_ptr, cols, inside, stride_v, temperature, shift, threshold, norm,
+                      min_p, PROBS: tl.constexpr):
+        """Filtered probabilities of one tile (0 outside the row)."""
+        z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
+        weight = tl.exp(z - shift)
+        keep = inside & (z >= threshold) & (weight >= min_p)
+        return tl.where(keep, weight, 0.0) / norm
+
+    @triton.jit
+    def _row_stats_kernel(
+        flat_ptr, stride_r, stride_v, index_ptr, temp_ptr, k_ptr, p_ptr, m_ptr,
+        shift_ptr, threshold_ptr, norm_ptr, vocab,
+        PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
+    ):
+        r = tl.program_id(0).to(tl.int64)
+        row = tl.load(index_ptr + r).to(tl.int64)
+        shift, threshold, norm = row_stats(
+            flat_ptr + row * stride_r, stride_v, vocab, tl.load(temp_ptr + r),
+            tl.load(k_ptr + r), tl.load(p_ptr + r), tl.load(m_ptr + r), PROBS, BLOCK_V,
+        )
+        tl.store(shift_ptr + r, shift)
+        tl.store(threshold_ptr + r, threshold)
+        tl.store(norm_ptr + r, norm)
+
+
+def row_stats_triton(
+    flat: torch.Tensor,
+    index: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    *,
+    probabilities: bool,
+    block_v: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(shift, threshold, norm) float32 [len(index)] of the rows `flat[index]` (`flat` [R, V]);
+    per-row parameters [len(index)] (temperatures > 0)."""
+    count = index.shape[0]
+    out = [torch.empty(count, dtype=torch.float32, device=flat.device) for _ in range(3)]
+    if count:
+        _row_stats_kernel[(count,)](
+            flat, flat.stride(0), flat.stride(1), index, temperature, top_k, top_p, min_p,
+            *out, flat.shape[1], PROBS=probabilities, BLOCK_V=block_v,
+        )
+    return out[0], out[1], out[2]

@@ -1,0 +1,237 @@
+"""Per-request sampling parameters for the verifiers: the batch value, its checks and its coins.
+
+`SamplingParams` holds one value per request (tensors [b] on the batch's device):
+
+- `temperature` float32, >= 0; 0 makes the request greedy (the target's argmax, no coins used);
+- `top_k` int64 in [0, V]; 0 (or V) keeps every token;
+- `top_p` float32 in (0, 1]; 1 keeps every token;
+- `min_p` float32 in [0, 1]; 0 keeps every token;
+- `seed` int64, >= 0 for a seeded request, -1 for one drawn from the caller's generator.
+
+The filtering rule applied to these values is in `specreg.kernels.filtering` (docs: Kernels).
+Checks read tensor data, so they run on the CPU path (a coded error naming every bad request at
+once) and, on GPU, only with `check_values=True`; otherwise `invalid_rows` flags bad requests
+without a host synchronisation and the verifiers never accept a draft for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import torch
+
+from specreg.errors import KernelInputError, Problem, problem
+from specreg.kernels.checks import check_dtype, check_shape, check_tensor
+from specreg.kernels.sampling import hash_coins
+
+ParamValue = float | int | Sequence[float] | Sequence[int] | torch.Tensor
+
+#: `seed` value of a request whose coins come from the caller's generator (or torch.rand).
+UNSEEDED = -1
+
+
+@attrs.frozen(kw_only=True)
+class SamplingParams:
+    """Per-request sampling parameters of one batch (see the module docstring)."""
+
+    temperature: torch.Tensor
+    top_k: torch.Tensor
+    top_p: torch.Tensor
+    min_p: torch.Tensor
+    seed: torch.Tensor
+
+    @classmethod
+    def of(
+        cls,
+        batch: int,
+        *,
+        temperature: ParamValue,
+        top_k: ParamValue = 0,
+        top_p: ParamValue = 1.0,
+        min_p: ParamValue = 0.0,
+        seed: ParamValue | None = None,
+        device: torch.device | str = "cpu",
+    ) -> SamplingParams:
+        """Build from scalars (the same for every request), sequences or tensors of length
+        `batch`. Values are stored as given; `validate` (run by every verifier) checks them."""
+
+        def column(value: ParamValue | None, default: float, dtype: torch.dtype) -> torch.Tensor:
+            if value is None:
+                value = default
+            if isinstance(value, torch.Tensor):
+                return value.to(device=device, dtype=dtype)
+            if isinstance(value, (int, float)):
+                return torch.full((batch,), value, dtype=dtype, device=device)
+            return torch.tensor(list(value), dtype=dtype, device=device)
+
+        return cls(
+            temperature=column(temperature, 0.0, torch.float32),
+            top_k=column(top_k, 0, torch.int64),
+            top_p=column(top_p, 1.0, torch.float32),
+            min_p=column(min_p, 0.0, torch.float32),
+            seed=column(seed, UNSEEDED, torch.int64),
+        )
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.temperature.shape[0])
+
+    @property
+    def greedy(self) -> torch.Tensor:
+        """bool [b]: requests verified greedily (temperature 0)."""
+        return self.temperature == 0
+
+    def select(self, index: torch.Tensor) -> SamplingParams:
+        """The parameters of the requests at `index` (int64 [k]), in that order."""
+        return SamplingParams(
+            **{name: getattr(self, name).index_select(0, index) for name in _FIELDS}
+        )
+
+    def invalid_rows(self, vocab: int) -> torch.Tensor:
+        """bool [b]: requests with a value outside its range (NaN and inf included). Pure tensor
+        ops: no host synchronisation, usable as the GPU per-request error flag."""
+        t, p, m = self.temperature, self.top_p, self.min_p
+        bad = ~torch.isfinite(t) | (t < 0)
+        bad |= ~torch.isfinite(p) | (p <= 0) | (p > 1)
+        bad |= ~torch.isfinite(m) | (m < 0) | (m > 1)
+        bad |= (self.top_k < 0) | (self.top_k > vocab)
+        bad |= self.seed < UNSEEDED
+        return bad
+
+    def validate(self, batch: int, vocab: int, device: torch.device, *, values: bool) -> None:
+        """Shapes, dtypes and device always; with `values`, every range (reads the data).
+        Raises one `KernelInputError` listing every problem found."""
+        for name in _FIELDS:
+            tensor = check_tensor(f"params.{name}", getattr(self, name))
+            if tensor.dim() != 1 or tensor.shape[0] != batch:
+                raise KernelInputError(
+                    problem(
+                        "SR910",
+                        f"params.{name} has shape {list(tensor.shape)} but the batch has "
+                        f"{batch} requests",
+                        accepted=f"one value per request: shape [{batch}]",
+                        fix="build the parameters for exactly the requests of this batch, in "
+                        "batch order (SamplingParams.of(batch, ...) or params.select(index))",
+                        field=f"params.{name}",
+                    )
+                )
+            check_dtype(f"params.{name}", tensor, _DTYPES[name])
+            if tensor.device != device:
+                raise KernelInputError(
+                    problem(
+                        "SR902",
+                        f"params.{name} is on {tensor.device} but the batch is on {device}",
+                        accepted=f"parameters on {device}",
+                        fix=f"build the parameters with device={str(device)!r}",
+                        field=f"params.{name}",
+                    )
+                )
+        if values:
+            problems = self._range_problems(vocab)
+            if problems:
+                raise KernelInputError(problems)
+
+    def _range_problems(self, vocab: int) -> list[Problem]:
+        rules = (
+            ("temperature", "SR911", ~torch.isfinite(self.temperature) | (self.temperature < 0),
+             "a finite temperature >= 0 (0 = greedy)",
+             "pass temperature 0 for greedy requests and a positive value otherwise"),
+            ("top_k", "SR912", (self.top_k < 0) | (self.top_k > vocab),
+             f"an integer in [0, {vocab}] (0 or {vocab} = no top-k)",
+             "pass top_k=0 to disable top-k; clamp larger values to the vocab size"),
+            ("top_p", "SR913", ~torch.isfinite(self.top_p) | (self.top_p <= 0) | (self.top_p > 1),
+             "a value in (0, 1] (1 = no top-p)", "pass top_p=1.0 to disable top-p"),
+            ("min_p", "SR914", ~torch.isfinite(self.min_p) | (self.min_p < 0) | (self.min_p > 1),
+             "a value in [0, 1] (0 = no min-p)", "pass min_p=0.0 to disable min-p"),
+            ("seed", "SR915", self.seed < UNSEEDED,
+             "an integer >= 0, or -1 for an unseeded request", "pass seed=-1 for no seed"),
+        )
+        problems = []
+        for name, code, bad, accepted, fix in rules:
+            rows = bad.nonzero().flatten().tolist()
+            if rows:
+                values = getattr(self, name)[rows[:4]].tolist()
+                problems.append(
+                    problem(
+                        code,
+                        f"params.{name} is invalid for request(s) {rows[:8]}"
+                        f"{' ...' if len(rows) > 8 else ''} (values {values}"
+                        f"{' ...' if len(rows) > 4 else ''})",
+                        accepted=accepted,
+                        fix=fix,
+                        field=f"params.{name}",
+                    )
+                )
+        return problems
+
+
+_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
+_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+    "temperature": (torch.float32,),
+    "top_k": (torch.int64,),
+    "top_p": (torch.float32,),
+    "min_p": (torch.float32,),
+    "seed": (torch.int64,),
+}
+
+
+def require_params(params: object) -> None:
+    """SR910 unless `params` is a `SamplingParams`."""
+    if not isinstance(params, SamplingParams):
+        raise KernelInputError(
+            problem(
+                "SR910",
+                f"params must be a SamplingParams, got {type(params).__name__}",
+                accepted="specreg.kernels.sampling_params.SamplingParams",
+                fix="build it with SamplingParams.of(batch, temperature=..., ...)",
+                field="params",
+            )
+        )
+
+
+def request_coins(
+    params: SamplingParams,
+    columns: int,
+    *,
+    offsets: torch.Tensor | None,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """float32 [b, columns] uniforms: for a seeded request a hash of (its seed, its offset,
+    column), so its coins do not depend on the rest of the batch or its place in it; for an
+    unseeded one `torch.rand` with `generator`. `offsets` [b] default 0 (pass each request's
+    sequence length so that coins differ per step)."""
+    b = params.batch_size
+    device = params.seed.device
+    if offsets is None:
+        offsets = torch.zeros(b, dtype=torch.int64, device=device)
+    else:
+        check_shape("offsets", offsets, (b,))
+        check_dtype("offsets", offsets, (torch.int32, torch.int64))
+    cols = torch.arange(columns, dtype=torch.int64, device=device)
+    seeded = hash_coins(params.seed[:, None], offsets.to(torch.int64)[:, None], cols)
+    drawn = torch.rand((b, columns), generator=generator, device=device, dtype=torch.float32)
+    return torch.where((params.seed >= 0)[:, None], seeded, drawn)
+
+
+def mixed_demo_params(batch: int, *, device: torch.device | str = "cpu") -> SamplingParams:
+    """A batch cycling through greedy, plain temperature, top-k, top-p and min-p requests with
+    per-request seeds: the mixed-parameter row of `specreg demo` and of the benchmarks."""
+    kinds = [
+        dict(temperature=0.0),
+        dict(temperature=0.7),
+        dict(temperature=1.0, top_k=20),
+        dict(temperature=0.8, top_p=0.9),
+        dict(temperature=1.3, min_p=0.1),
+        dict(temperature=0.6, top_k=50, top_p=0.95, min_p=0.05),
+    ]
+    rows = [kinds[r % len(kinds)] for r in range(batch)]
+    return SamplingParams.of(
+        batch,
+        temperature=[row.get("temperature", 0.0) for row in rows],
+        top_k=[int(row.get("top_k", 0)) for row in rows],
+        top_p=[row.get("top_p", 1.0) for row in rows],
+        min_p=[row.get("min_p", 0.0) for row in rows],
+        seed=list(range(batch)),
+        device=device,
+    )
