@@ -37,6 +37,7 @@ import torch
 
 from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
+from specreg.kernels.argmax import row_argmax
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
     INDEX_DTYPES,
@@ -858,7 +859,7 @@ def verify_tree_greedy(
             target_predict = target_argmax_triton(target_logits, block_v=block_v)
         return verify_tree_greedy_triton(*args, target_predict, depth=depth)
     if target_predict is None:
-        target_predict = torch.argmax(target_logits, dim=-1)
+        target_predict = row_argmax(target_logits)
     return verify_tree_greedy_torch(*args, target_predict, depth=depth)
 
 

@@ -48,6 +48,7 @@ import torch
 
 from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
+from specreg.kernels.argmax import row_argmax
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
     INDEX_DTYPES,
@@ -354,7 +355,7 @@ def _verify_chain_greedy_progressive(
         rows = target_logits[:, i]
         if active.numel() != b:
             rows = rows.index_select(0, active)  # index_select: far cheaper than fancy indexing
-        predict = torch.argmax(rows, dim=-1)
+        predict = row_argmax(rows)
         if i < n - 1:
             matched = (drafts[active, i] == predict) & (limit[active] > i)
         else:
