@@ -3,7 +3,9 @@ bandwidth against `index_copy_`, and one 4-step call against 4 single-step calls
 
 Workload: every request keeps a selection of top_k token positions; each verify step replaces
 `--new-frac` of it with tokens never selected before (so a call of `steps` steps brings about
-steps x new_frac x top_k distinct misses). All ratios are measured in this one run.
+steps x new_frac x top_k distinct misses). All ratios are measured in this one run. The floor
+of a swap call is one `index_copy_` of the rows it missed (host rows gathered with
+index_select, as 16-byte words), timed right after each call.
 
     python benchmarks/bench_hisparse.py           # small: bs 4, top_k 512, hot 1024
     python benchmarks/bench_hisparse.py --full    # the sizes: bs 16, steps 4,
@@ -18,7 +20,8 @@ import statistics
 import time
 
 import torch
-from specreg_hisparse.kernels import copy_planned_torch, row_words
+from floors import floor_line
+from specreg_hisparse.kernels import copy_planned_torch, planned_rows, row_words
 from specreg_hisparse.layout import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
@@ -151,11 +154,18 @@ def main() -> None:
     calls = [work.call(steps) for _ in range(args.calls)]
     fast, slow = copy.deepcopy(base), copy.deepcopy(base)
     dev_fast, dev_slow = dev.clone(), dev.clone()
-    t_fast, t_slow = [], []
+    t_fast, t_slow, t_floor = [], [], []
+    host_words, floor_words = row_words(host), row_words(dev.clone())
     for i, tokens in enumerate(calls):
         start = time.perf_counter()
         locs = fast.swap(tokens, req, seq, host_cache=host, device_buffer=dev_fast)
         t_fast.append(time.perf_counter() - start)
+        # the floor of this call: one index_copy_ of the rows it missed, timed right after it
+        plan = fast.last_plan
+        src, dst = planned_rows(plan.miss_src, plan.miss_dst, plan.miss_count, bs)
+        start = time.perf_counter()
+        floor_words.index_copy_(0, dst.long(), host_words.index_select(0, src))
+        t_floor.append(time.perf_counter() - start)
         if i < args.naive_calls:
             start = time.perf_counter()
             ref = naive_swap(slow, tokens, req, seq, host, dev_slow)
@@ -166,6 +176,8 @@ def main() -> None:
             assert torch.equal(dev_fast, dev_slow), f"call {i}: copied rows differ"
     tf, ts = statistics.median(t_fast), statistics.median(t_slow)
     misses = fast.last_stats.misses.sum().item()
+    print(floor_line("HiSparse swap", min(t_fast), min(t_floor),
+                     f"index_copy_ of the call's {misses} missed {args.row_bytes} B rows"))  # fmt: skip
     print(f"swap call: torch {tf * 1e3:.2f} ms, naive Python {ts * 1e3:.1f} ms -> "
           f"{ts / tf:.1f}x (target >= 30x); {misses} distinct misses in the last call")  # fmt: skip
 
