@@ -12,10 +12,20 @@ which `run_cpu.py` collects into the results and the benchmarks page.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+#: What `floor_line` prints, for the scripts that collect the lines (run_cpu.py, gpu/run_all.py).
+FLOOR_LINE = re.compile(
+    r"^FLOOR (?P<name>.+?): kernel (?P<kernel>[\d.]+) ms, floor (?P<floor>[\d.]+) ms "
+    r"\((?P<what>.*)\) -> (?P<multiple>[\d.]+)x the floor$",
+    flags=re.MULTILINE,
+)
 
 
 def interleaved_best(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
