@@ -31,7 +31,7 @@ import sys
 import time
 
 import torch
-from floors import floor_line, interleaved_best, read_all, read_rows
+from floors import floor_line, interleaved_best, read_all, read_rows, write_profile
 
 from specreg.kernels.chain import (
     ChainVerifyResult,
@@ -149,7 +149,7 @@ print(json.dumps(dict(before=before, current=current, after=after, inputs=inputs
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def print_floors(x: dict[str, torch.Tensor], repeats: int) -> None:
+def print_floors(x: dict[str, torch.Tensor], repeats: int, profile: bool = False) -> None:
     """Each path against one read of the rows it must read, timed interleaved."""
     b, n, _ = x["p"].shape
     greedy = verify_chain_greedy(x["candidates"], x["p"], check_values=False)
@@ -187,6 +187,14 @@ def print_floors(x: dict[str, torch.Tensor], repeats: int) -> None:
     )
     print(floor_line("chain sampling verify", times["sampling"], times["floor"],
                      f"read of the {b} emitting p rows and {rejected} rejected q rows"))  # fmt: skip
+    if profile:
+        for name, fn in (
+            ("chain greedy verify", lambda: verify_chain_greedy(x["candidates"], x["p"], check_values=False)),
+            ("chain sampling verify", lambda: verify_chain_sampling(
+                x["candidates"], x["p"], x["q"], coins=x["coins"], final_coins=x["final"],
+                check_values=False)),
+        ):  # fmt: skip
+            print(f"profile of {name}: {write_profile(name, fn)}")
 
 
 def main() -> None:
@@ -196,6 +204,8 @@ def main() -> None:
     parser.add_argument("--v", type=int, default=32000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocess")
+    parser.add_argument("--profile", action="store_true",
+                        help="write a torch.profiler table of each path to results/profiles/")
     parser.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (default: torch's choice); 1 avoids stalls "
                     "of parallel ops on a machine shared with other jobs")
@@ -237,7 +247,7 @@ def main() -> None:
     print(f"sampling with CPU value checks (the default on CPU): {t_checked * 1e3:.2f} ms "
           f"(checks cost x{t_checked / t_vec:.2f} of the unchecked call)")
 
-    print_floors(x, args.repeats * 3)
+    print_floors(x, args.repeats * 3, args.profile)
 
     if not args.no_memory:
         for check in (False, True):

@@ -20,7 +20,7 @@ import argparse
 import time
 
 import torch
-from floors import floor_line, interleaved_best, read_all, read_rows
+from floors import floor_line, interleaved_best, read_all, read_rows, write_profile
 from specreg_eagle.tree import build_tree_torch, organize_draft_results, select_top_k_tokens
 from specreg_eagle.verify import (
     verify_tree_greedy,
@@ -105,7 +105,7 @@ def timeit(fn, repeat=3):
     return best
 
 
-def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, final, repeats=9):
+def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, final, repeats=9, profile=False):
     """Both verifies, called as a user calls them (value checks off), against their floors."""
     b, n, _ = logits.shape
     tree = (cand, ridx, nt, ns)
@@ -142,6 +142,14 @@ def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, final, repe
                      f"read of the {b} final p rows"))  # fmt: skip
     print(floor_line("EAGLE tree sampling verify with q", times["sampling q"],
                      times["final rows q"], f"read of the {b} final p and q rows"))  # fmt: skip
+    if profile:
+        for name, fn in (
+            ("EAGLE tree greedy verify", lambda: verify_tree_greedy(
+                *tree, depth=depth, target_logits=logits, check_values=False)),
+            ("EAGLE tree sampling verify", lambda: sample(None)),
+            ("EAGLE tree sampling verify with q", lambda: sample(q)),
+        ):  # fmt: skip
+            print(f"profile of {name}: {write_profile(name, fn)}")
 
 
 def main():
@@ -155,6 +163,8 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (default: torch's choice); 1 avoids stalls "
                     "of parallel ops on a machine shared with other jobs")
+    ap.add_argument("--profile", action="store_true",
+                    help="write a torch.profiler table of each verify to results/profiles/")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -189,7 +199,7 @@ def main():
     print(f"sampling verify torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
 
     q = torch.softmax(torch.randn(b, n, v, generator=gen), -1)
-    print_floors(cand, ridx, nt, ns, s, logits, probs, q, coins, final)
+    print_floors(cand, ridx, nt, ns, s, logits, probs, q, coins, final, profile=a.profile)
     for name, draft_probs in (("target-only", None), ("with q", q)):
         inputs = probs.numel() * 4 + (0 if draft_probs is None else q.numel() * 4)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:

@@ -20,7 +20,7 @@ import statistics
 import time
 
 import torch
-from floors import floor_line
+from floors import floor_line, write_profile
 from specreg_hisparse.kernels import copy_planned_torch, planned_rows, row_words
 from specreg_hisparse.layout import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
@@ -122,6 +122,8 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch CPU threads (1: stable on a shared machine)"
     )
+    parser.add_argument("--profile", action="store_true",
+                        help="write a torch.profiler table of the swap to results/profiles/")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bs = args.bs or (16 if args.full else 4)
@@ -178,6 +180,12 @@ def main() -> None:
     misses = fast.last_stats.misses.sum().item()
     print(floor_line("HiSparse swap", min(t_fast), min(t_floor),
                      f"index_copy_ of the call's {misses} missed {args.row_bytes} B rows"))  # fmt: skip
+    if args.profile:
+        profiled, later = copy.deepcopy(fast), iter([work.call(steps) for _ in range(6)])
+        profiled_dev = dev_fast.clone()
+        path = write_profile("HiSparse swap", lambda: profiled.swap(
+            next(later), req, seq, host_cache=host, device_buffer=profiled_dev))  # fmt: skip
+        print(f"profile of HiSparse swap: {path}")
     print(f"swap call: torch {tf * 1e3:.2f} ms, naive Python {ts * 1e3:.1f} ms -> "
           f"{ts / tf:.1f}x (target >= 30x); {misses} distinct misses in the last call")  # fmt: skip
 

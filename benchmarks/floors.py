@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -56,3 +57,23 @@ def read_all(*tensors: torch.Tensor) -> Callable[[], object]:
 def floor_line(name: str, kernel_s: float, floor_s: float, what: str) -> str:
     return (f"FLOOR {name}: kernel {kernel_s * 1e3:.3f} ms, floor {floor_s * 1e3:.3f} ms "
             f"({what}) -> {kernel_s / floor_s:.2f}x the floor")  # fmt: skip
+
+
+PROFILES = Path(__file__).resolve().parent / "results" / "profiles"
+
+
+def write_profile(name: str, fn: Callable[[], object], calls: int = 5) -> Path:
+    """torch.profiler table (CPU ops by self time) of `calls` calls of `fn`, written to
+    benchmarks/results/profiles/<name>.txt: what bounds a kernel that misses its floor target."""
+    import torch
+
+    fn()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            fn()
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+    PROFILES.mkdir(parents=True, exist_ok=True)
+    path = PROFILES / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".txt")
+    path.write_text(f"{name}: torch.profiler, {calls} calls, torch {torch.__version__}, "
+                    f"{torch.get_num_threads()} thread(s)\n{table}\n", encoding="utf-8")  # fmt: skip
+    return path

@@ -37,7 +37,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
     ),
     (
         "chain",
-        ["benchmarks/bench_chain_verify.py", "--threads", "1"],
+        ["benchmarks/bench_chain_verify.py", "--threads", "1", "--profile"],
         [
             ("chain greedy verify vs naive loop", r"greedy .*speed-up x([\d.]+)", "higher", None),
             ("chain sampling verify vs naive loop", r"sampling .*speed-up x([\d.]+)", "higher", None),
@@ -45,7 +45,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
     ),
     (
         "eagle",
-        ["benchmarks/bench_eagle_cpu.py", "--issue-sizes", "--threads", "1"],
+        ["benchmarks/bench_eagle_cpu.py", "--issue-sizes", "--threads", "1", "--profile"],
         [
             ("EAGLE build_tree vs naive loop", r"build_tree .*ratio\s+([\d.]+)x", "higher", 20.0),
             ("EAGLE tree greedy verify vs naive loop", r"greedy verify .*ratio\s+([\d.]+)x", "higher", 20.0),
@@ -60,7 +60,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
     ),
     (
         "hisparse",
-        ["benchmarks/bench_hisparse.py", "--full"],
+        ["benchmarks/bench_hisparse.py", "--full", "--profile"],
         [
             ("HiSparse swap (torch) vs naive reference", r"-> ([\d.]+)x \(target >= 30x\)", "higher", 30.0),
             ("HiSparse planned copy / index_copy_ bandwidth (%)", r"-> (\d+)% \(target >= 50%\)", "higher", 50.0),
