@@ -3,7 +3,9 @@
 The floor is one read of the bytes the kernel must read (a torch reduction over that many
 rows of the same tensor) or one `index_copy_` of the rows it must copy. Kernel and floor are
 timed interleaved, call after call, and each keeps its fastest call, so a change in machine
-load hits both. Every benchmark prints its floors as
+load hits both. With one torch thread the clock is the thread's CPU time (`time.thread_time`):
+on a machine shared with other jobs, a long kernel call is far likelier to be preempted than a
+short read, and wall time would charge that to the kernel. Every benchmark prints its floors as
 
     FLOOR <name>: kernel <ms> ms, floor <ms> ms (<what the floor is>) -> <multiple>x the floor
 
@@ -29,16 +31,24 @@ FLOOR_LINE = re.compile(
 )
 
 
+def clock() -> Callable[[], float]:
+    """The thread's CPU time with one torch thread (preemption not counted), else wall time."""
+    import torch
+
+    return time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
+
+
 def interleaved_best(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """Seconds of the fastest call of each function, calling them in turn `repeats` times."""
+    now = clock()
     for fn in fns.values():  # warm: first-call allocations and caches
         fn()
     best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start = now()
             fn()
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], now() - start)
     return best
 
 
