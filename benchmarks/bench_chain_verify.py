@@ -31,8 +31,16 @@ import sys
 import time
 
 import torch
-from floors import floor_line, interleaved_best, read_all, read_rows, write_profile
+from floors import (
+    floor_line,
+    interleaved_best,
+    print_greedy_floors,
+    read_all,
+    read_rows,
+    write_profile,
+)
 
+from specreg.kernels.argmax import row_argmax
 from specreg.kernels.chain import (
     ChainVerifyResult,
     verify_chain_greedy,
@@ -162,14 +170,16 @@ def print_floors(x: dict[str, torch.Tensor], repeats: int, profile: bool = False
             ),
             "reached": read_rows(x["p"], reached),
             "all": read_all(x["p"]),
+            "row argmax": lambda: row_argmax(x["p"]),
+            "torch.argmax": lambda: torch.argmax(x["p"], dim=-1),
         },
         repeats,
     )
     what = f"read of the {reached} of {b * n} rows the requests reach"
-    print(floor_line("chain greedy verify", times["greedy"], times["reached"], what))
-    print(floor_line("chain greedy verify, whole logits", times["greedy"], times["all"],
-                     "read of all the logits, logits.sum()"))  # fmt: skip
-    print(floor_line("chain greedy via torch.argmax", times["argmax"], times["reached"], what))
+    print_greedy_floors("chain", times, what)
+    for name in ("row argmax", "torch.argmax"):  # the argmax alone, over every row
+        print(floor_line(f"{name} of all the logits", times[name], times["all"],
+                         "read of all the logits, logits.sum()"))  # fmt: skip
 
     sampled = verify_chain_sampling(x["candidates"], x["p"], x["q"], coins=x["coins"],
                                     final_coins=x["final"], check_values=False)  # fmt: skip

@@ -20,7 +20,14 @@ import argparse
 import time
 
 import torch
-from floors import floor_line, interleaved_best, read_all, read_rows, write_profile
+from floors import (
+    floor_line,
+    interleaved_best,
+    print_greedy_floors,
+    read_all,
+    read_rows,
+    write_profile,
+)
 from specreg_eagle.tree import build_tree_torch, organize_draft_results, select_top_k_tokens
 from specreg_eagle.verify import (
     verify_tree_greedy,
@@ -134,10 +141,7 @@ def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, final, repe
         repeats,
     )
     what = f"read of the {reached} of {b * n} node rows on the accepted paths"
-    print(floor_line("EAGLE tree greedy verify", times["greedy"], times["reached"], what))
-    print(floor_line("EAGLE tree greedy verify, whole logits", times["greedy"], times["all"],
-                     "read of all the logits, logits.sum()"))  # fmt: skip
-    print(floor_line("EAGLE tree greedy via torch.argmax", times["argmax"], times["reached"], what))
+    print_greedy_floors("EAGLE tree", times, what)
     print(floor_line("EAGLE tree sampling verify", times["sampling"], times["final rows"],
                      f"read of the {b} final p rows"))  # fmt: skip
     print(floor_line("EAGLE tree sampling verify with q", times["sampling q"],

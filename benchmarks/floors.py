@@ -69,6 +69,15 @@ def floor_line(name: str, kernel_s: float, floor_s: float, what: str) -> str:
             f"({what}) -> {kernel_s / floor_s:.2f}x the floor")  # fmt: skip
 
 
+def print_greedy_floors(kernel: str, times: dict[str, float], what: str) -> None:
+    """A greedy verify's lines: against the rows it must read (`times["reached"]`), against the
+    whole logits (`times["all"]`), and torch.argmax + the same match (`times["argmax"]`)."""
+    print(floor_line(f"{kernel} greedy verify", times["greedy"], times["reached"], what))
+    print(floor_line(f"{kernel} greedy verify, whole logits", times["greedy"], times["all"],
+                     "read of all the logits, logits.sum()"))  # fmt: skip
+    print(floor_line(f"{kernel} greedy via torch.argmax", times["argmax"], times["reached"], what))
+
+
 PROFILES = Path(__file__).resolve().parent / "results" / "profiles"
 
 
