@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -100,7 +101,7 @@ def floor_rows(name: str, output: str) -> list[dict[str, object]]:
     ]
 
 
-def run_all() -> dict[str, object]:
+def run_all() -> dict[str, Any]:
     RESULTS.mkdir(parents=True, exist_ok=True)
     raw: list[str] = []
     ratios: list[dict[str, object]] = []
@@ -132,7 +133,7 @@ def run_all() -> dict[str, object]:
     return data
 
 
-def plot(data: dict[str, object]) -> None:
+def plot(data: dict[str, Any]) -> None:
     """Two panels: ratios against a naive loop or baseline (higher is better; the planned copy's
     bandwidth as a fraction of index_copy_'s), and multiples of the floor (lower is better)."""
     import matplotlib
@@ -140,7 +141,7 @@ def plot(data: dict[str, object]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ratios = [r for r in data["ratios"] if r["value"] is not None]  # type: ignore[union-attr,index]
+    ratios = [r for r in data["ratios"] if r["value"] is not None]
     speed = [dict(r) for r in ratios if "floor_ms" not in r]
     for r in speed:
         if "%" in r["label"]:  # a percentage of a baseline: plotted as that fraction
@@ -170,7 +171,7 @@ def plot(data: dict[str, object]) -> None:
 
 def main() -> None:
     data = run_all()
-    for r in data["ratios"]:  # type: ignore[union-attr]
+    for r in data["ratios"]:
         value = "n/a" if r["value"] is None else f"{r['value']:.2f}"
         target = "" if r["target"] is None else f"  (target {r['target']:g})"
         print(f"{r['label']:<60} {value}{target}")

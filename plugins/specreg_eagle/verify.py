@@ -909,9 +909,9 @@ def verify_tree_greedy(
         if target_predict is None:
             target_predict = target_argmax_triton(target_logits, block_v=block_v)
         return verify_tree_greedy_triton(*args, target_predict, depth=depth)
-    if target_predict is None and device.type == "cpu":
+    if target_logits is not None and device.type == "cpu":
         return verify_tree_greedy_from_logits_torch(*args, target_logits, depth=depth)
-    if target_predict is None:
+    if target_logits is not None:
         target_predict = torch.argmax(target_logits, dim=-1)
     return verify_tree_greedy_torch(*args, target_predict, depth=depth)
 
