@@ -247,13 +247,18 @@ def verify_tree_greedy_from_logits_torch(
     last = torch.zeros(b, dtype=torch.int64)
     bonus = torch.empty(b, dtype=torch.int64)
     flat = target_logits.reshape(b * n, vocab)  # a view for the usual layouts
-    gathered = flat.new_empty(b, vocab)  # reused: a fresh block per level costs page faults
+    gathered = None  # reused across levels: a fresh block per level costs page faults
     active = torch.arange(b)
     for level in range(depth + 1):
         if active.numel() == 0:
             break
         node = last[active]
-        rows = torch.index_select(flat, 0, active * n + node, out=gathered[: active.numel()])
+        if level == 0:
+            rows = target_logits[:, 0]  # every request at its root: a view, no copy
+        else:
+            if gathered is None:
+                gathered = flat.new_empty(active.numel(), vocab)
+            rows = torch.index_select(flat, 0, active * n + node, out=gathered[: active.numel()])
         predict = row_argmax(rows)
         found = torch.full_like(predict, -1)
         if level < depth:  # first child in sibling order whose token is the argmax
