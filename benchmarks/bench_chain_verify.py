@@ -3,8 +3,14 @@
     python benchmarks/bench_chain_verify.py                 # b=64, n=8, V=32000
     python benchmarks/bench_chain_verify.py --b 16 --v 4096 --repeats 3
 
-Prints, from one run on this machine, the time of each path and the speed ratio, and the peak
-extra memory of the vectorised sampling path as a fraction of its input size.
+Prints, from one run on this machine, the time of each path and the speed ratio, each path's
+floor (one read of the logit/probability rows it must read, see floors.py) and its time as a
+multiple of that floor, and the peak extra memory of the vectorised sampling path as a fraction
+of its input size.
+
+Floors. Greedy must read the row of every position a request reaches (its accepted drafts and
+its bonus row); the whole-logits read (`logits.sum()`) is printed beside it. Sampling must read
+the emitting p row of every request, and the q row of every request that rejected a draft.
 
 Timings of the vectorised path use check_values=False (the naive loop checks nothing); the cost
 of the CPU value checks is printed separately.
@@ -25,8 +31,22 @@ import sys
 import time
 
 import torch
+from floors import (
+    floor_line,
+    interleaved_best,
+    print_greedy_floors,
+    read_all,
+    read_rows,
+    write_profile,
+)
 
-from specreg.kernels.chain import ChainVerifyResult, verify_chain_greedy, verify_chain_sampling
+from specreg.kernels.argmax import row_argmax
+from specreg.kernels.chain import (
+    ChainVerifyResult,
+    verify_chain_greedy,
+    verify_chain_greedy_from_predict,
+    verify_chain_sampling,
+)
 from specreg.kernels.sampling import inverse_cdf_sample
 
 
@@ -137,6 +157,56 @@ print(json.dumps(dict(before=before, current=current, after=after, inputs=inputs
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def print_floors(x: dict[str, torch.Tensor], repeats: int, profile: bool = False) -> None:
+    """Each path against one read of the rows it must read, timed interleaved."""
+    b, n, _ = x["p"].shape
+    greedy = verify_chain_greedy(x["candidates"], x["p"], check_values=False)
+    reached = int((greedy.accept_len.long() + 1).sum())
+    times = interleaved_best(
+        {
+            "greedy": lambda: verify_chain_greedy(x["candidates"], x["p"], check_values=False),
+            "argmax": lambda: verify_chain_greedy_from_predict(  # what a user would write
+                x["candidates"], torch.argmax(x["p"], dim=-1), check_values=False
+            ),
+            "reached": read_rows(x["p"], reached),
+            "all": read_all(x["p"]),
+            "row argmax": lambda: row_argmax(x["p"]),
+            "torch.argmax": lambda: torch.argmax(x["p"], dim=-1),
+        },
+        repeats,
+    )
+    what = f"read of the {reached} of {b * n} rows the requests reach"
+    print_greedy_floors("chain", times, what)
+    for name in ("row argmax", "torch.argmax"):  # the argmax alone, over every row
+        print(floor_line(f"{name} of all the logits", times[name], times["all"],
+                         "read of all the logits, logits.sum()"))  # fmt: skip
+
+    sampled = verify_chain_sampling(x["candidates"], x["p"], x["q"], coins=x["coins"],
+                                    final_coins=x["final"], check_values=False)  # fmt: skip
+    rejected = int((sampled.accept_len < n - 1).sum())
+    p_rows, q_rows = read_rows(x["p"], b), read_rows(x["q"], rejected)
+    times = interleaved_best(
+        {
+            "sampling": lambda: verify_chain_sampling(
+                x["candidates"], x["p"], x["q"], coins=x["coins"], final_coins=x["final"],
+                check_values=False,
+            ),
+            "floor": lambda: (p_rows(), q_rows()),
+        },
+        repeats,
+    )
+    print(floor_line("chain sampling verify", times["sampling"], times["floor"],
+                     f"read of the {b} emitting p rows and {rejected} rejected q rows"))  # fmt: skip
+    if profile:
+        for name, fn in (
+            ("chain greedy verify", lambda: verify_chain_greedy(x["candidates"], x["p"], check_values=False)),
+            ("chain sampling verify", lambda: verify_chain_sampling(
+                x["candidates"], x["p"], x["q"], coins=x["coins"], final_coins=x["final"],
+                check_values=False)),
+        ):  # fmt: skip
+            print(f"profile of {name}: {write_profile(name, fn)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--b", type=int, default=64)
@@ -144,6 +214,8 @@ def main() -> None:
     parser.add_argument("--v", type=int, default=32000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocess")
+    parser.add_argument("--profile", action="store_true",
+                        help="write a torch.profiler table of each path to results/profiles/")
     parser.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (default: torch's choice); 1 avoids stalls "
                     "of parallel ops on a machine shared with other jobs")
@@ -184,6 +256,8 @@ def main() -> None:
     )
     print(f"sampling with CPU value checks (the default on CPU): {t_checked * 1e3:.2f} ms "
           f"(checks cost x{t_checked / t_vec:.2f} of the unchecked call)")
+
+    print_floors(x, args.repeats * 3, args.profile)
 
     if not args.no_memory:
         for check in (False, True):

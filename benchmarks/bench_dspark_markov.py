@@ -5,6 +5,9 @@ On the CPU there is no Triton: the "fused" column is the torch implementation of
 algorithm (`markov_greedy_step_chunked_torch`: walk W2 in vocab chunks with a running max and
 argmax), not the Triton kernel; benchmarks/gpu/bench_dspark_gpu.py times the Triton kernel.
 
+Floor: the fused step must read W2 (and the base logits) once; its time as a multiple of that
+read is printed per batch size (the matmul b x rank x V makes it compute-bound at large b).
+
 Memory is the temporaries each path allocates, computed from the shapes (torch's CPU allocator
 has no peak counter): two-step = bias + scores = 2 * b * V floats; fused = 2 * b * chunk floats.
 
@@ -20,6 +23,7 @@ import statistics
 import time
 
 import torch
+from floors import floor_line, interleaved_best, read_all
 from specreg_dspark.kernels.markov_greedy import (
     markov_greedy_step_chunked_torch,
     markov_greedy_step_torch,
@@ -44,7 +48,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="*", default=None)
     parser.add_argument("--chunk", type=int, default=16384)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     vocab = args.vocab or (128 * 1024 if args.full else 32 * 1024)
     batches = args.batch or ([1, 2, 4, 8, 16, 32, 64] if args.full else [1, 8])
     torch.manual_seed(0)
@@ -53,6 +60,7 @@ def main() -> None:
     print(f"V={vocab} rank={args.rank} chunk={args.chunk} threads={torch.get_num_threads()}")
     print(f"{'b':>4} {'two-step ms':>12} {'fused(torch) ms':>16} {'speed x':>8} "
           f"{'two-step tmp MiB':>17} {'fused tmp MiB':>14} {'mem x':>7} same")
+    floors = []
     for b in batches:
         base = torch.randn(b, vocab)
         prev = torch.randint(0, vocab, (b,))
@@ -69,6 +77,11 @@ def main() -> None:
         print(f"{b:>4} {t_ref * 1e3:>12.2f} {t_fused * 1e3:>16.2f} {t_ref / t_fused:>8.2f} "
               f"{mem_ref:>17.2f} {mem_fused:>14.2f} {mem_ref / mem_fused:>7.1f} "
               f"{bool(torch.equal(ref, fused))}")
+        floors.append((b, t_fused, chunked, read_all(base, w2)))
+    for b, _, chunked, floor in floors:  # the floor: one read of W2 and of the base logits
+        times = interleaved_best({"fused": chunked, "floor": floor}, args.reps)
+        print(floor_line(f"DSpark fused Markov step (torch), b={b}", times["fused"],
+                         times["floor"], f"read of W2 [V, rank] and the base logits [{b}, V]"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,7 +4,11 @@
     python benchmarks/bench_eagle_cpu.py --issue-sizes   # b=64, topk=4, steps=4, N=16, V=32k
 
 Greedy verify is timed from the target argmax (both sides get the same `target_predict`), so the
-ratio measures the tree walk, not the shared argmax. Also prints the peak extra memory of
+ratio measures the tree walk, not the shared argmax. Then each verify, from the logits /
+probabilities, against its floor (see floors.py): greedy must read the row of every node on the
+accepted path (its children are checked against that row's argmax); the whole-logits read is
+printed beside it. Target-only sampling must read the final row of every request (the walk
+reads single probabilities); with q it must also read q's final row. Also prints the peak extra memory of
 verify_tree_sampling as a fraction of its input size (tracked with torch's CPU allocator
 profiler,
 per op call: the largest single temporary, not the sum of live tensors).
@@ -16,8 +20,21 @@ import argparse
 import time
 
 import torch
+from floors import (
+    floor_line,
+    interleaved_best,
+    print_greedy_floors,
+    read_all,
+    read_rows,
+    write_profile,
+)
 from specreg_eagle.tree import build_tree_torch, organize_draft_results, select_top_k_tokens
-from specreg_eagle.verify import verify_tree_greedy_torch, verify_tree_sampling_torch
+from specreg_eagle.verify import (
+    verify_tree_greedy,
+    verify_tree_greedy_torch,
+    verify_tree_sampling,
+    verify_tree_sampling_torch,
+)
 
 
 def draft(b, topk, steps, n, vocab, gen):
@@ -95,6 +112,50 @@ def timeit(fn, repeat=3):
     return best
 
 
+def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, final, repeats=9, profile=False):
+    """Both verifies, called as a user calls them (value checks off), against their floors."""
+    b, n, _ = logits.shape
+    tree = (cand, ridx, nt, ns)
+    greedy = verify_tree_greedy(*tree, depth=depth, target_logits=logits, check_values=False)
+    reached = int((greedy.accept_token_num.long() + 1).sum())
+
+    def sample(q_probs):
+        return verify_tree_sampling(*tree, probs, depth=depth, draft_probs=q_probs, coins=coins,
+                                    final_coins=final, check_values=False)  # fmt: skip
+
+    times = interleaved_best(
+        {
+            "greedy": lambda: verify_tree_greedy(
+                *tree, depth=depth, target_logits=logits, check_values=False
+            ),
+            "argmax": lambda: verify_tree_greedy(  # what a user would write
+                *tree, depth=depth, target_predict=torch.argmax(logits, -1), check_values=False
+            ),
+            "reached": read_rows(logits, reached),
+            "all": read_all(logits),
+            "sampling": lambda: sample(None),
+            "final rows": read_rows(probs, b),
+            "sampling q": lambda: sample(q),
+            "final rows q": lambda: (read_rows(probs, b)(), read_rows(q, b)()),
+        },
+        repeats,
+    )
+    what = f"read of the {reached} of {b * n} node rows on the accepted paths"
+    print_greedy_floors("EAGLE tree", times, what)
+    print(floor_line("EAGLE tree sampling verify", times["sampling"], times["final rows"],
+                     f"read of the {b} final p rows"))  # fmt: skip
+    print(floor_line("EAGLE tree sampling verify with q", times["sampling q"],
+                     times["final rows q"], f"read of the {b} final p and q rows"))  # fmt: skip
+    if profile:
+        for name, fn in (
+            ("EAGLE tree greedy verify", lambda: verify_tree_greedy(
+                *tree, depth=depth, target_logits=logits, check_values=False)),
+            ("EAGLE tree sampling verify", lambda: sample(None)),
+            ("EAGLE tree sampling verify with q", lambda: sample(q)),
+        ):  # fmt: skip
+            print(f"profile of {name}: {write_profile(name, fn)}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--issue-sizes", action="store_true")
@@ -106,6 +167,8 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (default: torch's choice); 1 avoids stalls "
                     "of parallel ops on a machine shared with other jobs")
+    ap.add_argument("--profile", action="store_true",
+                    help="write a torch.profiler table of each verify to results/profiles/")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -140,6 +203,7 @@ def main():
     print(f"sampling verify torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
 
     q = torch.softmax(torch.randn(b, n, v, generator=gen), -1)
+    print_floors(cand, ridx, nt, ns, s, logits, probs, q, coins, final, profile=a.profile)
     for name, draft_probs in (("target-only", None), ("with q", q)):
         inputs = probs.numel() * 4 + (0 if draft_probs is None else q.numel() * 4)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:

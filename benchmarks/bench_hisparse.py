@@ -3,7 +3,9 @@ bandwidth against `index_copy_`, and one 4-step call against 4 single-step calls
 
 Workload: every request keeps a selection of top_k token positions; each verify step replaces
 `--new-frac` of it with tokens never selected before (so a call of `steps` steps brings about
-steps x new_frac x top_k distinct misses). All ratios are measured in this one run.
+steps x new_frac x top_k distinct misses). All ratios are measured in this one run. The floor
+of a swap call is one `index_copy_` of the rows it missed (host rows gathered with
+index_select, as 16-byte words), timed right after each call.
 
     python benchmarks/bench_hisparse.py           # small: bs 4, top_k 512, hot 1024
     python benchmarks/bench_hisparse.py --full    # the sizes: bs 16, steps 4,
@@ -18,7 +20,8 @@ import statistics
 import time
 
 import torch
-from specreg_hisparse.kernels import copy_planned_torch, row_words
+from floors import clock, floor_line, write_profile
+from specreg_hisparse.kernels import copy_planned_torch, planned_rows, row_words
 from specreg_hisparse.layout import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
@@ -119,6 +122,8 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch CPU threads (1: stable on a shared machine)"
     )
+    parser.add_argument("--profile", action="store_true",
+                        help="write a torch.profiler table of the swap to results/profiles/")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bs = args.bs or (16 if args.full else 4)
@@ -151,11 +156,20 @@ def main() -> None:
     calls = [work.call(steps) for _ in range(args.calls)]
     fast, slow = copy.deepcopy(base), copy.deepcopy(base)
     dev_fast, dev_slow = dev.clone(), dev.clone()
-    t_fast, t_slow = [], []
+    t_fast, t_slow, t_floor, t_swap_cpu = [], [], [], []
+    host_words, floor_words = row_words(host), row_words(dev.clone())
+    now = clock()  # the floor's clock: thread CPU time with one thread (see floors.py)
     for i, tokens in enumerate(calls):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), now()
         locs = fast.swap(tokens, req, seq, host_cache=host, device_buffer=dev_fast)
+        t_swap_cpu.append(now() - start_cpu)
         t_fast.append(time.perf_counter() - start)
+        # the floor of this call: one index_copy_ of the rows it missed, timed right after it
+        plan = fast.last_plan
+        src, dst = planned_rows(plan.miss_src, plan.miss_dst, plan.miss_count, bs)
+        start = now()
+        floor_words.index_copy_(0, dst.long(), host_words.index_select(0, src))
+        t_floor.append(now() - start)
         if i < args.naive_calls:
             start = time.perf_counter()
             ref = naive_swap(slow, tokens, req, seq, host, dev_slow)
@@ -166,6 +180,14 @@ def main() -> None:
             assert torch.equal(dev_fast, dev_slow), f"call {i}: copied rows differ"
     tf, ts = statistics.median(t_fast), statistics.median(t_slow)
     misses = fast.last_stats.misses.sum().item()
+    print(floor_line("HiSparse swap", min(t_swap_cpu), min(t_floor),
+                     f"index_copy_ of the call's {misses} missed {args.row_bytes} B rows"))  # fmt: skip
+    if args.profile:
+        profiled, later = copy.deepcopy(fast), iter([work.call(steps) for _ in range(6)])
+        profiled_dev = dev_fast.clone()
+        path = write_profile("HiSparse swap", lambda: profiled.swap(
+            next(later), req, seq, host_cache=host, device_buffer=profiled_dev))  # fmt: skip
+        print(f"profile of HiSparse swap: {path}")
     print(f"swap call: torch {tf * 1e3:.2f} ms, naive Python {ts * 1e3:.1f} ms -> "
           f"{ts / tf:.1f}x (target >= 30x); {misses} distinct misses in the last call")  # fmt: skip
 

@@ -5,6 +5,10 @@
 
 Each ratio compares two paths measured in the same run of the same script on this machine, so
 ratios from different scripts or runs are not comparable in absolute time. Run on a quiet machine.
+
+Besides the ratios against a naive loop or a baseline, every `FLOOR` line a script prints (see
+benchmarks/floors.py) becomes a row: the kernel's time as a multiple of the floor of the same
+work (one read of the bytes it must read, or one index_copy_ of the rows it must copy).
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from floors import FLOOR_LINE  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 FIGURE = ROOT / "docs" / "img" / "benchmarks.png"
 
@@ -31,7 +38,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
     ),
     (
         "chain",
-        ["benchmarks/bench_chain_verify.py", "--threads", "1"],
+        ["benchmarks/bench_chain_verify.py", "--threads", "1", "--profile"],
         [
             ("chain greedy verify vs naive loop", r"greedy .*speed-up x([\d.]+)", "higher", None),
             ("chain sampling verify vs naive loop", r"sampling .*speed-up x([\d.]+)", "higher", None),
@@ -39,7 +46,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
     ),
     (
         "eagle",
-        ["benchmarks/bench_eagle_cpu.py", "--issue-sizes", "--threads", "1"],
+        ["benchmarks/bench_eagle_cpu.py", "--issue-sizes", "--threads", "1", "--profile"],
         [
             ("EAGLE build_tree vs naive loop", r"build_tree .*ratio\s+([\d.]+)x", "higher", 20.0),
             ("EAGLE tree greedy verify vs naive loop", r"greedy verify .*ratio\s+([\d.]+)x", "higher", 20.0),
@@ -48,12 +55,13 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
     ),
     (
         "dspark",
-        ["benchmarks/bench_dspark_markov.py", "--vocab", "131072", "--batch", "1", "16", "64"],
+        ["benchmarks/bench_dspark_markov.py", "--vocab", "131072", "--batch", "1", "16", "64",
+         "--threads", "1"],
         [("DSpark fused Markov step (torch) vs two-step, b=64", r"^\s+64\s+[\d.]+\s+[\d.]+\s+([\d.]+)", "higher", None)],
     ),
     (
         "hisparse",
-        ["benchmarks/bench_hisparse.py", "--full"],
+        ["benchmarks/bench_hisparse.py", "--full", "--profile"],
         [
             ("HiSparse swap (torch) vs naive reference", r"-> ([\d.]+)x \(target >= 30x\)", "higher", 30.0),
             ("HiSparse planned copy / index_copy_ bandwidth (%)", r"-> (\d+)% \(target >= 50%\)", "higher", 50.0),
@@ -63,7 +71,37 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
 ]
 
 
-def run_all() -> dict[str, object]:
+# issue #15: the multiples of the floor to reach on CPU (one thread, the issues' sizes)
+FLOOR_TARGETS = {
+    "chain greedy verify": 1.5,
+    "chain greedy verify, whole logits": 1.5,
+    "chain sampling verify": 2.0,
+    "EAGLE tree greedy verify": 1.5,
+    "EAGLE tree greedy verify, whole logits": 1.5,
+    "EAGLE tree sampling verify": 2.0,
+    "EAGLE tree sampling verify with q": 2.0,
+    "HiSparse swap": 3.0,
+}
+
+
+def floor_rows(name: str, output: str) -> list[dict[str, object]]:
+    """One row per FLOOR line of a script's output."""
+    return [
+        {
+            "benchmark": name,
+            "label": f"{m['name']} / floor",
+            "value": float(m["multiple"]),
+            "better": "lower",
+            "target": FLOOR_TARGETS.get(m["name"]),
+            "kernel_ms": float(m["kernel"]),
+            "floor_ms": float(m["floor"]),
+            "floor": m["what"],
+        }
+        for m in FLOOR_LINE.finditer(output)
+    ]
+
+
+def run_all() -> dict[str, Any]:
     RESULTS.mkdir(parents=True, exist_ok=True)
     raw: list[str] = []
     ratios: list[dict[str, object]] = []
@@ -84,6 +122,7 @@ def run_all() -> dict[str, object]:
             ratios.append(
                 {"benchmark": name, "label": label, "value": value, "better": better, "target": target}
             )
+        ratios.extend(floor_rows(name, output))
     data = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}",
@@ -95,11 +134,12 @@ def run_all() -> dict[str, object]:
 
 
 def chart_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every measured ratio, for the chart; a percentage (the planned copy's share of
-    index_copy_ bandwidth) is drawn as the ratio it is (50% -> 0.5), with its target."""
+    """The speed ratios (against a naive loop or a baseline), for the chart's first panel; a
+    percentage (the planned copy's share of index_copy_ bandwidth) is drawn as the ratio it is
+    (50% -> 0.5), with its target. Multiples of a floor go to the second panel."""
     rows = []
     for r in data["ratios"]:
-        if r["value"] is None:
+        if r["value"] is None or "floor_ms" in r:
             continue
         if "%" in r["label"]:
             target = None if r["target"] is None else r["target"] / 100
@@ -109,24 +149,31 @@ def chart_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def plot(data: dict[str, object]) -> None:
+def plot(data: dict[str, Any]) -> None:
+    """Two panels: ratios against a naive loop or baseline (higher is better; the planned copy's
+    bandwidth as a fraction of index_copy_'s), and multiples of the floor (lower is better)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = chart_rows(data)
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1))
-    labels = [r["label"] for r in rows]
-    values = [r["value"] for r in rows]
-    ax.barh(labels, values, color=["tab:blue" if r["better"] == "higher" else "tab:green" for r in rows])
-    for i, r in enumerate(rows):
-        if r["target"] is not None:
-            ax.plot([r["target"], r["target"]], [i - 0.4, i + 0.4], color="tab:red")
-    ax.axvline(1.0, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("ratio measured in one run (red: target)")
-    ax.invert_yaxis()
+    speed = chart_rows(data)
+    floors = [r for r in data["ratios"] if r["value"] is not None and "floor_ms" in r]
+    panels = [(speed, "ratio vs naive loop / baseline (higher is better)"),
+              (floors, "time as a multiple of the floor (lower is better)")]  # fmt: skip
+    height = 0.42 * (len(speed) + len(floors)) + 2
+    fig, axes = plt.subplots(2, 1, figsize=(9, height),
+                             gridspec_kw={"height_ratios": [max(len(speed), 1), max(len(floors), 1)]})  # fmt: skip
+    for ax, (rows, title) in zip(axes, panels, strict=True):
+        ax.barh([r["label"] for r in rows], [r["value"] for r in rows],
+                color=["tab:blue" if r["better"] == "higher" else "tab:orange" for r in rows])  # fmt: skip
+        for i, r in enumerate(rows):
+            if r["target"] is not None:
+                ax.plot([r["target"], r["target"]], [i - 0.4, i + 0.4], color="tab:red")
+        ax.axvline(1.0, color="grey", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{title}; red: target")
+        ax.invert_yaxis()
     fig.tight_layout()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(FIGURE, dpi=110)
@@ -134,10 +181,10 @@ def plot(data: dict[str, object]) -> None:
 
 def main() -> None:
     data = run_all()
-    for r in data["ratios"]:  # type: ignore[union-attr]
+    for r in data["ratios"]:
         value = "n/a" if r["value"] is None else f"{r['value']:.2f}"
         target = "" if r["target"] is None else f"  (target {r['target']:g})"
-        print(f"{r['label']:<55} {value}{target}")
+        print(f"{r['label']:<60} {value}{target}")
     plot(data)
     print(f"\nwrote {RESULTS / 'cpu-latest.txt'}, {RESULTS / 'cpu-latest.json'} and {FIGURE}")
 

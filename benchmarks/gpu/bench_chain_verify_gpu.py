@@ -21,7 +21,7 @@ import functools
 import sys
 
 import torch
-from gpu_timing import cuda_time_ms
+from gpu_timing import cuda_time_ms, floor_at_peak
 
 
 def require_cuda() -> None:
@@ -77,6 +77,7 @@ def report(name: str, b: int, results, nbytes: int, copy_gbs: float, peak: float
     print(f"b={b:4d} {name:8s} triton {t_tri * 1e6:9.1f} us  torch {t_torch * 1e6:9.1f} us  "
           f"x{t_torch / t_tri:5.2f}  {gbs:7.0f} GB/s = {gbs / copy_gbs:5.1%} of copy, "
           f"{gbs / peak:5.1%} of peak  {extra}")
+    print(floor_at_peak(f"chain {name} verify (Triton) b={b}", t_tri, nbytes, peak, "read"))
 
 
 def bench_greedy(b: int, args: argparse.Namespace, copy_gbs: float) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from gpu_timing import cuda_time_ms
+from gpu_timing import cuda_time_ms, floor_at_peak
 from specreg_eagle.tree import (
     build_tree_torch,
     build_tree_triton,
@@ -88,6 +88,8 @@ def bench_batch(b, k, s, n, v, peak, dev):
     gbs = logits.numel() * logits.element_size() / t_tri / 1e9
     print(f"b={b:4d} greedy       triton {t_tri * 1e6:8.1f} us  torch {t_tor * 1e6:8.1f} us  "
           f"{gbs:7.0f} GB/s = {100 * gbs / peak:5.1f}% of peak")
+    print(floor_at_peak(f"EAGLE tree greedy verify (Triton) b={b}", t_tri,
+                        logits.numel() * logits.element_size(), peak, "read"))  # fmt: skip
 
     probs = torch.softmax(logits.float(), -1)
     q = torch.softmax(torch.randn(b, n, v, device=dev), -1)
@@ -99,6 +101,8 @@ def bench_batch(b, k, s, n, v, peak, dev):
         gbs = b * rows * v * 4 / t_tri / 1e9
         print(f"b={b:4d} sampling {label:11s} triton {t_tri * 1e6:8.1f} us  torch "
               f"{t_tor * 1e6:8.1f} us  {gbs:7.0f} GB/s = {100 * gbs / peak:5.1f}% of peak")
+        print(floor_at_peak(f"EAGLE tree sampling verify {label} (Triton) b={b}", t_tri,
+                            b * rows * v * 4, peak, "read"))  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,13 +5,18 @@
 Runs the four GPU scripts at the issues' sizes, each under its own share of the time budget,
 keeps going when one fails, and writes each script's output to DIR (default: $OUT, else
 benchmarks/results/gpu). Every script first checks its Triton results against the torch path,
-then times both and reports achieved GB/s against the device's bandwidth.
+then times both and reports achieved GB/s against the device's bandwidth. At the end it lists
+every FLOOR line the scripts printed (kernel time against moving its bytes at the HBM peak, or
+at the pinned-copy peak for the HiSparse copies) with issue #15's GPU targets, and writes them
+to DIR/floors.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +24,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from floors import FLOOR_LINE  # noqa: E402
 
 # script, arguments, share of the budget
 RUNS: list[tuple[str, list[str], float]] = [
@@ -29,6 +36,31 @@ RUNS: list[tuple[str, list[str], float]] = [
 ]
 
 
+def gpu_target(name: str) -> float | None:
+    """Issue #15: verify kernels >= 70 % of HBM bandwidth at b >= 64 (multiple <= 1 / 0.7),
+    the HiSparse copy >= 60 % of the pinned-copy peak (multiple <= 1 / 0.6)."""
+    if name.startswith("HiSparse"):
+        return round(1 / 0.6, 2)
+    batch = re.search(r"b=(\d+)", name)
+    if "verify" in name and batch and int(batch.group(1)) >= 64:
+        return round(1 / 0.7, 2)
+    return None
+
+
+def summarise_floors(logs: list[str], out: Path) -> None:
+    rows = [
+        {"name": m["name"], "multiple": float(m["multiple"]), "kernel_ms": float(m["kernel"]),
+         "floor_ms": float(m["floor"]), "floor": m["what"], "target": gpu_target(m["name"])}
+        for text in logs
+        for m in FLOOR_LINE.finditer(text)
+    ]  # fmt: skip
+    print("\nmultiples of the floor (target: issue #15)")
+    for row in rows:
+        target = "" if row["target"] is None else f"  (target <= {row['target']:g}x)"
+        print(f"  {row['name']:<60} {row['multiple']:6.2f}x  {row['floor']}{target}")
+    (out / "floors.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks/results/gpu"))
@@ -37,7 +69,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    failed = []
+    failed, logs = [], []
     for script, script_args, share in RUNS:
         started = time.perf_counter()
         log = out / (Path(script).stem + ".txt")
@@ -52,11 +84,13 @@ def main() -> int:
             text = (partial.decode() if isinstance(partial, bytes) else partial) + "\n[timed out]"
             code = 124
         log.write_text(text, encoding="utf-8")
+        logs.append(text)
         seconds = time.perf_counter() - started
         print(f"{script:<28} exit {code:>3} in {seconds:6.1f} s -> {log}")
         print("\n".join("    " + line for line in text.strip().splitlines()[-12:]))
         if code != 0:
             failed.append(script)
+    summarise_floors(logs, out)
     print(f"\n{len(RUNS) - len(failed)}/{len(RUNS)} GPU benchmarks completed")
     return 1 if failed else 0
 

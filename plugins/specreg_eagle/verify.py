@@ -37,6 +37,7 @@ import torch
 
 from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
+from specreg.kernels.argmax import row_argmax
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
     INDEX_DTYPES,
@@ -246,6 +247,62 @@ def verify_tree_greedy_torch(
         last = torch.where(hit, safe, last)
         cur = torch.where(hit, nt[rows, safe], torch.where(active, ns[rows, safe], cur))
     bonus = predict[rows, last]
+    return _assemble(candidates, retrieve_index, path, count, bonus)
+
+
+def verify_tree_greedy_from_logits_torch(
+    candidates: torch.Tensor,
+    retrieve_index: torch.Tensor,
+    next_token: torch.Tensor,
+    next_sibling: torch.Tensor,
+    target_logits: torch.Tensor,
+    *,
+    depth: int,
+) -> TreeVerifyResult:
+    """`verify_tree_greedy_torch` of the logits' argmax, taking the argmax only of the rows the
+    walk reaches: level by level, the row of each still-descending request's last accepted node
+    (CPU: the argmax of every node costs a read of all N rows; the walk needs depth + 1 at most)."""
+    b, n, vocab = target_logits.shape
+    cand = candidates.to(torch.int64)
+    nt, ns = next_token.to(torch.int64), next_sibling.to(torch.int64)
+    path = torch.full((b, depth + 1), -1, dtype=torch.int64)
+    path[:, 0] = 0
+    count = torch.zeros(b, dtype=torch.int64)
+    last = torch.zeros(b, dtype=torch.int64)
+    bonus = torch.empty(b, dtype=torch.int64)
+    flat = target_logits.reshape(b * n, vocab)  # a view for the usual layouts
+    gathered = None  # reused across levels: a fresh block per level costs page faults
+    active = torch.arange(b)
+    for level in range(depth + 1):
+        if active.numel() == 0:
+            break
+        node = last[active]
+        if level == 0:
+            rows = target_logits[:, 0]  # every request at its root: a view, no copy
+        else:
+            if gathered is None:
+                gathered = flat.new_empty(active.numel(), vocab)
+            rows = torch.index_select(flat, 0, active * n + node, out=gathered[: active.numel()])
+        predict = row_argmax(rows)
+        found = torch.full_like(predict, -1)
+        if level < depth:  # first child in sibling order whose token is the argmax
+            child = nt[active, node]
+            pending = child >= 0
+            for _ in range(n):
+                if not bool(pending.any()):
+                    break
+                safe = child.clamp_min(0)
+                hit = pending & (cand[active, safe] == predict)
+                found = torch.where(hit, safe, found)
+                child = ns[active, safe]
+                pending &= ~hit & (child >= 0)
+        stopped = found < 0
+        bonus[active[stopped]] = predict[stopped]
+        moving = ~stopped
+        active, found = active[moving], found[moving]
+        count[active] += 1
+        path[active, count[active]] = found
+        last[active] = found
     return _assemble(candidates, retrieve_index, path, count, bonus)
 
 
@@ -881,7 +938,9 @@ def verify_tree_greedy(
         if target_predict is None:
             target_predict = target_argmax_triton(target_logits, block_v=block_v)
         return verify_tree_greedy_triton(*args, target_predict, depth=depth)
-    if target_predict is None:
+    if target_logits is not None and device.type == "cpu":
+        return verify_tree_greedy_from_logits_torch(*args, target_logits, depth=depth)
+    if target_logits is not None:
         target_predict = torch.argmax(target_logits, dim=-1)
     return verify_tree_greedy_torch(*args, target_predict, depth=depth)
 

@@ -207,3 +207,32 @@ def test_greedy_input_errors():
     with pytest.raises(KernelInputError) as info:
         verify_tree_greedy(cand, ridx, nt + 50, ns, depth=3, target_logits=p)
     assert info.value.code == "SR903"
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_from_logits_equals_greedy_of_the_argmax(seed, dtype):
+    """The CPU path that argmaxes only the rows the walk reaches against the walk over
+    torch.argmax of every node: bf16 logits over a vocab wide enough for the folded argmax
+    (ties), drafts steered to the argmax so paths run to the depth cap."""
+    from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
+
+    vocab, b, topk, steps, n = 3 * FOLD_WIDTH + 5, 12, 3, 3, 10
+    tree, gen = make_tree(b, topk, steps, n, vocab, seed)
+    logits = torch.randint(-4, 4, (b, n, vocab), generator=gen).to(dtype)
+    cand, ridx, nt, ns = links(tree, n)
+    predict = torch.argmax(logits, dim=-1)
+    parent = torch.full((b, n), 0)
+    for r in range(b):  # steer a random half of the children to their parent's argmax
+        for node in range(n):
+            child = int(nt[r, node])
+            while child != -1:
+                parent[r, child] = node
+                child = int(ns[r, child])
+    steer = torch.rand(b, n, generator=gen) < 0.5
+    cand = torch.where(steer, predict.gather(1, parent), cand.long()).to(cand.dtype)
+    got = verify_tree_greedy(cand, ridx, nt, ns, depth=steps, target_logits=logits)
+    ref = verify_tree_greedy_torch(cand, ridx, nt, ns, predict, depth=steps)
+    assert int(ref.accept_token_num.sum()) > 0
+    for field in RESULT_FIELDS:
+        assert torch.equal(getattr(got, field), getattr(ref, field)), field
