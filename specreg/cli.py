@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from specreg.config import SGLANG_FLAGS, load_json_object
+from specreg.config import SGLANG_FLAGS, SGLANG_SWITCHES, load_json_object
+from specreg.framework_args import framework_findings
 from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -22,8 +23,10 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 # --------------------------------------------------------------------------------- arguments
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("speculative config (SGLang flag spellings)")
-    for flag, field in SGLANG_FLAGS.items():
-        group.add_argument(flag, dest=field, default=None, metavar=field.upper())
+    for flag, key in SGLANG_FLAGS.items():
+        group.add_argument(flag, dest=key, default=None, metavar=key.upper())
+    for flag in SGLANG_SWITCHES:
+        group.add_argument(flag, action="store_true", default=None)
     group.add_argument(
         "--kv-cache-option",
         dest="cache_option",
@@ -59,13 +62,17 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if args.config_file:
         data.update(load_json_object(args.config_file))
-    for field in SGLANG_FLAGS.values():
-        value = getattr(args, field)
+    for flag in SGLANG_SWITCHES:
+        key = flag.lstrip("-").replace("-", "_")
+        if getattr(args, key):
+            data[key] = True
+    for key in SGLANG_FLAGS.values():
+        value = getattr(args, key)
         if value is None:
             continue
-        if field in ("num_steps", "topk", "num_draft_tokens"):
+        if key.endswith(("_num_steps", "_topk", "_num_draft_tokens", "_block_size")):
             value = _coerce(value)
-        data[field] = value
+        data[key] = value
     options = dict(data.get("cache_options") or {})
     problems: list[Problem] = []
     for item in args.cache_option:
@@ -137,7 +144,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     registry = _load_registry()
     try:
-        problems = registry.check(config_from_args(args))
+        data = config_from_args(args)
+        problems = registry.check(data)
+        problems += framework_findings(registry, data)
     except SpecRegError as exc:
         problems = list(exc.problems)
     errors, warnings = split_problems(problems)
@@ -167,7 +176,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     registry = _load_registry()
     try:
-        plan = registry.resolve(config_from_args(args))
+        data = config_from_args(args)
+        plan = registry.resolve(data)
+        for notice in framework_findings(registry, data):
+            print(f"{notice.severity}: {notice.render()}", file=sys.stderr)
     except SpecRegError as exc:
         for p in exc.problems:
             print(f"error: {p.render()}", file=sys.stderr)

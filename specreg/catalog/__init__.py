@@ -47,10 +47,10 @@ class ErrorEntry:
 
 
 def _collect() -> dict[str, ErrorEntry]:
-    from specreg.catalog import core, dspark, eagle, hisparse, kernels
+    from specreg.catalog import core, dspark, eagle, frameworks, hisparse, kernels
 
     table: dict[str, ErrorEntry] = {}
-    for module in (core, kernels, eagle, dspark, hisparse):
+    for module in (core, kernels, eagle, dspark, hisparse, frameworks):
         for entry in module.ENTRIES:
             if entry.code in table:
                 raise RuntimeError(f"error code {entry.code} is defined twice")
