@@ -108,8 +108,9 @@ def _install_checkout(root: Path, log: Path) -> None:
     marker = root / "specreg-checkout.txt"
     if marker.exists() and marker.read_text() == str(REPO_ROOT):
         return
+    # With its own dependencies (pluggy; attrs and torch are already the pinned ones).
     _run("install specreg from the checkout",
-         [str(root / "bin" / "python"), "-m", "pip", "install", "--no-input", "--no-deps",
+         [str(root / "bin" / "python"), "-m", "pip", "install", "--no-input",
           "--no-build-isolation", "-e", str(REPO_ROOT)], log)
     marker.write_text(str(REPO_ROOT))
 

@@ -80,7 +80,7 @@ def main() -> None:
             results.append(evaluate(case))
     import sglang
 
-    json.dump({"version": sglang.__version__, "results": results}, sys.stdout)
+    sys.stdout.write("\n" + json.dumps({"version": sglang.__version__, "results": results}) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,62 @@
+"""The SGLang adapter loaded by SGLang's own plugin loader, in enforce, shadow and off modes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specreg.registry import Registry
+from tests.frameworks.conftest import run_in_env
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def cases(model_dirs):
+    llama, dspark = str(model_dirs["llama"]), str(model_dirs["dspark-draft"])
+    return [
+        {"model_path": llama, "device": "cuda", "speculative_algorithm": "EAGLE", "speculative_num_steps": 3},
+        {"model_path": llama, "device": "cuda", "speculative_algorithm": "DSPARK",
+         "speculative_num_draft_tokens": 1, "speculative_draft_model_path": dspark},
+        {"model_path": llama, "device": "cuda", "speculative_algorithm": "EAGLE"},
+        {"model_path": llama, "device": "cuda", "speculative_algorithm": "EAGLE",
+         "speculative_num_steps": 2, "speculative_eagle_topk": 4},
+    ]
+
+
+def _run(env, cases, mode):
+    extra = {"SPECREG_SGLANG": mode} if mode else {}
+    return run_in_env(env, str(HERE / "sglang_load.py"), cases, **extra)
+
+
+def test_sglangs_loader_discovers_the_adapter(framework_env, cases):
+    assert "specreg.adapters.sglang:load" in _run(framework_env, cases[:1], None)["entry_points"]
+
+
+def test_enforce_resolves_what_sglang_crashes_on_and_fails_early_with_codes(framework_env, cases):
+    eagle, dspark, llama_defaults, tree = _run(framework_env, cases, "enforce")["results"]
+    # steps 3 with topk unset: SGLang's TypeError becomes specreg's chain (3, 1, 4)
+    assert eagle["error"] is None and eagle["values"] == [3, 1, 4]
+    # one DSpark draft token: a ValueError with SR300 and its fix, raised during argument resolution
+    assert dspark["is_value_error"] and "SR300" in dspark["message"] and "Fix:" in dspark["message"]
+    assert llama_defaults["values"] == [5, 4, 8]
+    # SGLang leaves draft tokens None here; the width function answers from specreg's plan
+    plan = Registry.load().resolve({"algorithm": "eagle", "num_steps": 2, "topk": 4})
+    assert tree["values"] == [2, 4, plan.config.num_draft_tokens]
+    for worker in ("target", "draft"):
+        for phase, width in tree["widths"][worker].items():
+            assert width == plan.num_tokens_per_req(phase, worker == "draft")
+
+
+def test_off_leaves_sglang_exactly_as_without_specreg(framework_env, cases):
+    eagle, dspark, llama_defaults, tree = _run(framework_env, cases, None)["results"]
+    assert eagle["error"] == "TypeError"
+    assert dspark["is_value_error"] and "SR300" not in dspark["message"]
+    assert llama_defaults["values"] == [5, 4, 8]
+    assert tree["values"] == [2, 4, None] and tree["widths"]["target"]["target_verify"] is None
+
+
+def test_shadow_lets_sglang_decide(framework_env, cases):
+    eagle, *_ = _run(framework_env, cases, "shadow")["results"]
+    assert eagle["error"] == "TypeError"
