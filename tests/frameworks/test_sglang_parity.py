@@ -108,3 +108,13 @@ def test_unknown_adapter_mode_is_a_coded_error(monkeypatch):
     assert info.value.codes == ("SR176",)
     monkeypatch.setenv("SPECREG_SGLANG", "off")
     assert adapter.load() is None  # off: returns before importing SGLang
+
+
+def test_deviation_docs_page_is_generated_from_the_table():
+    from specreg.adapters.deviations import DOCS_PAGE, render
+
+    root = Path(__file__).resolve().parents[2]
+    assert (root / DOCS_PAGE).read_text() == render(load_table()), (
+        "run `python -m specreg.adapters.deviations` to regenerate docs/frameworks/deviations.md"
+    )
+    assert all(row["reason"].strip() for row in load_table())
