@@ -186,6 +186,8 @@ def _vllm(
     if k is not None:
         if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
             fields["num_draft_tokens"] = k + 1
+            if fields.get("algorithm") in EAGLE_FAMILY:  # vLLM's EAGLE drafts a chain of k steps
+                fields["num_steps"], fields["topk"] = k, 1
         else:
             problems.append(problem(
                 "SR174", f"vLLM num_speculative_tokens must be an integer >= 1, got {k!r}",
@@ -264,6 +266,9 @@ def _block_sizes(
                 field="num_draft_tokens",
             ))
             continue
+        if algo == "dspark" and isinstance(fields.get("draft_config"), Mapping):
+            # As in SGLang, the flag wins over the checkpoint's block size (gamma).
+            fields["draft_config"] = {**fields["draft_config"], "dspark_block_size": size}
         given = fields.get("num_draft_tokens")
         if given is not None and given != size + extra:
             problems.append(problem(

@@ -23,7 +23,9 @@ def load_table(path: Path = TABLE) -> list[dict[str, Any]]:
     return list(json.loads(path.read_text())["rows"])
 
 
-def difference(framework: Mapping[str, Any], ours: Mapping[str, Any]) -> str | None:
+def difference(
+    framework: Mapping[str, Any], ours: Mapping[str, Any], fields: Sequence[str] = COMPARED
+) -> str | None:
     """None when both agree (same values, or both refuse); else the kind of difference.
 
     Kinds: `framework-error:<Exception>` (the framework raised, specreg resolved),
@@ -37,13 +39,13 @@ def difference(framework: Mapping[str, Any], ours: Mapping[str, Any]) -> str | N
         return f"framework-error:{theirs_err}"
     if ours_err:
         return "specreg-error:" + ",".join(ours_err)
-    fields = [name for name in COMPARED if _value(framework, name) != _value(ours, name)]
-    return "values:" + ",".join(fields) if fields else None
+    differing = [name for name in fields if _value(framework, name) != _value(ours, name)]
+    return "values:" + ",".join(differing) if differing else None
 
 
 def _value(outcome: Mapping[str, Any], name: str) -> Any:
-    if name in ("gamma", "widths"):
-        return outcome.get(name)
+    if name in outcome:
+        return outcome[name]
     return (outcome.get("values") or {}).get(name)
 
 

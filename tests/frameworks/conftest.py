@@ -32,10 +32,14 @@ MODEL_CONFIGS: dict[str, dict[str, Any]] = {
                      "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
                      "vocab_size": 1000,
                      "dspark_config": {"block_size": 5, "markov_rank": 8,
-                                       "markov_head_type": "vanilla"}},
+                                       "markov_head_type": "vanilla", "mask_token_id": 999}},
+    "dspark-draft-prefixed": {"architectures": ["DSparkDraftModel"], "model_type": "llama",
+                              "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+                              "vocab_size": 1000, "dspark_block_size": 5, "dspark_markov_rank": 8,
+                              "dspark_markov_head_type": "vanilla", "dspark_noise_token_id": 999},
     "dflash-draft": {"architectures": ["DFlashDraftModel"], "model_type": "llama",
                      "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
-                     "vocab_size": 1000, "dflash_config": {"block_size": 8}},
+                     "vocab_size": 1000, "dflash_config": {"block_size": 8, "mask_token_id": 999}},
 }
 
 

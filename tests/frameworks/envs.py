@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 REQUIREMENTS_DIR = HERE / "requirements"
 STUBS_DIR = HERE / "stubs"
+EXAMPLE_PLUGIN = REPO_ROOT / "examples" / "specreg-ngram"
 
 FRAMEWORK_PINS = ("sglang==0.5.23", "vllm==0.33.0")
 RUNTIME_PINS = ("torch==2.13.0", "triton==3.8.0")
@@ -105,14 +106,16 @@ def _build(target: Path, log: Path) -> None:
 
 
 def _install_checkout(root: Path, log: Path) -> None:
+    """specreg and the example ngram plugin, editable from this checkout (once per checkout)."""
     marker = root / "specreg-checkout.txt"
-    if marker.exists() and marker.read_text() == str(REPO_ROOT):
+    stamp = f"{REPO_ROOT}\n{(REPO_ROOT / 'pyproject.toml').read_text()}"
+    if marker.exists() and marker.read_text() == stamp:
         return
     # With its own dependencies (pluggy; attrs and torch are already the pinned ones).
-    _run("install specreg from the checkout",
+    _run("install specreg and the example ngram plugin from the checkout",
          [str(root / "bin" / "python"), "-m", "pip", "install", "--no-input",
-          "--no-build-isolation", "-e", str(REPO_ROOT)], log)
-    marker.write_text(str(REPO_ROOT))
+          "--no-build-isolation", "-e", str(REPO_ROOT), "-e", str(EXAMPLE_PLUGIN)], log)
+    marker.write_text(stamp)
 
 
 def ensure_env() -> FrameworkEnv:

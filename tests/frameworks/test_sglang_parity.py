@@ -31,19 +31,23 @@ def grid(models: dict[str, Path]) -> list[dict[str, Any]]:
             cases.append(_case(models, algo, target, hisparse, steps, topk, draft, None))
         for algo, block, draft, steps in itertools.product(BLOCK, (UNSET, 3), (UNSET, 1, 4, 8), (UNSET, 2)):
             cases.append(_case(models, algo, target, hisparse, steps, steps, draft, block))
+        for block, draft in itertools.product((UNSET, 3), (UNSET, 1, 4, 6, 8)):
+            cases.append(_case(models, "DSPARK", target, hisparse, None, None, draft, block,
+                               checkpoint="dspark-draft-prefixed"))
     for i, case in enumerate(cases):
         case["id"] = i
     return cases
 
 
-def _case(models, algo, target, hisparse, steps, topk, draft, block) -> dict[str, Any]:
+def _case(models, algo, target, hisparse, steps, topk, draft, block, checkpoint=None) -> dict[str, Any]:
     flags: dict[str, Any] = {"model_path": str(models[target]), "speculative_algorithm": algo}
     for key, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk),
                        ("speculative_num_draft_tokens", draft)):
         if value is not None:
             flags[key] = value
     if algo in BLOCK:
-        flags["speculative_draft_model_path"] = str(models[f"{algo.lower()}-draft"])
+        checkpoint = checkpoint or f"{algo.lower()}-draft"
+        flags["speculative_draft_model_path"] = str(models[checkpoint])
         if block is not None:
             flags[f"speculative_{algo.lower()}_block_size"] = block
     if hisparse:
@@ -52,6 +56,7 @@ def _case(models, algo, target, hisparse, steps, topk, draft, block) -> dict[str
         "algorithm": algo, "target": target, "hisparse": hisparse,
         "steps_set": steps is not None, "topk_set": topk is not None, "draft_set": draft is not None,
         "block_set": block is not None, "topk": topk, "draft": draft, "flags": flags,
+        "checkpoint": checkpoint,
         "kwargs": {**flags, "device": "cuda"}, "check": hisparse,
     }
 
