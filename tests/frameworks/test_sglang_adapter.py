@@ -60,3 +60,17 @@ def test_off_leaves_sglang_exactly_as_without_specreg(framework_env, cases):
 def test_shadow_lets_sglang_decide(framework_env, cases):
     eagle, *_ = _run(framework_env, cases, "shadow")["results"]
     assert eagle["error"] == "TypeError"
+
+
+def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(framework_env):
+    from specreg.framework_args import hisparse_runtime_problems
+
+    pairs = [[d, k] for d in (1, 2, 3, 4, 5, 8) for k in (512, 1024, 2048, 4096)]
+    results = run_in_env(framework_env, str(HERE / "sglang_hisparse_manager.py"), pairs)
+    facts = {"enable_hisparse": True, "disable_radix_cache": True,
+             "target_architecture": "DeepseekV32ForCausalLM"}
+    for (draft, top_k), result in zip(pairs, results, strict=True):
+        found = hisparse_runtime_problems({**facts, "hisparse_config": {"top_k": top_k}}, 1, draft)
+        codes = {p.code for p in found}
+        assert codes <= {"SR167", "SR168"}
+        assert result["accepted"] == (not codes), (draft, top_k, result, codes)
