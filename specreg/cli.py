@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from specreg.config import SGLANG_FLAGS, SGLANG_SWITCHES, load_json_object
-from specreg.framework_args import framework_findings
 from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
+from specreg.framework_args import framework_findings
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from specreg.errors import ConfigError, PluginError, Problem, problem
+
+if TYPE_CHECKING:
+    from specreg.plan import SpecPlan
 
 Mode = Literal["enforce", "shadow"]
 MODES: tuple[str, ...] = ("enforce", "shadow")
@@ -75,7 +78,7 @@ class OnceLog:
         return True
 
 
-def resolve_for_framework(registry: object, data: dict[str, object]) -> tuple[object, list[Problem]]:
+def resolve_for_framework(registry: Any, data: dict[str, Any]) -> tuple[SpecPlan, list[Problem]]:
     """The plan for framework-spelled `data`, and the notices to print.
 
     Raises one `ConfigError` (a ValueError) with every problem: the registry's and, with
@@ -85,7 +88,7 @@ def resolve_for_framework(registry: object, data: dict[str, object]) -> tuple[ob
     from specreg.framework_args import hisparse_runtime_problems
 
     config = SpecConfig.from_dict(data)
-    plan = registry.resolve(config)  # type: ignore[attr-defined]
+    plan: SpecPlan = registry.resolve(config)
     found = hisparse_runtime_problems(
         config.framework, plan.config.topk or 1, plan.num_tokens_per_req("target_verify")
     )
@@ -95,7 +98,7 @@ def resolve_for_framework(registry: object, data: dict[str, object]) -> tuple[ob
     return plan, list(config.notices) + list(plan.notices)
 
 
-def outcome(registry: object, data: dict[str, object]) -> dict[str, object]:
+def outcome(registry: Any, data: dict[str, Any]) -> dict[str, Any]:
     """What specreg resolves for `data`: steps, topk, draft tokens, gamma and widths, or the codes."""
     from specreg.errors import SpecRegError
     from specreg.phase import PHASES
@@ -104,14 +107,61 @@ def outcome(registry: object, data: dict[str, object]) -> dict[str, object]:
         plan, _ = resolve_for_framework(registry, data)
     except SpecRegError as exc:
         return {"error": sorted(set(exc.codes))}
-    config = plan.config  # type: ignore[attr-defined]
+    config = plan.config
     return {
         "error": None,
         "values": {"num_steps": config.num_steps, "topk": config.topk,
                    "num_draft_tokens": config.num_draft_tokens},
-        "gamma": plan.gamma,  # type: ignore[attr-defined]
+        "gamma": plan.gamma,
         "widths": {
-            worker: {p.value: plan.num_tokens_per_req(p, worker == "draft") for p in PHASES}  # type: ignore[attr-defined]
+            worker: {p.value: plan.num_tokens_per_req(p, worker == "draft") for p in PHASES}
             for worker in ("target", "draft")
         },
     }
+
+
+@attrs.define
+class FrameworkAdapter:
+    """What each framework's adapter holds: its mode, its registry (loaded on first use) and
+    the once-per-process log of disagreements."""
+
+    mode: Mode
+    registry: Any = None
+    once: OnceLog = attrs.field(factory=OnceLog)
+
+    framework = ""  # "SGLang" or "vLLM", for messages
+    variable = ""  # the switch, e.g. SPECREG_SGLANG
+
+    def loaded_registry(self) -> Any:
+        if self.registry is None:
+            from specreg.registry import Registry
+
+            self.registry = Registry.load()
+        return self.registry
+
+    def log_rejection(self, data: dict[str, Any], codes: list[str]) -> None:
+        """Shadow mode: the framework accepted what specreg refuses."""
+        self.once.log(problem(
+            "SR166", f"{self.framework} accepted {data} but specreg reports {', '.join(codes)}",
+            accepted="a config both accept", fix="run `specreg check` with the same config",
+            severity="warning",
+        ))
+
+    def log_disagreement(self, what: str, theirs: Any, ours: Any, field: str) -> None:
+        """Shadow mode: both resolved, to different values."""
+        if theirs == ours:
+            return
+        self.once.log(problem(
+            "SR166", f"{what}: {self.framework} resolved {theirs!r}, specreg {ours!r}",
+            accepted="see the deviation table in the docs",
+            fix=f"{self.variable}=enforce uses specreg's value", field=field, severity="warning",
+        ))
+
+
+def load_adapter(adapter_class: type[FrameworkAdapter]) -> None:
+    """A plugin entry point's body: nothing unless the adapter's variable turns it on."""
+    mode = mode_from_env(adapter_class.variable)
+    if mode is None:
+        return
+    adapter_class(mode=mode).install()  # type: ignore[attr-defined]
+    logger.info("specreg %s adapter on (%s)", adapter_class.framework, mode)

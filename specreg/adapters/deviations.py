@@ -66,7 +66,7 @@ def audit(
     mine = [r for r in rows if r["framework"] == framework]
     used: set[str] = set()
     agree, documented, undocumented = 0, 0, []
-    for case, kind in zip(cases, kinds):
+    for case, kind in zip(cases, kinds, strict=True):
         if kind is None:
             agree += 1
             continue

@@ -20,11 +20,9 @@ from typing import Any
 import attrs
 
 from specreg.adapters.common import (
-    Mode,
-    OnceLog,
-    logger,
+    FrameworkAdapter,
+    load_adapter,
     missing_hook,
-    mode_from_env,
     outcome,
     resolve_for_framework,
     version_notice,
@@ -51,20 +49,12 @@ def flags_of(view: Any) -> dict[str, Any]:
 
 
 @attrs.define
-class SGLangAdapter:
-    """One process's adapter: its mode, its registry and the plan it resolved."""
+class SGLangAdapter(FrameworkAdapter):
+    """One SGLang process's adapter; `plan` is the plan it resolved (None before)."""
 
-    mode: Mode
-    registry: Any = None
     plan: Any = None
-    once: OnceLog = attrs.field(factory=OnceLog)
-
-    def _registry(self) -> Any:
-        if self.registry is None:
-            from specreg.registry import Registry
-
-            self.registry = Registry.load()
-        return self.registry
+    framework = "SGLang"
+    variable = ENV_MODE
 
     # ------------------------------------------------------------------ installation
     def install(self) -> None:
@@ -85,7 +75,11 @@ class SGLangAdapter:
 
     # ------------------------------------------------------------------ resolution
     def resolution_step(self, server_args: Any, previous: Any) -> None:
-        from sglang.srt.arg_groups.overrides import declare_resolution, resolved_view, resolving_view
+        from sglang.srt.arg_groups.overrides import (
+            declare_resolution,
+            resolved_view,
+            resolving_view,
+        )
 
         flags = flags_of(resolving_view(server_args))
         if flags.get("speculative_algorithm") is None:
@@ -95,7 +89,7 @@ class SGLangAdapter:
             previous(server_args)
             self._compare(flags, resolved_view(server_args))
             return
-        plan, notices = resolve_for_framework(self._registry(), flags)
+        plan, notices = resolve_for_framework(self.loaded_registry(), flags)
         for notice in notices:
             self.once.log(notice)
         values = {_DECLARED[k]: getattr(plan.config, k) for k in _DECLARED}
@@ -106,23 +100,12 @@ class SGLangAdapter:
         os.environ[ENV_PLAN] = json.dumps(plan.fingerprint(), sort_keys=True)
 
     def _compare(self, flags: dict[str, Any], view: Any) -> None:
-        mine = outcome(self._registry(), flags)
+        mine = outcome(self.loaded_registry(), flags)
         if mine["error"] is not None:
-            self.once.log(problem(
-                "SR166", f"SGLang accepted {flags} but specreg reports {', '.join(mine['error'])}",
-                accepted="a config both accept", fix="run `specreg check` with the same flags",
-                severity="warning",
-            ))
+            self.log_rejection(flags, mine["error"])
             return
         for field, attr in _DECLARED.items():
-            theirs, ours = getattr(view, attr), mine["values"][field]  # type: ignore[index]
-            if theirs != ours:
-                self.once.log(problem(
-                    "SR166", f"{attr}: SGLang resolved {theirs!r}, specreg {ours!r}",
-                    accepted="see the deviation table in the docs",
-                    fix="SPECREG_SGLANG=enforce uses specreg's value", field=field,
-                    severity="warning",
-                ))
+            self.log_disagreement(attr, getattr(view, attr), mine["values"][field], field)
 
     # ------------------------------------------------------------------ widths
     def process_plan(self) -> Any:
@@ -135,7 +118,7 @@ class SGLangAdapter:
         flags = flags_of(resolved_view(get_context().server_args))
         if flags.get("speculative_algorithm") is None:
             return None
-        plan, _ = resolve_for_framework(self._registry(), flags)
+        plan, _ = resolve_for_framework(self.loaded_registry(), flags)
         check_fingerprint(plan)
         self.plan = plan
         return plan
@@ -152,12 +135,7 @@ class SGLangAdapter:
         if self.mode == "enforce":
             return ours
         theirs = original(*args, **kwargs)
-        if theirs != ours:
-            self.once.log(problem(
-                "SR166", f"width of {phase} (draft worker: {is_draft}): SGLang {theirs!r}, specreg {ours}",
-                accepted="see the deviation table in the docs",
-                fix="SPECREG_SGLANG=enforce uses specreg's widths", field="widths", severity="warning",
-            ))
+        self.log_disagreement(f"width of {phase} (draft worker: {is_draft})", theirs, ours, "widths")
         return theirs
 
 
@@ -177,8 +155,4 @@ def check_fingerprint(plan: Any) -> None:
 
 def load() -> None:
     """SGLang's plugin entry point: does nothing unless SPECREG_SGLANG is enforce or shadow."""
-    mode = mode_from_env(ENV_MODE)
-    if mode is None:
-        return
-    SGLangAdapter(mode=mode).install()
-    logger.info("specreg SGLang adapter on (%s)", mode)
+    load_adapter(SGLangAdapter)

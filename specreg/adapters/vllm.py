@@ -21,16 +21,13 @@ from typing import Any
 import attrs
 
 from specreg.adapters.common import (
-    Mode,
-    OnceLog,
-    logger,
+    FrameworkAdapter,
+    load_adapter,
     missing_hook,
-    mode_from_env,
     outcome,
     resolve_for_framework,
     version_notice,
 )
-from specreg.errors import problem
 from specreg.framework_args import VLLM_FIELDS, VLLM_METHODS
 
 ENV_MODE = "SPECREG_VLLM"
@@ -39,27 +36,19 @@ HOOK = "vllm.engine.arg_utils.EngineArgs.create_speculative_config"
 
 
 @attrs.define
-class VLLMAdapter:
-    """One process's adapter: its mode and registry."""
+class VLLMAdapter(FrameworkAdapter):
+    """One vLLM process's adapter."""
 
-    mode: Mode
-    registry: Any = None
-    once: OnceLog = attrs.field(factory=OnceLog)
-
-    def _registry(self) -> Any:
-        if self.registry is None:
-            from specreg.registry import Registry
-
-            self.registry = Registry.load()
-        return self.registry
+    framework = "vLLM"
+    variable = ENV_MODE
 
     def owns(self, spec: Any) -> bool:
         """Whether specreg has an algorithm for the dict's method."""
         if not isinstance(spec, dict) or not isinstance(spec.get("method"), str):
             return False
         method = spec["method"].strip().lower()
-        names = {a.name for a in self._registry().algorithms()}
-        names |= {alias for a in self._registry().algorithms() for alias in a.aliases}
+        names = {a.name for a in self.loaded_registry().algorithms()}
+        names |= {alias for a in self.loaded_registry().algorithms() for alias in a.aliases}
         return VLLM_METHODS.get(method, method) in names
 
     def install(self) -> None:
@@ -94,7 +83,7 @@ class VLLMAdapter:
             result = original(engine_args, *args, **kwargs)
             self._compare(data, result)
             return result
-        plan, notices = resolve_for_framework(self._registry(), data)
+        plan, notices = resolve_for_framework(self.loaded_registry(), data)
         for notice in notices:
             self.once.log(notice)
         if spec.get("num_speculative_tokens") is None:
@@ -102,27 +91,14 @@ class VLLMAdapter:
         return original(engine_args, *args, **kwargs)
 
     def _compare(self, data: dict[str, Any], result: Any) -> None:
-        mine = outcome(self._registry(), data)
+        mine = outcome(self.loaded_registry(), data)
         if mine["error"] is not None:
-            self.once.log(problem(
-                "SR166", f"vLLM accepted {data} but specreg reports {', '.join(mine['error'])}",
-                accepted="a config both accept", fix="run `specreg check` on the same config",
-                severity="warning",
-            ))
-        elif result is not None and result.num_speculative_tokens != mine["gamma"]:
-            self.once.log(problem(
-                "SR166",
-                f"num_speculative_tokens: vLLM {result.num_speculative_tokens}, specreg gamma {mine['gamma']}",
-                accepted="see the deviation table in the docs",
-                fix="SPECREG_VLLM=enforce uses specreg's value", field="num_speculative_tokens",
-                severity="warning",
-            ))
+            self.log_rejection(data, mine["error"])
+        elif result is not None:
+            self.log_disagreement("num_speculative_tokens", result.num_speculative_tokens,
+                                  mine["gamma"], "num_speculative_tokens")
 
 
 def load() -> None:
     """vLLM's plugin entry point: does nothing unless SPECREG_VLLM is enforce or shadow."""
-    mode = mode_from_env(ENV_MODE)
-    if mode is None:
-        return
-    VLLMAdapter(mode=mode).install()
-    logger.info("specreg vLLM adapter on (%s)", mode)
+    load_adapter(VLLMAdapter)

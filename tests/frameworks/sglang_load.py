@@ -13,7 +13,12 @@ from importlib.metadata import entry_points
 
 def main() -> None:
     cases = json.load(sys.stdin)
-    logging.disable(logging.CRITICAL)
+    logging.getLogger().setLevel(logging.CRITICAL)
+    adapter_log: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: adapter_log.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("specreg.adapters").addHandler(handler)
+    logging.getLogger("specreg.adapters").setLevel(logging.WARNING)
     import torch
 
     torch.cuda.get_device_capability = lambda *_a, **_k: (9, 0)
@@ -47,7 +52,7 @@ def main() -> None:
         }
         results.append({"error": None, "values": [view.speculative_num_steps, view.speculative_eagle_topk,
                                                    view.speculative_num_draft_tokens], "widths": widths})
-    sys.stdout.write("\n" + json.dumps({"entry_points": found, "results": results}) + "\n")
+    sys.stdout.write("\n" + json.dumps({"entry_points": found, "results": results, "adapter_log": adapter_log}) + "\n")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ def test_sglangs_loader_discovers_the_adapter(framework_env, cases):
 
 
 def test_enforce_resolves_what_sglang_crashes_on_and_fails_early_with_codes(framework_env, cases):
-    eagle, dspark, llama_defaults, tree = _run(framework_env, cases, "enforce")["results"]
+    out = _run(framework_env, cases, "enforce")
+    eagle, dspark, llama_defaults, tree = out["results"]
+    assert not any("SR163" in line for line in out["adapter_log"])  # the tested release
     # steps 3 with topk unset: SGLang's TypeError becomes specreg's chain (3, 1, 4)
     assert eagle["error"] is None and eagle["values"] == [3, 1, 4]
     # one DSpark draft token: a ValueError with SR300 and its fix, raised during argument resolution
@@ -57,9 +59,16 @@ def test_off_leaves_sglang_exactly_as_without_specreg(framework_env, cases):
     assert tree["values"] == [2, 4, None] and tree["widths"]["target"]["target_verify"] is None
 
 
-def test_shadow_lets_sglang_decide(framework_env, cases):
-    eagle, *_ = _run(framework_env, cases, "shadow")["results"]
-    assert eagle["error"] == "TypeError"
+def test_shadow_lets_sglang_decide_and_logs_each_disagreement_once(framework_env, cases):
+    out = _run(framework_env, cases + [cases[3]], "shadow")
+    eagle, dspark, llama_defaults, tree, tree_again = out["results"]
+    assert eagle["error"] == "TypeError" and dspark["is_value_error"]
+    assert "SR300" not in dspark["message"]  # SGLang's own message
+    assert llama_defaults["values"] == [5, 4, 8]
+    assert tree["values"] == tree_again["values"] == [2, 4, None]
+    log = out["adapter_log"]
+    assert any("SR166" in line and "speculative_num_draft_tokens" in line for line in log), log
+    assert len(log) == len(set(log))  # the repeated config logs nothing new
 
 
 def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(framework_env):
