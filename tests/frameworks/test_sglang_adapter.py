@@ -83,3 +83,30 @@ def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(framework_en
         codes = {p.code for p in found}
         assert codes <= {"SR167", "SR168"}
         assert result["accepted"] == (not codes), (draft, top_k, result, codes)
+
+
+def test_the_plan_reaches_child_processes_and_each_checks_it(framework_env, model_dirs, tmp_path):
+    import json
+    import subprocess
+
+    script, pickled = str(HERE / "sglang_child.py"), str(tmp_path / "server_args.pkl")
+    flags = {"model_path": str(model_dirs["llama"]), "device": "cuda",
+             "speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_eagle_topk": 4}
+
+    def role(name, payload, **extra):
+        result = subprocess.run(
+            [str(framework_env.python), script, name, pickled], input=json.dumps(payload),
+            capture_output=True, text=True, timeout=600,
+            env=framework_env.subprocess_env(SPECREG_SGLANG="enforce", **extra),
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    published = role("launcher", flags)["plan"]
+    plan = Registry.load().resolve({"algorithm": "eagle", "num_steps": 2, "topk": 4})
+    assert json.loads(published)["widths"] == plan.fingerprint()["widths"]
+    child = role("child", {}, SPECREG_SGLANG_PLAN=published)
+    assert child == {"error": None, "width": plan.num_tokens_per_req("target_verify")}
+    other = dict(json.loads(published), gamma=99)
+    child = role("child", {}, SPECREG_SGLANG_PLAN=json.dumps(other))
+    assert child["error"] == "ConsistencyError" and "SR165" in child["message"]
