@@ -25,18 +25,28 @@ def cases(model_dirs):
     ]
 
 
-def _run(env, cases, mode):
-    extra = {"SPECREG_SGLANG": mode} if mode else {}
-    return run_in_env(env, str(HERE / "sglang_load.py"), cases, **extra)
+@pytest.fixture(scope="module")
+def runs(framework_env, cases):
+    """SGLang's outcomes per adapter mode, each from one process that loads plugins as SGLang does."""
+    done: dict = {}
+
+    def run(mode):
+        if mode not in done:
+            extra = {"SPECREG_SGLANG": mode} if mode else {}
+            payload = cases + [cases[3]]  # the last repeats a config: shadow logs it once
+            done[mode] = run_in_env(framework_env, str(HERE / "sglang_load.py"), payload, **extra)
+        return done[mode]
+
+    return run
 
 
-def test_sglangs_loader_discovers_the_adapter(framework_env, cases):
-    assert "specreg.adapters.sglang:load" in _run(framework_env, cases[:1], None)["entry_points"]
+def test_sglangs_loader_discovers_the_adapter(runs):
+    assert "specreg.adapters.sglang:load" in runs(None)["entry_points"]
 
 
-def test_enforce_resolves_what_sglang_crashes_on_and_fails_early_with_codes(framework_env, cases):
-    out = _run(framework_env, cases, "enforce")
-    eagle, dspark, llama_defaults, tree = out["results"]
+def test_enforce_resolves_what_sglang_crashes_on_and_fails_early_with_codes(runs):
+    out = runs("enforce")
+    eagle, dspark, llama_defaults, tree, _ = out["results"]
     assert not any("SR163" in line for line in out["adapter_log"])  # the tested release
     # steps 3 with topk unset: SGLang's TypeError becomes specreg's chain (3, 1, 4)
     assert eagle["error"] is None and eagle["values"] == [3, 1, 4]
@@ -51,16 +61,16 @@ def test_enforce_resolves_what_sglang_crashes_on_and_fails_early_with_codes(fram
             assert width == plan.num_tokens_per_req(phase, worker == "draft")
 
 
-def test_off_leaves_sglang_exactly_as_without_specreg(framework_env, cases):
-    eagle, dspark, llama_defaults, tree = _run(framework_env, cases, None)["results"]
+def test_off_leaves_sglang_exactly_as_without_specreg(runs):
+    eagle, dspark, llama_defaults, tree, _ = runs(None)["results"]
     assert eagle["error"] == "TypeError"
     assert dspark["is_value_error"] and "SR300" not in dspark["message"]
     assert llama_defaults["values"] == [5, 4, 8]
     assert tree["values"] == [2, 4, None] and tree["widths"]["target"]["target_verify"] is None
 
 
-def test_shadow_lets_sglang_decide_and_logs_each_disagreement_once(framework_env, cases):
-    out = _run(framework_env, cases + [cases[3]], "shadow")
+def test_shadow_lets_sglang_decide_and_logs_each_disagreement_once(runs):
+    out = runs("shadow")
     eagle, dspark, llama_defaults, tree, tree_again = out["results"]
     assert eagle["error"] == "TypeError" and dspark["is_value_error"]
     assert "SR300" not in dspark["message"]  # SGLang's own message

@@ -27,12 +27,22 @@ def cases(model_dirs):
     ]
 
 
-def _run(env, cases, mode):
-    return run_in_env(env, str(HERE / "vllm_grid.py"), cases, **({"SPECREG_VLLM": mode} if mode else {}))
+@pytest.fixture(scope="module")
+def runs(framework_env, cases):
+    """vLLM's outcomes per adapter mode, each from one process (vLLM takes ~20 s to import)."""
+    done: dict = {}
+
+    def run(mode):
+        if mode not in done:
+            extra = {"SPECREG_VLLM": mode} if mode else {}
+            done[mode] = run_in_env(framework_env, str(HERE / "vllm_grid.py"), cases, **extra)
+        return done[mode]
+
+    return run
 
 
-def test_vllms_loader_runs_the_adapter_in_enforce_mode(framework_env, cases):
-    out = _run(framework_env, cases, "enforce")
+def test_vllms_loader_runs_the_adapter_in_enforce_mode(runs):
+    out = runs("enforce")
     assert out["adapter_installed"] is True
     unset, given, dspark, custom = out["results"]
     assert unset["error"] is None and unset["k"] == 3  # filled from plan.gamma; vLLM alone refuses
@@ -41,24 +51,24 @@ def test_vllms_loader_runs_the_adapter_in_enforce_mode(framework_env, cases):
     assert custom["error"] is None and custom["method"] == "custom_class"
 
 
-def test_off_leaves_vllm_exactly_as_without_specreg(framework_env, cases):
-    out = _run(framework_env, cases, None)
+def test_off_leaves_vllm_exactly_as_without_specreg(runs):
+    out = runs(None)
     assert out["adapter_installed"] is False
     unset, given, dspark, _ = out["results"]
     assert unset["error"] == "ValidationError"
     assert given["k"] == 2 and dspark["error"] is None and dspark["k"] == 1
 
 
-def test_shadow_lets_vllm_decide(framework_env, cases):
-    out = _run(framework_env, cases, "shadow")
+def test_shadow_lets_vllm_decide(runs):
+    out = runs("shadow")
     assert out["adapter_installed"] is True
     unset, _, dspark, _ = out["results"]
     assert unset["error"] == "ValidationError" and dspark["k"] == 1
 
 
-def test_custom_class_proposer_runs_the_ngram_plugins_drafter(framework_env, cases):
-    custom = _run(framework_env, cases[3:], None)["results"][0]
-    drafts = custom["drafts"]
+def test_custom_class_proposer_runs_the_ngram_plugins_drafter(runs):
+    drafts = runs(None)["results"][3]["drafts"]  # the proposer is vLLM's to load, in any mode
+    assert runs("enforce")["results"][3]["drafts"] == drafts
     # request 0: "1 2 3" last occurred followed by 9 9 1; request 1 is not decoding (no drafts);
     # request 2 has no earlier match, so the drafter repeats its last token
     assert drafts == [[9, 9, 1], [], [4, 4, 4]]
