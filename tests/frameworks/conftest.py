@@ -62,10 +62,13 @@ def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def run_in_env(env: FrameworkEnv, script: str, payload: Any, timeout: float = 900, **extra: str) -> Any:
+def run_in_env(
+    env: FrameworkEnv, script: str, payload: Any, timeout: float = 900,
+    args: tuple[str, ...] = (), **extra: str,
+) -> Any:
     """Run a script in the framework environment with `payload` as JSON on stdin; its JSON stdout."""
     result = subprocess.run(
-        [str(env.python), script], input=json.dumps(payload), capture_output=True, text=True,
+        [str(env.python), script, *args], input=json.dumps(payload), capture_output=True, text=True,
         timeout=timeout, env=env.subprocess_env(**extra),
     )
     if result.returncode != 0:

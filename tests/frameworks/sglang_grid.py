@@ -61,7 +61,7 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
         if case.get("check"):
             server_args.check_server_args()
     except BaseException as exc:  # noqa: BLE001 - AssertionError and TypeError are observations
-        return {"id": case["id"], "error": type(exc).__name__, "message": str(exc)[:400]}
+        return {"id": case["id"], "error": type(exc).__name__, "message": str(exc)[:2000]}
     view = resolved_view(server_args)
     values = {name: getattr(view, name) for name in FIELDS}
     result: dict[str, Any] = {"id": case["id"], "error": None, "values": values}
@@ -74,6 +74,10 @@ def main() -> None:
     cases = json.load(sys.stdin)
     logging.disable(logging.CRITICAL)
     _patch_cuda_capability()
+    if "--load-plugins" in sys.argv:  # as SGLang's launcher does, so SPECREG_SGLANG takes effect
+        from sglang.srt.plugins import load_plugins
+
+        load_plugins()
     results = []
     for case in cases:
         with contextlib.redirect_stdout(io.StringIO()):

@@ -83,7 +83,7 @@ def parity(framework_env, model_dirs) -> dict[str, Any]:
     kinds = []
     for case, result in zip(cases, out["results"], strict=True):
         kinds.append(difference(sglang_outcome(result), outcome(registry, dict(case["flags"]))))
-    return {"version": out["version"], "cases": cases, "kinds": kinds,
+    return {"version": out["version"], "cases": cases, "kinds": kinds, "results": out["results"],
             "audit": audit("sglang", cases, kinds, load_table())}
 
 
@@ -123,3 +123,27 @@ def test_deviation_docs_page_is_generated_from_the_table():
         "run `python -m specreg.adapters.deviations` to regenerate docs/frameworks/deviations.md"
     )
     assert all(row["reason"].strip() for row in load_table())
+
+
+def test_enforce_mode_gives_specregs_values_on_the_whole_grid(framework_env, parity):
+    """With SPECREG_SGLANG=enforce, SGLang resolves every grid case to specreg's values and
+    widths; where specreg refuses, SGLang raises specreg's coded ValueError. SGLang's own checks
+    outside specreg's scope (attention backends, HiSparse model checks) may still refuse."""
+    cases = parity["cases"]
+    out = run_in_env(framework_env, str(HERE / "sglang_grid.py"), cases, args=("--load-plugins",),
+                     SPECREG_SGLANG="enforce")
+    registry = Registry.load()
+    rescued = 0
+    for case, result, alone in zip(cases, out["results"], parity["results"], strict=True):
+        ours = outcome(registry, dict(case["flags"]))
+        theirs = sglang_outcome(result)
+        if ours["error"]:
+            assert theirs["error"] == "ConfigError", (case["flags"], result)
+            assert all(code in result["message"] for code in ours["error"]), (case["flags"], result)
+        elif theirs["error"] is None:
+            assert difference(theirs, ours) is None, (case["flags"], result, ours)
+            rescued += alone["error"] is not None
+        else:  # SGLang's own checks beyond the speculative numbers (e.g. attention backends)
+            assert alone["error"] is not None, (case["flags"], result)  # no new refusals
+            assert theirs["error"] == "ValueError" and "[SR" not in result["message"], result
+    assert rescued > 0
