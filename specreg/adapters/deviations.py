@@ -16,6 +16,13 @@ from typing import Any
 
 TABLE = Path(__file__).with_name("deviations.json")
 DOCS_PAGE = Path("docs") / "frameworks" / "deviations.md"
+#: Framework pages that embed their own table between these markers.
+FRAMEWORK_PAGES = {
+    "sglang": Path("docs") / "frameworks" / "sglang.md",
+    "vllm": Path("docs") / "frameworks" / "vllm.md",
+}
+BEGIN, END = "<!-- deviations:begin (generated) -->", "<!-- deviations:end -->"
+NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 COMPARED = ("num_steps", "topk", "num_draft_tokens", "gamma", "widths")
 
 
@@ -94,26 +101,39 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
         "the adapters use specreg's side.",
         "",
     ]
-    for framework in ("sglang", "vllm"):
-        mine = [r for r in rows if r["framework"] == framework]
-        if not mine:
-            continue
-        lines += [f"## {'SGLang' if framework == 'sglang' else 'vLLM'}", ""]
-        lines += ["| id | cases | framework does | specreg does | reason |", "| --- | --- | --- | --- | --- |"]
-        for r in mine:
-            when = "; ".join(f"{k} in {', '.join(map(str, v))}" for k, v in r.get("when", {}).items())
-            lines.append(
-                f"| {r['id']} | {when or 'all'} | {r['framework_does']} | {r['specreg_does']} | {r['reason']} |"
-            )
-        lines.append("")
+    for framework in NAMES:
+        lines += [f"## {NAMES[framework]}", "", *table(rows, framework), ""]
     return "\n".join(lines)
+
+
+def table(rows: Sequence[Mapping[str, Any]], framework: str) -> list[str]:
+    """One framework's rows as a Markdown table."""
+    lines = ["| id | cases | framework does | specreg does | reason |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r["framework"] != framework:
+            continue
+        when = "; ".join(f"{k} in {', '.join(map(str, v))}" for k, v in r.get("when", {}).items())
+        lines.append(
+            f"| {r['id']} | {when or 'all'} | {r['framework_does']} | {r['specreg_does']} | {r['reason']} |"
+        )
+    return lines
+
+
+def embed(page: str, rows: Sequence[Mapping[str, Any]], framework: str) -> str:
+    """`page` with its generated table (between BEGIN and END) rendered from `rows`."""
+    head, _, rest = page.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return "\n".join([head + BEGIN, *table(rows, framework), END]) + tail
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     out = Path(args[0]) if args else DOCS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(load_table()))
+    rows = load_table()
+    out.write_text(render(rows))
+    for framework, page in FRAMEWORK_PAGES.items():
+        page.write_text(embed(page.read_text(), rows, framework))
     return 0
 
 
