@@ -74,3 +74,17 @@ def run_in_env(
     if result.returncode != 0:
         raise AssertionError(f"{script} failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def runs_per_mode(env: FrameworkEnv, script: str, payload: Any, variable: str) -> Any:
+    """`run(mode)`: the script's output with `variable` set to mode (None: unset), each mode run
+    once, since a framework import takes seconds."""
+    done: dict[str | None, Any] = {}
+
+    def run(mode: str | None) -> Any:
+        if mode not in done:
+            extra = {variable: mode} if mode else {}
+            done[mode] = run_in_env(env, script, payload, **extra)
+        return done[mode]
+
+    return run

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from specreg.registry import Registry
-from tests.frameworks.conftest import run_in_env
+from tests.frameworks.conftest import run_in_env, runs_per_mode
 
 HERE = Path(__file__).parent
 
@@ -27,17 +27,9 @@ def cases(model_dirs):
 
 @pytest.fixture(scope="module")
 def runs(framework_env, cases):
-    """SGLang's outcomes per adapter mode, each from one process that loads plugins as SGLang does."""
-    done: dict = {}
-
-    def run(mode):
-        if mode not in done:
-            extra = {"SPECREG_SGLANG": mode} if mode else {}
-            payload = cases + [cases[3]]  # the last repeats a config: shadow logs it once
-            done[mode] = run_in_env(framework_env, str(HERE / "sglang_load.py"), payload, **extra)
-        return done[mode]
-
-    return run
+    # the last case repeats a config: shadow mode logs its disagreement once
+    payload = cases + [cases[3]]
+    return runs_per_mode(framework_env, str(HERE / "sglang_load.py"), payload, "SPECREG_SGLANG")
 
 
 def test_sglangs_loader_discovers_the_adapter(runs):

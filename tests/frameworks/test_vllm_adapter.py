@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.frameworks.conftest import run_in_env
+from tests.frameworks.conftest import runs_per_mode
 
 HERE = Path(__file__).parent
 PROPOSER = "specreg.adapters.vllm_proposers.ngram"
@@ -29,16 +29,7 @@ def cases(model_dirs):
 
 @pytest.fixture(scope="module")
 def runs(framework_env, cases):
-    """vLLM's outcomes per adapter mode, each from one process (vLLM takes ~20 s to import)."""
-    done: dict = {}
-
-    def run(mode):
-        if mode not in done:
-            extra = {"SPECREG_VLLM": mode} if mode else {}
-            done[mode] = run_in_env(framework_env, str(HERE / "vllm_grid.py"), cases, **extra)
-        return done[mode]
-
-    return run
+    return runs_per_mode(framework_env, str(HERE / "vllm_grid.py"), cases, "SPECREG_VLLM")
 
 
 def test_vllms_loader_runs_the_adapter_in_enforce_mode(runs):
