@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from specreg.config import SGLANG_FLAGS, load_json_object
+from specreg.config import SGLANG_FLAGS, SGLANG_SWITCHES, load_json_object
 from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
+from specreg.framework_args import framework_findings
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -23,8 +24,10 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 # --------------------------------------------------------------------------------- arguments
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("speculative config (SGLang flag spellings)")
-    for flag, field in SGLANG_FLAGS.items():
-        group.add_argument(flag, dest=field, default=None, metavar=field.upper())
+    for flag, key in SGLANG_FLAGS.items():
+        group.add_argument(flag, dest=key, default=None, metavar=key.upper())
+    for flag in SGLANG_SWITCHES:
+        group.add_argument(flag, action="store_true", default=None)
     group.add_argument(
         "--kv-cache-option",
         dest="cache_option",
@@ -84,16 +87,20 @@ def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[P
             data.update(load_json_object(args.config_file, flag="--config"))
         except ConfigError as exc:
             problems += exc.problems
-    for flag, field in SGLANG_FLAGS.items():
-        value = getattr(args, field)
+    for flag in SGLANG_SWITCHES:
+        key = flag.lstrip("-").replace("-", "_")
+        if getattr(args, key):
+            data[key] = True
+    for flag, key in SGLANG_FLAGS.items():
+        value = getattr(args, key)
         if value is None:
             continue
-        if field in ("num_steps", "topk", "num_draft_tokens"):
+        if key.endswith(("_num_steps", "_topk", "_num_draft_tokens", "_block_size")):
             value = _coerce(value)
             if not isinstance(value, int) or isinstance(value, bool):
-                problems.append(whole_number_problem(flag, value, field))
+                problems.append(whole_number_problem(flag, value, key))
                 continue
-        data[field] = value
+        data[key] = value
     options = dict(data.get("cache_options") or {})
     for item in args.cache_option:
         key, sep, value = item.partition("=")
@@ -209,9 +216,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     registry = _load_registry()
     data, problems = parse_config_flags(args)
-    if "algorithm" in data or not problems:
+    if "speculative_algorithm" in data or not problems:
         try:
             problems += registry.check(data)
+            problems += framework_findings(registry, data)
         except SpecRegError as exc:
             problems += exc.problems
     if not any(p.is_error for p in problems):
@@ -246,7 +254,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     registry = _load_registry()
     try:
-        plan = registry.resolve(config_from_args(args))
+        data = config_from_args(args)
+        plan = registry.resolve(data)
+        for notice in framework_findings(registry, data):
+            print(f"{notice.severity}: {notice.render()}", file=sys.stderr)
         device, host, problems = _memory_budgets(args)
     except SpecRegError as exc:
         for p in exc.problems:

@@ -18,23 +18,32 @@ from specreg.errors import ConfigError, Problem, problem
 
 _INT_FIELDS = ("num_steps", "topk", "num_draft_tokens")
 
-# SGLang's spellings (flags and ServerArgs attributes) -> SpecConfig fields.
+# The command line's flags: SGLang's own spellings, then specreg's documented aliases. Each maps
+# to the key `SpecConfig.from_dict` reads (see specreg.framework_args for how they translate).
 SGLANG_FLAGS: Mapping[str, str] = MappingProxyType(
     {
-        "--speculative-algorithm": "algorithm",
-        "--speculative-num-steps": "num_steps",
-        "--speculative-eagle-topk": "topk",
-        "--speculative-num-draft-tokens": "num_draft_tokens",
-        "--speculative-draft-config": "draft_config",
-        "--kv-cache": "cache",
+        "--speculative-algorithm": "speculative_algorithm",
+        "--speculative-num-steps": "speculative_num_steps",
+        "--speculative-eagle-topk": "speculative_eagle_topk",
+        "--speculative-num-draft-tokens": "speculative_num_draft_tokens",
+        "--speculative-draft-model-path": "speculative_draft_model_path",
+        "--speculative-dspark-block-size": "speculative_dspark_block_size",
+        "--speculative-dflash-block-size": "speculative_dflash_block_size",
+        "--model-path": "model_path",
+        "--hisparse-config": "hisparse_config",
+        "--speculative-draft-config": "speculative_draft_config",
+        "--kv-cache": "kv_cache",
     }
+)
+#: SGLang's switches (flags without a value).
+SGLANG_SWITCHES: tuple[str, ...] = (
+    "--enable-hisparse",
+    "--disable-radix-cache",
+    "--enable-mixed-chunk",
+    "--speculative-adaptive",
 )
 _ALIASES: Mapping[str, str] = MappingProxyType(
     {
-        **{flag.lstrip("-").replace("-", "_"): field for flag, field in SGLANG_FLAGS.items()},
-        "speculative_algorithm": "algorithm",
-        "speculative_eagle_topk": "topk",
-        "kv_cache": "cache",
         "kv_cache_options": "cache_options",
     }
 )
@@ -101,6 +110,12 @@ class SpecConfig:
         factory=dict, converter=_freeze, eq=False, hash=False
     )
     candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
+    #: Coded notices from translating framework spellings (aliases, adopted rewrites).
+    notices: tuple[Problem, ...] = attrs.field(default=(), eq=False, hash=False, repr=False)
+    #: Framework-side facts read with the flags (target architecture, HiSparse switches).
+    framework: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_freeze, eq=False, hash=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         problems = self.type_problems()
@@ -200,11 +215,20 @@ class SpecConfig:
                     fix="pass a dict such as {'algorithm': 'eagle'}",
                 )
             )
-        fields = {f.name for f in attrs.fields(cls)}
+        from specreg.framework_args import is_framework_key, translate
+
+        fields = {f.name for f in attrs.fields(cls)} - {"notices", "framework"}
+        translation = translate(data)
         kwargs: dict[str, Any] = {}
-        problems: list[Problem] = []
+        problems: list[Problem] = list(translation.problems)
+        if translation.notices:
+            kwargs["notices"] = translation.notices
+        if translation.framework:
+            kwargs["framework"] = translation.framework
         for raw_key, value in data.items():
             key = str(raw_key)
+            if is_framework_key(key) and key not in fields:
+                continue
             name = key if key in fields else _ALIASES.get(key.lstrip("-").replace("-", "_"))
             if name is None:
                 from specreg._suggest import did_you_mean
@@ -220,6 +244,7 @@ class SpecConfig:
                 )
                 continue
             kwargs[name] = value
+        kwargs.update(translation.fields)  # framework spellings (command-line flags) win
         if isinstance(kwargs.get("draft_config"), (str, os.PathLike)):
             try:
                 kwargs["draft_config"] = load_json_object(kwargs["draft_config"])
@@ -250,6 +275,8 @@ class SpecConfig:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in attrs.fields(type(self)):
+            if f.name in ("notices", "framework"):
+                continue
             value = _thaw(getattr(self, f.name))
             if value is None or value == {}:
                 continue

@@ -51,10 +51,10 @@ class ErrorEntry:
 
 
 def _collect() -> dict[str, ErrorEntry]:
-    from specreg.catalog import core, kernels, usage
+    from specreg.catalog import core, frameworks, kernels, usage
 
     table: dict[str, ErrorEntry] = {}
-    for module in (core, usage, kernels):
+    for module in (core, usage, kernels, frameworks):
         for entry in module.ENTRIES:
             if entry.code in table:
                 raise RuntimeError(f"error code {entry.code} is defined twice")

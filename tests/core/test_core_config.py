@@ -26,8 +26,13 @@ def test_flag_table_covers_the_sglang_flags():
         "--speculative-num-steps",
         "--speculative-eagle-topk",
         "--speculative-num-draft-tokens",
-        "--speculative-draft-config",
-        "--kv-cache",
+        "--speculative-draft-model-path",
+        "--speculative-dspark-block-size",
+        "--speculative-dflash-block-size",
+        "--model-path",
+        "--hisparse-config",
+        "--speculative-draft-config",  # specreg's alias (SR161 notice)
+        "--kv-cache",  # specreg's alias (SR161 notice)
     }
 
 

@@ -31,10 +31,14 @@ def test_eagle_tree_widths():
         assert data["widths"][worker] == {"draft_decode": 4, "draft_extend": 8, "target_verify": 8}
 
 
-def test_eagle_chain_mismatch_is_reported_with_its_code():
+def test_eagle_chain_mismatch_is_rewritten_as_sglang_does_with_a_coded_notice():
+    # SGLang silently sets draft tokens to steps + 1 under topk 1; specreg adopts it and says so.
     result = specreg("check", "--speculative-algorithm", "eagle", "--speculative-eagle-topk", "1",
                      "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "6")
-    assert result.returncode == 1 and "SR201" in result.stdout and "Fix:" in result.stdout
+    assert result.returncode == 0 and "SR162" in result.stdout and "Fix:" in result.stdout
+    data = plan_json("--speculative-algorithm", "eagle", "--speculative-eagle-topk", "1",
+                     "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "6")
+    assert data["config"]["num_draft_tokens"] == 4
 
 
 def test_dspark_one_draft_token_says_what_to_set():

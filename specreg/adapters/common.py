@@ -1,0 +1,167 @@
+"""What both framework adapters share: the mode switch, the version check and one-time logging."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from specreg.errors import ConfigError, PluginError, Problem, problem
+
+if TYPE_CHECKING:
+    from specreg.plan import SpecPlan
+
+Mode = Literal["enforce", "shadow"]
+MODES: tuple[str, ...] = ("enforce", "shadow")
+OFF_VALUES = ("", "0", "off", "false", "no")
+
+logger = logging.getLogger("specreg.adapters")
+
+
+def mode_from_env(variable: str) -> Mode | None:
+    """None when the adapter is off; SR176 for a value other than enforce or shadow."""
+    value = os.environ.get(variable, "").strip().lower()
+    if value in OFF_VALUES:
+        return None
+    if value not in MODES:
+        raise ConfigError(
+            problem(
+                "SR176", f"{variable}={os.environ[variable]!r} is not an adapter mode",
+                accepted="enforce, shadow, or unset (off)",
+                fix=f"export {variable}=enforce (or shadow), or unset it",
+                field=variable,
+            )
+        )
+    return value  # type: ignore[return-value]
+
+
+def version_notice(framework: str, installed: str | None, tested: tuple[str, ...]) -> Problem | None:
+    """SR163 when the installed framework release is not one the adapter was tested with."""
+    if installed in tested:
+        return None
+    return problem(
+        "SR163",
+        f"{framework} {installed} is installed; specreg's adapter was tested with "
+        f"{framework} {', '.join(tested)}",
+        accepted=", ".join(f"{framework}=={v}" for v in tested),
+        fix=f"pip install {framework}=={tested[-1]}, or use shadow mode to see disagreements",
+        severity="warning",
+    )
+
+
+def missing_hook(framework: str, hook: str, exc: BaseException) -> PluginError:
+    """SR164 naming the hook the adapter needs and did not find."""
+    return PluginError(
+        problem(
+            "SR164",
+            f"{framework} has no {hook} ({type(exc).__name__}: {exc}); specreg's adapter needs it",
+            accepted=f"a {framework} release that provides {hook}",
+            fix=f"install the tested {framework} release, or unset the adapter's variable",
+        )
+    )
+
+
+@attrs.define
+class OnceLog:
+    """Logs each distinct problem once per process."""
+
+    seen: set[str] = attrs.field(factory=set)
+
+    def log(self, found: Problem) -> bool:
+        text = found.render()
+        if text in self.seen:
+            return False
+        self.seen.add(text)
+        logger.warning("%s", text)
+        return True
+
+
+def resolve_for_framework(registry: Any, data: dict[str, Any]) -> tuple[SpecPlan, list[Problem]]:
+    """The plan for framework-spelled `data`, and the notices to print.
+
+    Raises one `ConfigError` (a ValueError) with every problem: the registry's and, with
+    HiSparse on, SGLang's runtime rules.
+    """
+    from specreg.config import SpecConfig
+    from specreg.framework_args import hisparse_runtime_problems
+
+    config = SpecConfig.from_dict(data)
+    plan: SpecPlan = registry.resolve(config)
+    found = hisparse_runtime_problems(
+        config.framework, plan.config.topk or 1, plan.num_tokens_per_req("target_verify")
+    )
+    errors = [p for p in found if p.is_error]
+    if errors:
+        raise ConfigError(errors)
+    return plan, list(config.notices) + list(plan.notices)
+
+
+def outcome(registry: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """What specreg resolves for `data`: steps, topk, draft tokens, gamma and widths, or the codes."""
+    from specreg.errors import SpecRegError
+    from specreg.phase import PHASES
+
+    try:
+        plan, _ = resolve_for_framework(registry, data)
+    except SpecRegError as exc:
+        return {"error": sorted(set(exc.codes))}
+    config = plan.config
+    return {
+        "error": None,
+        "values": {"num_steps": config.num_steps, "topk": config.topk,
+                   "num_draft_tokens": config.num_draft_tokens},
+        "gamma": plan.gamma,
+        "widths": {
+            worker: {p.value: plan.num_tokens_per_req(p, worker == "draft") for p in PHASES}
+            for worker in ("target", "draft")
+        },
+    }
+
+
+@attrs.define
+class FrameworkAdapter:
+    """What each framework's adapter holds: its mode, its registry (loaded on first use) and
+    the once-per-process log of disagreements."""
+
+    mode: Mode
+    registry: Any = None
+    once: OnceLog = attrs.field(factory=OnceLog)
+
+    framework = ""  # "SGLang" or "vLLM", for messages
+    variable = ""  # the switch, e.g. SPECREG_SGLANG
+
+    def loaded_registry(self) -> Any:
+        if self.registry is None:
+            from specreg.registry import Registry
+
+            self.registry = Registry.load()
+        return self.registry
+
+    def log_rejection(self, data: dict[str, Any], codes: list[str]) -> None:
+        """Shadow mode: the framework accepted what specreg refuses."""
+        self.once.log(problem(
+            "SR166", f"{self.framework} accepted {data} but specreg reports {', '.join(codes)}",
+            accepted="a config both accept", fix="run `specreg check` with the same config",
+            severity="warning",
+        ))
+
+    def log_disagreement(self, what: str, theirs: Any, ours: Any, field: str) -> None:
+        """Shadow mode: both resolved, to different values."""
+        if theirs == ours:
+            return
+        self.once.log(problem(
+            "SR166", f"{what}: {self.framework} resolved {theirs!r}, specreg {ours!r}",
+            accepted="see the deviation table in the docs",
+            fix=f"{self.variable}=enforce uses specreg's value", field=field, severity="warning",
+        ))
+
+
+def load_adapter(adapter_class: type[FrameworkAdapter]) -> None:
+    """A plugin entry point's body: nothing unless the adapter's variable turns it on."""
+    mode = mode_from_env(adapter_class.variable)
+    if mode is None:
+        return
+    adapter_class(mode=mode).install()  # type: ignore[attr-defined]
+    logger.info("specreg %s adapter on (%s)", adapter_class.framework, mode)

@@ -1,0 +1,163 @@
+"""Catalog entries SR160–SR189: serving-framework flags, model-dependent defaults and the adapters."""
+
+from specreg.catalog import ErrorEntry
+
+
+def _entry(code: str, title: str, meaning: str, when: str, solutions: tuple[str, ...], fix: str) -> ErrorEntry:
+    return ErrorEntry(
+        code=code, title=title, meaning=meaning, when=when, solutions=solutions, example_fix=fix
+    )
+
+
+ENTRIES: tuple[ErrorEntry, ...] = (
+    _entry(
+        "SR160", "Model path without a config.json",
+        "SGLang and vLLM read a model's config.json to pick defaults and to parse draft checkpoints; "
+        "specreg reads the same file, and there is none at the given path.",
+        "--model-path, --speculative-draft-model-path or vLLM's speculative 'model' names a folder "
+        "(or file) where no readable config.json is.",
+        ("Point the flag at the checkpoint folder that holds config.json.",
+         "Download the checkpoint first; specreg never fetches from a hub."),
+        "# before\n--model-path /models/llama   # folder is empty\n# after\n--model-path /models/llama-3-8b",
+    ),
+    _entry(
+        "SR161", "Flag that SGLang does not have (specreg alias)",
+        "An older specreg spelling that no serving framework accepts. It still works as an alias, "
+        "and the notice names the real flag so the same line works in SGLang.",
+        "--speculative-draft-config or --kv-cache (or their key spellings) in a config.",
+        ("Use --speculative-draft-model-path FOLDER instead of --speculative-draft-config FILE.",
+         "Use --enable-hisparse (and --hisparse-config JSON) instead of --kv-cache hisparse."),
+        "# before\n--kv-cache hisparse\n# after\n--enable-hisparse",
+    ),
+    _entry(
+        "SR162", "Draft tokens rewritten to steps + 1 (topk 1)",
+        "With --speculative-eagle-topk 1 the draft is a chain of num_steps tokens, so SGLang "
+        "silently sets --speculative-num-draft-tokens to steps + 1. specreg adopts the same value "
+        "and says so.",
+        "SGLang-spelled flags with topk 1 and a draft-token count other than steps + 1.",
+        ("Drop --speculative-num-draft-tokens, or set it to steps + 1.",),
+        "# before\n--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 8\n"
+        "# after\n--speculative-num-steps 3 --speculative-eagle-topk 1",
+    ),
+    _entry(
+        "SR163", "Framework version other than the tested one",
+        "The adapter was tested against one release of the framework; its config code changes "
+        "between releases, so the adapter may resolve differently from it.",
+        "specreg.adapters.sglang or specreg.adapters.vllm loaded into another release.",
+        ("Install the tested release (named in the message).",
+         "Or run with SPECREG_SGLANG=shadow / SPECREG_VLLM=shadow and read the disagreements it logs."),
+        "pip install sglang==0.5.23",
+    ),
+    _entry(
+        "SR164", "Framework hook missing",
+        "The adapter plugs into a named function or registry of the framework, and this "
+        "installation does not have it, so the adapter cannot work.",
+        "Loading an adapter (SPECREG_SGLANG or SPECREG_VLLM on) into a framework without the hook.",
+        ("Install the tested framework release.", "Or turn the adapter off (unset the variable)."),
+        "unset SPECREG_SGLANG",
+    ),
+    _entry(
+        "SR165", "Scheduler or worker resolved another plan",
+        "Each SGLang scheduler and worker process resolves the plan again from the arguments it "
+        "received and compares its fingerprint with the launcher's; they differ, so the processes "
+        "would size buffers differently.",
+        "A child process with other plugins, other SPECREG_PLUGINS or other arguments than the launcher.",
+        ("Give every process the same specreg plugins and environment.",),
+        "SPECREG_PLUGINS=eagle,dspark  # the same value for every process",
+    ),
+    _entry(
+        "SR166", "Framework and specreg disagree (shadow mode)",
+        "In shadow mode the framework decides; specreg resolved the same flags and got another "
+        "value. The message names the field and both values.",
+        "SPECREG_SGLANG=shadow or SPECREG_VLLM=shadow, once per disagreement.",
+        ("Read the deviation table in the docs: most disagreements are documented there.",
+         "Switch to enforce mode to use specreg's values."),
+        "SPECREG_SGLANG=enforce",
+    ),
+    _entry(
+        "SR167", "HiSparse: SGLang's swap manager needs 2-4 draft tokens",
+        "SGLang's own HiSparse speculative swap manager refuses other draft-token counts when it is "
+        "built, after the model weights have loaded. specreg reports it at config time.",
+        "--enable-hisparse with a verify width outside 2..4.",
+        ("Set --speculative-num-draft-tokens (or steps + 1) between 2 and 4.",),
+        "--speculative-num-steps 3 --speculative-eagle-topk 1   # 4 draft tokens",
+    ),
+    _entry(
+        "SR168", "HiSparse: draft tokens x index top_k above 8192",
+        "SGLang's HiSparse swap workspace holds at most 8192 occurrences (draft tokens times the "
+        "sparse-attention index top_k) and requires top_k >= 1024.",
+        "--enable-hisparse with draft tokens x top_k > 8192, or top_k < 1024.",
+        ("Lower --speculative-num-draft-tokens.", "Lower top_k in --hisparse-config."),
+        "--speculative-num-draft-tokens 4 --hisparse-config '{\"top_k\": 2048}'",
+    ),
+    _entry(
+        "SR169", "HiSparse: target is not a DSA model",
+        "HiSparse swaps the KV of DeepSeek sparse attention (DSA); SGLang only enables it for DSA "
+        "targets (DeepSeek V3.2, GLM-5), DeepSeek V4 and MiniMax M3.",
+        "--enable-hisparse with a --model-path whose config.json names another architecture.",
+        ("Use a DSA target model, or drop --enable-hisparse.",),
+        "--model-path /models/DeepSeek-V3.2 --enable-hisparse",
+    ),
+    _entry(
+        "SR170", "HiSparse: radix cache must be disabled",
+        "SGLang's HiSparse cannot share prefixes through the radix cache.",
+        "--enable-hisparse without --disable-radix-cache.",
+        ("Add --disable-radix-cache.",),
+        "--enable-hisparse --disable-radix-cache",
+    ),
+    _entry(
+        "SR171", "HiSparse: speculation must be linear (topk 1)",
+        "SGLang's HiSparse speculative integration supports chain drafting only.",
+        "--enable-hisparse with --speculative-eagle-topk above 1.",
+        ("Set --speculative-eagle-topk 1.",),
+        "--speculative-eagle-topk 1",
+    ),
+    _entry(
+        "SR172", "HiSparse: no adaptive speculation",
+        "SGLang sizes HiSparse swap state statically, so the step count cannot change at run time.",
+        "--enable-hisparse with --speculative-adaptive (or candidate steps).",
+        ("Drop --speculative-adaptive.",),
+        "# remove --speculative-adaptive",
+    ),
+    _entry(
+        "SR173", "HiSparse: no mixed chunked prefill",
+        "A mixed batch cannot merge SGLang's HiSparse decode batch.",
+        "--enable-hisparse with --enable-mixed-chunk.",
+        ("Drop --enable-mixed-chunk.",),
+        "# remove --enable-mixed-chunk",
+    ),
+    _entry(
+        "SR174", "vLLM speculative config not understood",
+        "A vLLM speculative-config dict carries method, num_speculative_tokens and model; a value "
+        "has the wrong type or names a method specreg has no algorithm for.",
+        "SpecConfig.from_dict or the vLLM adapter given such a dict.",
+        ("Use a method listed by `specreg list`, and an integer num_speculative_tokens >= 1.",),
+        "--speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 3}'",
+    ),
+    _entry(
+        "SR175", "specreg plugin has no drafter for vLLM",
+        "vLLM's custom_class proposer runs the drafter a specreg plugin builds "
+        "(specreg_make_drafter); the algorithm's plugin builds none.",
+        "The vLLM proposer constructed for an algorithm without a drafter.",
+        ("Pick an algorithm whose plugin implements specreg_make_drafter (e.g. ngram).",),
+        "SPECREG_VLLM_ALGORITHM=ngram",
+    ),
+    _entry(
+        "SR176", "Unknown adapter mode",
+        "SPECREG_SGLANG and SPECREG_VLLM turn an adapter on; their only values are enforce and shadow "
+        "(unset or off leaves the framework untouched).",
+        "The variable holds another value.",
+        ("Set it to enforce or shadow, or unset it.",),
+        "export SPECREG_SGLANG=enforce",
+    ),
+    _entry(
+        "SR177", "Block size and draft tokens disagree",
+        "DSpark verifies block_size + 1 tokens (gamma = block size) and DFlash block_size tokens; "
+        "a --speculative-num-draft-tokens that says otherwise contradicts the block-size flag.",
+        "--speculative-dspark-block-size or --speculative-dflash-block-size together with a "
+        "different --speculative-num-draft-tokens.",
+        ("Drop --speculative-num-draft-tokens; the block size determines it.",),
+        "# before\n--speculative-dspark-block-size 7 --speculative-num-draft-tokens 4\n"
+        "# after\n--speculative-dspark-block-size 7",
+    ),
+)
