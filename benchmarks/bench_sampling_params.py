@@ -18,6 +18,9 @@ once) it times, from one run on this machine (median of --repeats):
   sort-based top-k / top-p / min-p over the full [b, n, V] tensors, then `verify_chain_sampling`;
 - `floor`: one reading pass over both inputs (row maxima), the least any checked verify does.
 
+A last row times the worst case for the params path: every draft accepted (draft = target,
+drafts = its argmax, top_p 0.9), so it filters all b * (2n - 1) rows, as the baseline always does.
+
 Peak extra memory of the params path is measured in a fresh subprocess as in
 bench_chain_verify.py (peak RSS reset through /proc/self/clear_refs, Linux), as a fraction of
 the input bytes (the issue asks <= 0.1x).
@@ -177,6 +180,21 @@ def main() -> None:
               f"x{t['with_params'] / t['filter_then_verify']:5.2f}  floor "
               f"{t['floor'] * 1e3:6.1f} ms  x{t['with_params'] / t['floor']:5.1f}  "
               f"peak extra memory {extra:.3f}x of inputs  accept {accepted:.2f}")
+    # Worst case for the params path: every draft accepted, so it filters every row (the
+    # baseline's softmax always does).
+    worst = dict(x)
+    worst["draft"] = x["target"][:, :-1].clone()
+    worst["candidates"] = x["candidates"].clone()
+    worst["candidates"][:, 1:] = x["target"][:, :-1].argmax(-1)
+    params = SamplingParams.of(args.b, temperature=0.8, top_p=0.9, seed=list(range(args.b)))
+    t = {fn.__name__: timed(lambda fn=fn: fn(worst, params), args.repeats)
+         for fn in (with_params, without)}
+    accepted = float(with_params(worst, params).accept_len.float().mean())
+    rows["all_accepted_top_p"] = dict(seconds=t, params_over_without=t["with_params"] /
+                                      t["without"], mean_accept_len=accepted)
+    print(f"{'all accepted':12s} params {t['with_params'] * 1e3:8.1f} ms  without "
+          f"{t['without'] * 1e3:8.1f} ms  x{t['with_params'] / t['without']:5.2f}  "
+          f"(top_p 0.9, draft = target, accept {accepted:.2f})")
     if args.json:
         print(json.dumps(dict(b=args.b, n=args.n, v=args.v, results=rows)))
 

@@ -32,6 +32,8 @@ class VerifyResult:
       each accepted node, root first, -1 padded: the rows whose KV and hidden states to keep.
     - `predicts` int64 [b * width] or None: for tree verifiers, the token emitted after each
       node on the accepted path, -1 elsewhere.
+    - `param_error` bool [b] or None: with per-request sampling parameters and value checks off
+      (the GPU path), the requests whose parameters were invalid; they accept nothing and emit -1.
 
     `accept_len`, `accept_token_num` and `accept_index` are the older names, kept as aliases.
     """
@@ -42,6 +44,7 @@ class VerifyResult:
     width: int
     _accepted_index: torch.Tensor | None = attrs.field(default=None, alias="accepted_index")
     predicts: torch.Tensor | None = None
+    param_error: torch.Tensor | None = None
 
     @property
     def accepted_index(self) -> torch.Tensor:

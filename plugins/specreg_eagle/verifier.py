@@ -287,5 +287,5 @@ def _as_result(found: TreeVerifyResult, width: int) -> VerifyResult:
     return VerifyResult(
         num_accepted=found.accept_token_num, output_tokens=found.output_tokens,
         bonus=found.bonus, width=width, accepted_index=found.accept_index,
-        predicts=found.predicts,
+        predicts=found.predicts, param_error=found.param_error,
     )

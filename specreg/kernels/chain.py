@@ -991,7 +991,7 @@ class ChainVerifier:
     def _result(found: ChainVerifyResult, width: int) -> VerifyResult:
         return VerifyResult(
             num_accepted=found.accept_len, output_tokens=found.output_tokens, bonus=found.bonus,
-            width=width,
+            width=width, param_error=found.param_error,
         )
 
     def verify_greedy(

@@ -515,18 +515,22 @@ def test_plan_verifiers_take_params():
 
 def test_flat_rows_take_the_binned_top_p_search():
     """A nucleus longer than the sorted prefix (TOP_P_PREFIX) is found by the mass bins."""
+    from specreg.kernels.filtering.torch_impl import TOP_P_PREFIX
+
     gen = torch.Generator().manual_seed(5)
-    scores = 0.05 * torch.randn(3, 500, generator=gen)
+    scores = 0.05 * torch.randn(3, 2000, generator=gen)
     scores[2, ::7] = 0.0  # ties inside the cut bin
     one = torch.ones(3)
+    top_k = torch.tensor([0, 0, 1500])
     top_p = torch.tensor([0.9, 0.5, 0.8])
-    stats = row_stats(scaled_scores(scores, one, probabilities=False),
-                      torch.tensor([0, 0, 300]), top_p, torch.zeros(3))
+    stats = row_stats(scaled_scores(scores, one, probabilities=False), top_k, top_p,
+                      torch.zeros(3))
     got = filtered_rows(scores, one, stats, torch.zeros(3), probabilities=False)
-    for r, k in enumerate((0, 0, 300)):
-        want = filtered_distribution(scores[r], temperature=1.0, top_k=k, top_p=float(top_p[r]))
+    for r in range(3):
+        want = filtered_distribution(scores[r], temperature=1.0, top_k=int(top_k[r]),
+                                     top_p=float(top_p[r]))
         assert torch.equal(got[r] > 0, want > 0)
-        assert int((want > 0).sum()) > 64
+        assert int((want > 0).sum()) > TOP_P_PREFIX
 
 
 _LARGE_OFFSET_SCRIPT = """

@@ -18,7 +18,7 @@ from specreg.kernels.sampling import CPU_CHUNK_ELEMENTS, cpu_row_chunks
 FILTER_CHUNK_ELEMENTS = CPU_CHUNK_ELEMENTS // 2
 
 #: Length of the sorted prefix that holds the top-k and (usually) the top-p nucleus.
-TOP_P_PREFIX = 64
+TOP_P_PREFIX = 256
 #: Mass bins of the top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled logit
 #: below the row's max (the last bin takes the rest).
 TOP_P_BINS = 256
@@ -91,14 +91,14 @@ def row_stats(
     back to the binned search (`_top_p_threshold`)."""
     rows, vocab = z.shape
     shift = z.amax(-1)
-    weight = torch.exp(z - shift[:, None])
+    weight = torch.sub(z, shift[:, None]).exp_()
     threshold = torch.full((rows,), float("-inf"))
     cut_k = (top_k > 0) & (top_k < vocab)
     cut_p = top_p < 1
     need = (cut_k | cut_p).nonzero().flatten()
     if need.numel():
         prefix = min(vocab, max(TOP_P_PREFIX, int(top_k[need].max())))
-        values = torch.topk(z[need], prefix, dim=-1).values
+        values = torch.topk(z if need.numel() == rows else z[need], prefix, dim=-1).values
         k_rows = cut_k[need]
         kth = values.gather(1, (top_k[need] - 1).clamp(0, prefix - 1)[:, None]).squeeze(1)
         floor = torch.where(k_rows, kth, float("-inf"))
