@@ -17,7 +17,7 @@ import attrs
 import torch
 
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.sampling_params import SamplingParams, mixed_demo_params
+from specreg.kernels.sampling_params import MIXED_DEMO_KINDS, SamplingParams, mixed_demo_params
 from specreg.plan import SpecPlan
 from specreg.testing.loop import GenerationResult, SpeculativeLoop
 from specreg.testing.toy_model import ToyLM, greedy_reference
@@ -175,7 +175,7 @@ def check_mixed_params(
     whose greedy requests must equal plain greedy decoding; then `samples` copies of
     `prompts[0]` for one token, whose first tokens per sampled kind must follow `marginal`
     (default: the exact filtered, temperature-scaled target) by chi-square."""
-    kinds = len(mixed_demo_params(samples).temperature.unique())
+    kinds = len(MIXED_DEMO_KINDS)
     batch = prompts.repeat_interleave(kinds, 0)  # request r: prompt r // kinds, kind r % kinds
     params = _seeded(mixed_demo_params(batch.shape[0]), seed, 0)
     result = SpeculativeLoop(plan, target, draft, params=params, **loop_kwargs).generate(
@@ -198,14 +198,14 @@ def check_mixed_params(
     for kind in range(kinds):
         rows = torch.arange(kind, samples, kinds)
         row = int(rows[0])
+        if bool(many.greedy[row]):  # greedy requests: the target's argmax, every one of them
+            if not bool((first[rows] == int(logits.argmax())).all()):
+                mismatch = length if mismatch is None else mismatch
+            continue
         expected = marginal(
             logits, temperature=float(many.temperature[row]), top_k=int(many.top_k[row]),
             top_p=float(many.top_p[row]), min_p=float(many.min_p[row]),
         )
-        if bool(many.greedy[row]):
-            if not bool((first[rows] == int(expected.argmax())).all()):
-                mismatch = length if mismatch is None else mismatch
-            continue
         counts = torch.bincount(first[rows], minlength=target.config.vocab_size)
         labels.append(params_label(many, row))
         p_values.append(chi_square_p_value(counts, expected))
