@@ -1,8 +1,11 @@
 """`specreg demo`: every registered algorithm on the toy model, with and without each KV cache.
 
 Each row runs greedy generation (checked token for token against plain greedy decoding) and a
-sampling run (first two tokens checked against the target's exact marginals by chi-square). It
-exits non-zero when any lossless check fails.
+sampling run (first two tokens checked against the target's exact marginals by chi-square). The
+"mixed params" row of each algorithm whose verifier takes per-request `SamplingParams` runs
+batches mixing greedy, temperature, top-k, top-p and min-p requests: its greedy requests are
+checked against plain greedy decoding, each sampled kind's first tokens against the exact
+filtered, temperature-scaled target by chi-square. It exits non-zero when any check fails.
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
 from specreg.testing.drafter_checks import drafter_label, no_drafting_code
 from specreg.testing.kv import toy_cache_options
-from specreg.testing.lossless import check_greedy, check_sampling
+from specreg.testing.loop import GenerationResult, params_method
+from specreg.testing.lossless import check_greedy, check_mixed_params, check_sampling
 from specreg.testing.toy_model import ToyConfig, ToyLM
 
 DRAFT_NOISE = 0.25
 GREEDY_PROMPTS = 4
 SAMPLING_SAMPLES = 2000
+MIXED_PARAMS_TOKENS = 16  # greedy-equality length of the mixed row (its batch is 6x wider)
+MIXED_PARAMS_LABEL = "mixed params"
 
 
 def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
@@ -54,6 +60,7 @@ def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
 class DemoCase:
     label: str
     config: dict[str, Any]
+    mixed_params: bool = False  # a batch of per-request SamplingParams (check_mixed_params)
 
 
 def demo_cases(algorithm: AlgorithmSpec, toy: ToyConfig) -> list[DemoCase]:
@@ -69,6 +76,20 @@ def demo_cases(algorithm: AlgorithmSpec, toy: ToyConfig) -> list[DemoCase]:
     return cases
 
 
+def mixed_params_case(registry: Registry, algorithm: AlgorithmSpec, toy: ToyConfig) -> DemoCase | None:
+    """The "mixed params" case of `algorithm` when its plan's verifier takes per-request
+    sampling parameters (`params_method`), else None. A plan that fails to resolve gets no
+    such case: its default row reports the error."""
+    base = demo_cases(algorithm, toy)[0].config
+    try:
+        plan = registry.resolve(base)
+    except Exception:  # noqa: BLE001 - the default row shows why
+        return None
+    if params_method(plan.verifier) is None:
+        return None
+    return DemoCase(MIXED_PARAMS_LABEL, base, mixed_params=True)
+
+
 @attrs.define
 class DemoRow:
     algorithm: str
@@ -80,6 +101,7 @@ class DemoRow:
     greedy_lossless: bool = False
     sampling_lossless: bool = False
     sampling_p_values: tuple[float, ...] = ()
+    sampling_checks: tuple[str, ...] = ()  # what each p-value tested
     hit_rate: float | None = None
     bytes_copied: float | None = None
     backend: str = ""
@@ -145,28 +167,49 @@ def run_case(
         g = torch.Generator().manual_seed(seed)
         vocab = target.config.vocab_size
         prompts = torch.randint(0, vocab - 1, (GREEDY_PROMPTS, PROMPT_LEN), generator=g)
+        if case.mixed_params:
+            _run_mixed(row, plan, target, draft, prompts, seed=seed)
+            return row
         greedy = check_greedy(plan, target, draft, prompts, num_new)
-        result = greedy.result
         row.greedy_lossless = greedy.passed
-        row.accept_lengths = result.emitted_per_verify
-        row.mean_accepted_length = result.mean_accepted_length
-        generated = GREEDY_PROMPTS * num_new
-        row.tokens_per_target_forward = generated / (result.target_forwards * GREEDY_PROMPTS)
-        row.backend = result.backend
-        if result.reader_stats:
-            row.hit_rate = result.reader_stats["hit_rate"]
-            row.bytes_copied = result.reader_stats["bytes_copied"]
+        _fill_metrics(row, greedy.result, num_new)
         sampled = check_sampling(
             plan, target, draft, prompts[0], samples=SAMPLING_SAMPLES, seed=seed
         )
         row.sampling_lossless = sampled.passed
         row.sampling_p_values = tuple(round(p, 4) for p in sampled.p_values)
+        row.sampling_checks = ("first token", "second token")
     except SpecRegError as exc:
         row.error = str(exc)
     except Exception as exc:  # noqa: BLE001 - one broken plugin fails its row, not the demo
         row.error = f"{type(exc).__name__}: {exc}"
-    row.seconds = time.perf_counter() - started
+    finally:
+        row.seconds = time.perf_counter() - started
     return row
+
+
+def _fill_metrics(row: DemoRow, result: GenerationResult, num_new: int) -> None:
+    """Acceptance, throughput and cache statistics of the row's greedy run."""
+    row.accept_lengths = result.emitted_per_verify
+    row.mean_accepted_length = result.mean_accepted_length
+    row.tokens_per_target_forward = num_new / result.target_forwards
+    row.backend = result.backend
+    if result.reader_stats:
+        row.hit_rate = result.reader_stats["hit_rate"]
+        row.bytes_copied = result.reader_stats["bytes_copied"]
+
+
+def _run_mixed(
+    row: DemoRow, plan: SpecPlan, target: ToyLM, draft: ToyLM, prompts: torch.Tensor, *, seed: int
+) -> None:
+    checked = check_mixed_params(
+        plan, target, draft, prompts, MIXED_PARAMS_TOKENS, samples=SAMPLING_SAMPLES, seed=seed
+    )
+    _fill_metrics(row, checked.result, MIXED_PARAMS_TOKENS)
+    row.greedy_lossless = checked.greedy_passed
+    row.sampling_lossless = checked.sampling_passed
+    row.sampling_p_values = tuple(round(p, 4) for p in checked.p_values)
+    row.sampling_checks = checked.kinds
 
 
 def _progress(items: list[Any], enabled: bool) -> Iterator[Any]:
@@ -206,7 +249,12 @@ def run_demo(
     every_cache: list[str | None] = [c.name for c in registry.caches()]
     choices: dict[str, list[str | None]] = {"none": [None], "both": [None, *every_cache]}
     caches = choices.get(kv_cache, [kv_cache])
-    jobs = [(a, case, cache) for a in chosen for case in demo_cases(a, toy) for cache in caches]
+    jobs = []
+    for a in chosen:
+        jobs += [(a, case, cache) for case in demo_cases(a, toy) for cache in caches]
+        mixed = mixed_params_case(registry, a, toy)
+        if mixed is not None:  # one row per capable algorithm, under the first cache chosen
+            jobs.append((a, mixed, caches[0]))
     return [
         run_case(registry, a, case, cache, num_new=steps, seed=seed, target=target, draft=draft)
         for a, case, cache in _progress(jobs, progress)
@@ -215,7 +263,7 @@ def run_demo(
 
 def format_table(rows: list[DemoRow]) -> str:
     head = (
-        f"{'algorithm':<10} {'case':<8} {'cache':<9} {'accept len':>10} {'tok/fwd':>8} "
+        f"{'algorithm':<10} {'case':<12} {'cache':<9} {'accept len':>10} {'tok/fwd':>8} "
         f"{'lossless':>9} {'hit rate':>8} {'bytes copied':>12} {'backend':>8} "
         f"{'drafter':>9}  config"
     )
@@ -226,12 +274,18 @@ def format_table(rows: list[DemoRow]) -> str:
         copied = f"{int(r.bytes_copied):,}" if r.bytes_copied is not None else "-"
         cfg = ", ".join(f"{k}={v}" for k, v in r.config.items() if k not in ("algorithm", "cache"))
         lines.append(
-            f"{r.algorithm:<10} {r.case:<8} {r.cache:<9} {r.mean_accepted_length:>10.2f} "
+            f"{r.algorithm:<10} {r.case:<12} {r.cache:<9} {r.mean_accepted_length:>10.2f} "
             f"{r.tokens_per_target_forward:>8.2f} {verdict:>9} {hit:>8} {copied:>12} "
             f"{r.backend:>8} {r.drafter:>9}  {cfg}"
         )
         if r.notice:
             lines.append(f"    notice: {r.notice}")
+        if r.case == MIXED_PARAMS_LABEL and r.sampling_checks:
+            kinds = "; ".join(
+                f"{k} p={p:.3f}" for k, p in zip(r.sampling_checks, r.sampling_p_values, strict=True)
+            )
+            lines.append(f"    greedy requests {'equal' if r.greedy_lossless else 'DIFFER from'} "
+                         f"plain greedy; sampled first tokens: {kinds}")
         if r.error:
             lines.append(f"    error: {r.error}")
     return "\n".join(lines)

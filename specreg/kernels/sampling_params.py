@@ -214,17 +214,21 @@ def request_coins(
     return torch.where((params.seed >= 0)[:, None], seeded, drawn)
 
 
+#: The request kinds `mixed_demo_params` cycles through: request r has kind r % len(...).
+MIXED_DEMO_KINDS: tuple[dict[str, float], ...] = (
+    dict(temperature=0.0),
+    dict(temperature=0.7),
+    dict(temperature=1.0, top_k=20),
+    dict(temperature=0.8, top_p=0.9),
+    dict(temperature=1.3, min_p=0.1),
+    dict(temperature=0.6, top_k=50, top_p=0.95, min_p=0.05),
+)
+
+
 def mixed_demo_params(batch: int, *, device: torch.device | str = "cpu") -> SamplingParams:
     """A batch cycling through greedy, plain temperature, top-k, top-p and min-p requests with
     per-request seeds: the mixed-parameter row of `specreg demo` and of the benchmarks."""
-    kinds = [
-        dict(temperature=0.0),
-        dict(temperature=0.7),
-        dict(temperature=1.0, top_k=20),
-        dict(temperature=0.8, top_p=0.9),
-        dict(temperature=1.3, min_p=0.1),
-        dict(temperature=0.6, top_k=50, top_p=0.95, min_p=0.05),
-    ]
+    kinds = MIXED_DEMO_KINDS
     rows = [kinds[r % len(kinds)] for r in range(batch)]
     return SamplingParams.of(
         batch,

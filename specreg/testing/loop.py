@@ -5,11 +5,17 @@ outputs into proposals through `plan.drafter`, verifies with `plan.verifier`, re
 through `plan.cache_swapper` when the plan has one, and branches only on declared capabilities
 (`plan.algorithm.drafting`), never on names. It imports no plugin: every object it drives is
 reached through the plan and used through the `specreg.protocols` contract. `steps=` runs one
-adaptive candidate of the plan instead of the main config.
+adaptive candidate of the plan instead of the main config. `params=` (a `SamplingParams`, one
+value per request) runs a mixed batch through the verifier's per-request-parameters method
+(`params_method`): the drafts are the draft model's greedy proposals, so sampled requests
+verify by the target-only rule, which is lossless for any proposal drawn independently of the
+verifier's coins.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
@@ -22,6 +28,7 @@ from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.toy_model import ToyLM
 
 if TYPE_CHECKING:
+    from specreg.kernels.sampling_params import SamplingParams
     from specreg.protocols import (
         BlockDrafterProtocol,
         ChainDrafterProtocol,
@@ -60,6 +67,18 @@ class _Batch:
         return self.seqs[torch.arange(self.size), self.lengths - 1]
 
 
+def params_method(verifier: object) -> Callable[..., Any] | None:
+    """The verifier's method that verifies raw logits under per-request `SamplingParams`
+    (a `params` keyword), or None when it has none. Chain-shaped verifiers take
+    `(candidates, target_logits, draft_logits, *, params, offsets)`, tree-shaped ones
+    `(tree, target_logits, *, params)`."""
+    for name in ("verify_from_logits", "verify_sampling_from_logits"):
+        method = getattr(verifier, name, None)
+        if callable(method) and "params" in inspect.signature(method).parameters:
+            return cast("Callable[..., Any]", method)
+    return None
+
+
 def _softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(logits.float() / temperature, dim=-1)
 
@@ -87,9 +106,19 @@ class SpeculativeLoop:
         seed: int = 0,
         reader: KVReader | None = None,
         steps: int | None = None,
+        params: SamplingParams | None = None,
     ) -> None:
         if plan.verifier is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
+        self.params = params
+        self.params_verify = params_method(plan.verifier) if params is not None else None
+        if params is not None and self.params_verify is None:
+            raise ValueError(
+                f"plan for {plan.algorithm.name!r} has a verifier without per-request sampling "
+                "parameters (no verify_from_logits/verify_sampling_from_logits taking params=)"
+            )
+        if params is not None and sampling:
+            raise ValueError("params= sets sampling per request; drop sampling=True")
         if plan.algorithm.drafting != "chain" and plan.drafter is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no drafter")
         self.plan = plan
@@ -234,7 +263,11 @@ class SpeculativeLoop:
         depths = torch.arange(n).expand(b, n)
         logits = self._verify_logits(batch, paths, depths)
         verifier = cast("ChainVerifierProtocol", self.plan.verifier)
-        if self.sampling:
+        if self.params_verify is not None:
+            result = self.params_verify(
+                candidates, logits, None, params=self.params, offsets=batch.lengths
+            )
+        elif self.sampling:
             result = verifier.verify_sampling(
                 candidates, _softmax(logits, self.temperature), q, generator=self.generator
             )

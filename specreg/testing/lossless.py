@@ -3,15 +3,21 @@
 Greedy: speculative output must equal plain greedy decoding of the target token for token.
 Sampling: the first and second generated tokens, over many independent samples, must follow the
 target's exact marginals (computed by enumerating the vocabulary) by a chi-square test.
+Mixed parameters: in one batch whose requests carry their own `SamplingParams`, the greedy
+requests equal plain greedy decoding and each sampled kind's first tokens follow the exact
+filtered, temperature-scaled target distribution.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import torch
 
+from specreg.kernels.filtering.reference import filtered_distribution
+from specreg.kernels.sampling_params import MIXED_DEMO_KINDS, SamplingParams, mixed_demo_params
 from specreg.plan import SpecPlan
 from specreg.testing.loop import GenerationResult, SpeculativeLoop
 from specreg.testing.toy_model import ToyLM, greedy_reference
@@ -114,3 +120,99 @@ def check_sampling(
         p_values.append(chi_square_p_value(counts, probs))
     passed = all(p > P_VALUE_THRESHOLD for p in p_values)
     return SamplingCheck(passed, tuple(p_values), samples, result)
+
+
+#: Exact distribution of one request's next token: (target logits [V], its parameters) -> [V].
+Marginal = Callable[..., torch.Tensor]
+
+
+@attrs.frozen
+class MixedParamsCheck:
+    """Greedy equality of the greedy requests and one chi-square p-value per sampled kind."""
+
+    greedy_passed: bool
+    first_mismatch: int | None
+    kinds: tuple[str, ...]
+    p_values: tuple[float, ...]
+    result: GenerationResult
+
+    @property
+    def sampling_passed(self) -> bool:
+        return all(p > P_VALUE_THRESHOLD for p in self.p_values)
+
+    @property
+    def passed(self) -> bool:
+        return self.greedy_passed and self.sampling_passed
+
+
+def params_label(params: SamplingParams, row: int) -> str:
+    """A request's parameters in words, e.g. "T=0.8 top_p=0.9" (only those that filter)."""
+    t = float(params.temperature[row])
+    parts = [f"T={t:g}"]
+    if int(params.top_k[row]) > 0:
+        parts.append(f"top_k={int(params.top_k[row])}")
+    if float(params.top_p[row]) < 1:
+        parts.append(f"top_p={float(params.top_p[row]):g}")
+    if float(params.min_p[row]) > 0:
+        parts.append(f"min_p={float(params.min_p[row]):g}")
+    return " ".join(parts)
+
+
+def check_mixed_params(
+    plan: SpecPlan,
+    target: ToyLM,
+    draft: ToyLM,
+    prompts: torch.Tensor,
+    num_new: int,
+    *,
+    samples: int = 4000,
+    seed: int = 0,
+    marginal: Marginal = filtered_distribution,
+    **loop_kwargs: Any,
+) -> MixedParamsCheck:
+    """Two runs of batches mixing greedy and sampled requests (`mixed_demo_params`, seeds
+    shifted by `seed`): every prompt of `prompts` [P, L] under every kind for `num_new` tokens,
+    whose greedy requests must equal plain greedy decoding; then `samples` copies of
+    `prompts[0]` for one token, whose first tokens per sampled kind must follow `marginal`
+    (default: the exact filtered, temperature-scaled target) by chi-square."""
+    kinds = len(MIXED_DEMO_KINDS)
+    batch = prompts.repeat_interleave(kinds, 0)  # request r: prompt r // kinds, kind r % kinds
+    params = _seeded(mixed_demo_params(batch.shape[0]), seed, 0)
+    result = SpeculativeLoop(plan, target, draft, params=params, **loop_kwargs).generate(
+        batch, num_new
+    )
+    greedy = params.greedy
+    reference = greedy_reference(target, batch[greedy], num_new)
+    same = reference == result.tokens[greedy]
+    mismatch = None if bool(same.all()) else int((~same).any(0).nonzero()[0])
+
+    prompt = prompts[0]
+    many = _seeded(mixed_demo_params(samples), seed, batch.shape[0])
+    sampled = SpeculativeLoop(plan, target, draft, params=many, **loop_kwargs).generate(
+        prompt[None, :].expand(samples, -1).clone(), 1
+    )
+    length = prompt.numel()
+    first = sampled.tokens[:, length]
+    logits = target.next_logits(prompt[None, :], torch.tensor([length]))[0]
+    labels, p_values = [], []
+    for kind in range(kinds):
+        rows = torch.arange(kind, samples, kinds)
+        row = int(rows[0])
+        if bool(many.greedy[row]):  # greedy requests: the target's argmax, every one of them
+            if not bool((first[rows] == int(logits.argmax())).all()):
+                mismatch = length if mismatch is None else mismatch
+            continue
+        expected = marginal(
+            logits, temperature=float(many.temperature[row]), top_k=int(many.top_k[row]),
+            top_p=float(many.top_p[row]), min_p=float(many.min_p[row]),
+        )
+        counts = torch.bincount(first[rows], minlength=target.config.vocab_size)
+        labels.append(params_label(many, row))
+        p_values.append(chi_square_p_value(counts, expected))
+    return MixedParamsCheck(mismatch is None, mismatch, tuple(labels), tuple(p_values), result)
+
+
+def _seeded(params: SamplingParams, seed: int, start: int) -> SamplingParams:
+    """`params` with request r seeded by (seed, start + r), distinct across the two runs."""
+    b = params.batch_size
+    return attrs.evolve(params, seed=seed * 1_000_003 + start + torch.arange(b))

@@ -59,7 +59,9 @@ def tree_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch
     rows, nodes, anc = where[:, 0], where[:, 1], where[:, 2]
     paths[rows, nodes, depths[rows, anc]] = tokens[rows, anc]
     logits = loop._verify_logits(batch, paths, depths)
-    if loop.sampling:
+    if loop.params_verify is not None:
+        out = loop.params_verify(tree, logits, params=loop.params)
+    elif loop.sampling:
         probs_t = torch.softmax(logits.float() / loop.temperature, dim=-1)
         out = verifier.verify_sampling(tree, probs_t, generator=loop.generator)
     else:

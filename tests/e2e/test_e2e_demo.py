@@ -23,6 +23,14 @@ def test_demo_json_is_machine_readable_and_lossless():
     assert {(r["algorithm"], r["cache"]) for r in rows} >= {
         ("dflash", "-"), ("dflash", "hisparse"), ("eagle", "-"), ("eagle", "hisparse"),
     }
+    mixed = [r for r in rows if r["case"] == "mixed params"]
+    assert sorted(r["algorithm"] for r in mixed) == ["dflash", "eagle"]  # block and tree verifiers
+    for row in mixed:
+        checks = row["sampling_checks"]
+        assert len(checks) == len(row["sampling_p_values"]) == 5  # every sampled kind
+        for needed in ("T=0.7", "top_k=", "top_p=", "min_p="):
+            assert any(needed in c for c in checks), checks
+        assert all(p > 1e-3 for p in row["sampling_p_values"])
     for row in rows:
         assert row["lossless"] and row["greedy_lossless"] and row["sampling_lossless"]
         assert row["mean_accepted_length"] >= 1.0
@@ -41,7 +49,7 @@ def test_demo_plot(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "1/1 rows lossless" in result.stdout
+    assert "2/2 rows lossless" in result.stdout  # default + mixed params
 
 
 def test_demo_flags_a_lossy_algorithm():
@@ -62,5 +70,6 @@ def test_demo_flags_a_lossy_algorithm():
     registry = Registry()
     registry.register_plugin(Lossy(), "lossy")
     rows = run_demo(kv_cache="none", steps=8, registry=registry)
-    assert len(rows) == 1 and not rows[0].lossless
+    assert [r.case for r in rows] == ["default", "mixed params"]  # the core verifier takes params
+    assert not any(r.lossless for r in rows)
     assert "FAIL" in format_table(rows) or "ERROR" in format_table(rows)
