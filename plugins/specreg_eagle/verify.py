@@ -331,8 +331,12 @@ def verify_tree_sampling_torch(
     slot_ids = torch.arange(cap, device=device).unsqueeze(0)
     has_q = draft_probs is not None
     if has_q:
-        q_mass = draft_probs.sum(-1).to(f32)  # [b, N]: one reduction, no full-size cast
-        p_mass = target_probs.sum(-1).to(f32)
+        # Masses of the nodes the walk visits only (the root here, accepted children below):
+        # summing every node's rows up front would read all of p and q once more.
+        root = torch.zeros_like(rows)
+        q_left = _node_mass(draft_probs, rows, root)
+        norm = _node_mass(target_probs, rows, root)
+        rrs = q_left > 0
 
     path = torch.full((b, depth + 1), -1, dtype=torch.int64, device=device)
     path[:, 0] = 0
@@ -345,11 +349,7 @@ def verify_tree_sampling_torch(
     tried_val = torch.zeros(b, cap, dtype=f32, device=device)  # removed p (TO) or coefficient (RRS)
     tried_cnt = torch.zeros(b, dtype=torch.int64, device=device)
     coef = torch.zeros(b, dtype=f32, device=device)
-    if has_q:
-        q_left = q_mass[:, 0].clone()
-        norm = p_mass[:, 0].clone()
-        rrs = q_left > 0
-    else:
+    if not has_q:
         rrs = torch.zeros(b, dtype=torch.bool, device=device)
 
     def row_probs(src: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
@@ -429,9 +429,8 @@ def verify_tree_sampling_torch(
         tried_cnt = torch.where(accept, 0, tried_cnt)
         coef = torch.where(accept, 0.0, coef)
         if has_q:
-            q_left = torch.where(accept, q_mass[rows, last], q_left)
-            norm = torch.where(accept, p_mass[rows, last], norm)
-            rrs = torch.where(accept, q_mass[rows, last] > 0, rrs)
+            q_left, norm = _accepted_masses(target_probs, draft_probs, accept, last, q_left, norm)
+            rrs = torch.where(accept, q_left > 0, rrs)
 
     if device.type == "cpu":
         bonus = _final_token_cpu(
@@ -447,6 +446,47 @@ def verify_tree_sampling_torch(
         weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, p_row)
         bonus = inverse_cdf_sample(weights, final_coins)
     return _assemble(candidates, retrieve_index, path, count, bonus)
+
+
+def _node_mass(probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
+    """Float32 row sums of probs[requests, node] ([k]), in probs' dtype like `probs.sum(-1)`.
+
+    A lone row is reduced beside a copy of itself on CPU: torch may split a single output's
+    reduction across threads, which a [b, N] reduction would not have done."""
+    b, n, vocab = probs.shape
+    index = requests * n + node
+    lone = probs.device.type == "cpu" and index.shape[0] == 1 and b * n > 1
+    if lone:
+        index = index.repeat(2)
+    try:
+        flat = probs.view(b * n, vocab)
+    except RuntimeError:
+        flat = probs.reshape(b * n, vocab)
+    mass = flat.index_select(0, index).sum(-1).to(torch.float32)
+    return mass[:1] if lone else mass
+
+
+def _accepted_masses(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    accept: torch.Tensor,
+    last: torch.Tensor,
+    q_left: torch.Tensor,
+    norm: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q_left, norm) with the accepted requests' entries reset to the masses of their new node
+    (on CPU only the accepted requests' rows are read; elsewhere every request's, no sync)."""
+    if target_probs.device.type != "cpu":
+        rows = torch.arange(last.shape[0], device=last.device)
+        q_new = _node_mass(draft_probs, rows, last)
+        p_new = _node_mass(target_probs, rows, last)
+        return torch.where(accept, q_new, q_left), torch.where(accept, p_new, norm)
+    moved = accept.nonzero().squeeze(1)
+    if moved.numel():
+        q_left, norm = q_left.clone(), norm.clone()
+        q_left[moved] = _node_mass(draft_probs, moved, last[moved])
+        norm[moved] = _node_mass(target_probs, moved, last[moved])
+    return q_left, norm
 
 
 def _final_weights(
