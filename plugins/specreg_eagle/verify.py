@@ -429,7 +429,12 @@ def verify_tree_sampling_torch(
         tried_cnt = torch.where(accept, 0, tried_cnt)
         coef = torch.where(accept, 0.0, coef)
         if has_q:
-            q_left, norm = _accepted_masses(target_probs, draft_probs, accept, last, q_left, norm)
+            # A node the walk will not look below (a leaf, or at the depth limit) needs no
+            # masses: with no child tried, both rules draw the final token from p.
+            grows = accept & (count < depth) & (nt[rows, last] >= 0)
+            q_left, norm = _accepted_masses(
+                target_probs, draft_probs, accept, grows, last, q_left, norm
+            )
             rrs = torch.where(accept, q_left > 0, rrs)
 
     if device.type == "cpu":
@@ -470,20 +475,24 @@ def _accepted_masses(
     target_probs: torch.Tensor,
     draft_probs: torch.Tensor,
     accept: torch.Tensor,
+    grows: torch.Tensor,
     last: torch.Tensor,
     q_left: torch.Tensor,
     norm: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(q_left, norm) with the accepted requests' entries reset to the masses of their new node
-    (on CPU only the accepted requests' rows are read; elsewhere every request's, no sync)."""
+    """(q_left, norm) with the accepted requests' entries reset: to the q and p masses of their
+    new node where the walk goes on below it (`grows`), to 0 elsewhere (on CPU only the growing
+    requests' rows are read; elsewhere every request's, without a host synchronisation)."""
+    zero = torch.zeros_like(q_left)
     if target_probs.device.type != "cpu":
         rows = torch.arange(last.shape[0], device=last.device)
-        q_new = _node_mass(draft_probs, rows, last)
-        p_new = _node_mass(target_probs, rows, last)
+        q_new = torch.where(grows, _node_mass(draft_probs, rows, last), zero)
+        p_new = torch.where(grows, _node_mass(target_probs, rows, last), zero)
         return torch.where(accept, q_new, q_left), torch.where(accept, p_new, norm)
-    moved = accept.nonzero().squeeze(1)
+    q_left = torch.where(accept, zero, q_left)
+    norm = torch.where(accept, zero, norm)
+    moved = grows.nonzero().squeeze(1)
     if moved.numel():
-        q_left, norm = q_left.clone(), norm.clone()
         q_left[moved] = _node_mass(draft_probs, moved, last[moved])
         norm[moved] = _node_mass(target_probs, moved, last[moved])
     return q_left, norm
