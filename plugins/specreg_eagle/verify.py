@@ -330,8 +330,8 @@ def verify_tree_sampling_torch(
     cap = max(n - 1, 1)
     slot_ids = torch.arange(cap, device=device).unsqueeze(0)
     has_q = draft_probs is not None
-    if has_q:
-        # Masses of the nodes the walk visits only (the root here, accepted children below):
+    if draft_probs is not None:
+        # Masses only of the nodes the walk looks below (the root here, accepted nodes below):
         # summing every node's rows up front would read all of p and q once more.
         root = torch.zeros_like(rows)
         q_left = _node_mass(draft_probs, rows, root)
@@ -428,7 +428,7 @@ def verify_tree_sampling_torch(
         prob_acc = torch.where(accept, 0.0, prob_acc)
         tried_cnt = torch.where(accept, 0, tried_cnt)
         coef = torch.where(accept, 0.0, coef)
-        if has_q:
+        if draft_probs is not None:
             # A node the walk will not look below (a leaf, or at the depth limit) needs no
             # masses: with no child tried, both rules draw the final token from p.
             grows = accept & (count < depth) & (nt[rows, last] >= 0)
