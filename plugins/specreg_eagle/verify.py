@@ -330,9 +330,13 @@ def verify_tree_sampling_torch(
     cap = max(n - 1, 1)
     slot_ids = torch.arange(cap, device=device).unsqueeze(0)
     has_q = draft_probs is not None
-    if has_q:
-        q_mass = draft_probs.sum(-1).to(f32)  # [b, N]: one reduction, no full-size cast
-        p_mass = target_probs.sum(-1).to(f32)
+    if draft_probs is not None:
+        # Masses only of the nodes the walk looks below (the root here, accepted nodes below):
+        # summing every node's rows up front would read all of p and q once more.
+        root = torch.zeros_like(rows)
+        q_left = _node_mass(draft_probs, rows, root)
+        norm = _node_mass(target_probs, rows, root)
+        rrs = q_left > 0
 
     path = torch.full((b, depth + 1), -1, dtype=torch.int64, device=device)
     path[:, 0] = 0
@@ -345,11 +349,7 @@ def verify_tree_sampling_torch(
     tried_val = torch.zeros(b, cap, dtype=f32, device=device)  # removed p (TO) or coefficient (RRS)
     tried_cnt = torch.zeros(b, dtype=torch.int64, device=device)
     coef = torch.zeros(b, dtype=f32, device=device)
-    if has_q:
-        q_left = q_mass[:, 0].clone()
-        norm = p_mass[:, 0].clone()
-        rrs = q_left > 0
-    else:
+    if not has_q:
         rrs = torch.zeros(b, dtype=torch.bool, device=device)
 
     def row_probs(src: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
@@ -428,10 +428,14 @@ def verify_tree_sampling_torch(
         prob_acc = torch.where(accept, 0.0, prob_acc)
         tried_cnt = torch.where(accept, 0, tried_cnt)
         coef = torch.where(accept, 0.0, coef)
-        if has_q:
-            q_left = torch.where(accept, q_mass[rows, last], q_left)
-            norm = torch.where(accept, p_mass[rows, last], norm)
-            rrs = torch.where(accept, q_mass[rows, last] > 0, rrs)
+        if draft_probs is not None:
+            # A node the walk will not look below (a leaf, or at the depth limit) needs no
+            # masses: with no child tried, both rules draw the final token from p.
+            grows = accept & (count < depth) & (nt[rows, last] >= 0)
+            q_left, norm = _accepted_masses(
+                target_probs, draft_probs, accept, grows, last, q_left, norm
+            )
+            rrs = torch.where(accept, q_left > 0, rrs)
 
     if device.type == "cpu":
         bonus = _final_token_cpu(
@@ -447,6 +451,51 @@ def verify_tree_sampling_torch(
         weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, p_row)
         bonus = inverse_cdf_sample(weights, final_coins)
     return _assemble(candidates, retrieve_index, path, count, bonus)
+
+
+def _node_mass(probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
+    """Float32 row sums of probs[requests, node] ([k]), in probs' dtype like `probs.sum(-1)`.
+
+    A lone row is reduced beside a copy of itself on CPU: torch may split a single output's
+    reduction across threads, which a [b, N] reduction would not have done."""
+    b, n, vocab = probs.shape
+    index = requests * n + node
+    lone = probs.device.type == "cpu" and index.shape[0] == 1 and b * n > 1
+    if lone:
+        index = index.repeat(2)
+    try:
+        flat = probs.view(b * n, vocab)
+    except RuntimeError:
+        flat = probs.reshape(b * n, vocab)
+    mass = flat.index_select(0, index).sum(-1).to(torch.float32)
+    return mass[:1] if lone else mass
+
+
+def _accepted_masses(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    accept: torch.Tensor,
+    grows: torch.Tensor,
+    last: torch.Tensor,
+    q_left: torch.Tensor,
+    norm: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q_left, norm) with the accepted requests' entries reset: to the q and p masses of their
+    new node where the walk goes on below it (`grows`), to 0 elsewhere (on CPU only the growing
+    requests' rows are read; elsewhere every request's, without a host synchronisation)."""
+    zero = torch.zeros_like(q_left)
+    if target_probs.device.type != "cpu":
+        rows = torch.arange(last.shape[0], device=last.device)
+        q_new = torch.where(grows, _node_mass(draft_probs, rows, last), zero)
+        p_new = torch.where(grows, _node_mass(target_probs, rows, last), zero)
+        return torch.where(accept, q_new, q_left), torch.where(accept, p_new, norm)
+    q_left = torch.where(accept, zero, q_left)
+    norm = torch.where(accept, zero, norm)
+    moved = grows.nonzero().squeeze(1)
+    if moved.numel():
+        q_left[moved] = _node_mass(draft_probs, moved, last[moved])
+        norm[moved] = _node_mass(target_probs, moved, last[moved])
+    return q_left, norm
 
 
 def _final_weights(
