@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from specreg_eagle.drafter import EagleDrafter
+from specreg_eagle.tree import organize_draft_results
 
 from specreg import Registry
 from specreg.kernels.chain import ChainVerifier
 from specreg.memory import PER_REQUEST
-from specreg_eagle.drafter import EagleDrafter
-from specreg_eagle.tree import organize_draft_results
 
 VOCAB = 16
 BATCH = 3

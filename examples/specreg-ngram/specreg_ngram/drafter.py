@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 from specreg.errors import ConfigError, KernelInputError, problem
-from specreg.memory import PER_REQUEST, Buffer
 from specreg.kernels.checks import (
     INDEX_DTYPES,
     check_dtype,
@@ -35,6 +34,7 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
+from specreg.memory import PER_REQUEST, Buffer
 
 if TYPE_CHECKING:
     from specreg.plan import SpecPlan
