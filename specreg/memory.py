@@ -105,7 +105,8 @@ class MemoryReport:
                     accepted=f"plans within {flag} {format_bytes(budget)}",
                     fix="lower the draft widths (--speculative-num-draft-tokens, "
                     "--speculative-num-steps, --speculative-eagle-topk) or the cache sizes "
-                    f"(--kv-cache-option req_slots=/hot_size=/max_seq_len=), or raise {flag}",
+                    "(req_slots and hot_size in --hisparse-config, or --kv-cache-option "
+                    f"max_seq_len=), or raise {flag}",
                     field=f"memory.{where}",
                 )
             )

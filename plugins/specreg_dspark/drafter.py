@@ -70,7 +70,8 @@ class BlockDrafter:
                     f"{self.runtime.algorithm} cannot build a draft block: mask_token_id is "
                     "unknown (no draft config was given)",
                     accepted="a plan resolved with the draft checkpoint's config.json",
-                    fix="resolve with --speculative-draft-config PATH/config.json",
+                    fix="resolve with --speculative-draft-model-path FOLDER (the draft checkpoint's, holding "
+                    "config.json)",
                     field="mask_token_id",
                 )
             )

@@ -192,7 +192,10 @@ def test_a_cache_passed_as_algorithm_says_use_the_cache_flag():
     assert result.returncode == 1
     assert "[SR146] 'hisparse' is a KV-cache backend, not a speculative algorithm" in result.stdout
     assert "Did you mean 'dspark'" not in result.stdout
-    assert "--kv-cache hisparse" in fix_line(result.stdout, "SR146")
+    assert fix_line(result.stdout, "SR146").startswith(
+        "turn hisparse on with --enable-hisparse --disable-radix-cache, e.g. "
+        "--speculative-algorithm eagle --enable-hisparse --disable-radix-cache"
+    )
 
 
 def test_none_says_drop_the_flag():
