@@ -24,6 +24,8 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 #: SGLang's --speculative-algorithm value for "speculative decoding off".
 OFF_VALUES = frozenset({"none", "off"})
 _FLAGS = {"algorithm": "--speculative-algorithm", "cache": "--kv-cache"}
+#: SGLang's own flags for a cache, where it has them (`--kv-cache` is specreg's alias).
+_REAL_CACHE_FLAGS = {"hisparse": "--enable-hisparse --disable-radix-cache"}
 _ARTICLE = {"algorithm": "a speculative algorithm", "cache": "a KV-cache backend"}
 
 
@@ -54,17 +56,21 @@ def unknown_name_problem(
             field=kind,
         )
     if any(key in spec.names for spec in other_specs):
-        right = _FLAGS[other]
+        real = _REAL_CACHE_FLAGS.get(key) if kind == "algorithm" else None
+        right = real or _FLAGS[other]
+        with_flag = real or f"{right} {key}"
+        how = f"turn {key} on with {real}" if real else f"pass {key} with {right}"
+        algorithm = "eagle" if "eagle" in choices or not choices else choices[0]
         example = (
-            f"{_FLAGS['algorithm']} {choices[0] if choices else 'eagle'} {right} {key}"
+            f"{_FLAGS['algorithm']} {algorithm} {with_flag}"
             if kind == "algorithm"
-            else f"{right} {key}"
+            else with_flag
         )
         return problem(
             "SR146",
             f"{name!r} is {_ARTICLE[other]}, not {_ARTICLE[kind]}",
             accepted=accepted,
-            fix=f"pass {key} with {right}, e.g. {example}",
+            fix=f"{how}, e.g. {example}",
             field=kind,
         )
     failed = [f for f in registry.failures if f.plugin]

@@ -152,7 +152,8 @@ class SpecConfig:
                     "SR104",
                     f"cache must be a backend name, got {self.cache!r}",
                     accepted="a registered cache name, or unset",
-                    fix="pass e.g. --kv-cache hisparse",
+                    fix="pass e.g. cache='hisparse' (--enable-hisparse --disable-radix-cache on the "
+                    "command line)",
                     field="cache",
                 )
             )
@@ -173,7 +174,8 @@ class SpecConfig:
                     "SR108",
                     "cache_options are given but no cache is selected",
                     accepted="cache_options together with cache",
-                    fix="set cache (--kv-cache NAME) or drop the options",
+                    fix="set cache (--enable-hisparse --disable-radix-cache for HiSparse) or drop "
+                    "the options",
                     field="cache_options",
                 )
             )

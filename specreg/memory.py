@@ -3,7 +3,8 @@
 The memory contract: an object on a plan (verifier, drafter, cache swapper) may define
 ``memory() -> Iterable[Buffer]``, listing every buffer it allocates or makes a serving framework
 allocate, in bytes, without allocating them. `plan.memory()` collects them into a
-`MemoryReport`. Imports neither torch nor triton.
+`MemoryReport`; buffers that scale with the batch say `per="per request"` and are counted once
+(the built-in verifiers and drafters state theirs so). Imports neither torch nor triton.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ class Buffer:
 
     `device_bytes` counts what a serving framework keeps on the accelerator, `host_bytes` what
     it keeps in host memory. `per` says what the size scales with when it is an upper bound
-    (for example "per call at the largest batch").
+    (for example "per call at the largest batch"). `per="per request"` (`PER_REQUEST`) marks
+    bytes for one request: a plan has no batch size, so its totals count such a buffer once,
+    and a batch of b holds b of them.
     """
 
     name: str
@@ -74,7 +77,7 @@ class MemoryReport:
         for b in sorted(self.buffers, key=lambda b: -(b.device_bytes + b.host_bytes)):
             per = f"  ({b.per})" if b.per else ""
             out.append(
-                f"  {b.owner + '.' if b.owner else ''}{b.name:<28} device "
+                f"  {(b.owner + '.' if b.owner else '') + b.name:<44} device "
                 f"{format_bytes(b.device_bytes):>10}  host {format_bytes(b.host_bytes):>10}{per}"
             )
         out += [f"  {name}: states no memory (no memory() method)" for name in self.unstated]
@@ -102,7 +105,8 @@ class MemoryReport:
                     accepted=f"plans within {flag} {format_bytes(budget)}",
                     fix="lower the draft widths (--speculative-num-draft-tokens, "
                     "--speculative-num-steps, --speculative-eagle-topk) or the cache sizes "
-                    f"(--kv-cache-option req_slots=/hot_size=/max_seq_len=), or raise {flag}",
+                    "(req_slots and hot_size in --hisparse-config, or --kv-cache-option "
+                    f"max_seq_len=), or raise {flag}",
                     field=f"memory.{where}",
                 )
             )
@@ -149,3 +153,21 @@ def format_bytes(value: int) -> str:
             return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+_INT32, _INT64 = 4, 8
+PER_REQUEST = "per request"
+
+
+def verify_result_buffers(slots: int, *, width: int = 0) -> list[Buffer]:
+    """The per-request outputs of one `VerifyResult` with `slots` = the deepest path + 1; `width`
+    > 0 adds the per-node `predicts` of tree verifiers."""
+    out = [
+        Buffer(name="output_tokens", device_bytes=slots * _INT64, per=PER_REQUEST),
+        Buffer(name="accepted_index", device_bytes=slots * _INT64, per=PER_REQUEST),
+        Buffer(name="num_accepted", device_bytes=_INT32, per=PER_REQUEST),
+        Buffer(name="bonus", device_bytes=_INT64, per=PER_REQUEST),
+    ]
+    if width:
+        out.append(Buffer(name="predicts", device_bytes=width * _INT64, per=PER_REQUEST))
+    return out

@@ -536,8 +536,9 @@ def _no_checkpoint_notice(algorithm: str, used: str) -> Problem:
         "SR308",
         f"no draft checkpoint config was given for {algorithm}: {used}; mask_token_id, "
         "markov head and anchor layout are not checked (dense layout assumed)",
-        accepted="a draft config (--speculative-draft-config PATH/config.json)",
-        fix="pass the draft checkpoint's config.json so gamma and the layout are checked",
+        accepted="a draft checkpoint (--speculative-draft-model-path FOLDER holding config.json)",
+        fix="pass --speculative-draft-model-path FOLDER (the draft checkpoint) so gamma and the "
+        "layout are checked",
         field="draft_config",
         severity="warning",
     )

@@ -16,6 +16,7 @@ import torch
 
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.kernels.checks import check_shape
+from specreg.memory import PER_REQUEST, Buffer
 from specreg_dspark.config import BlockRuntime
 from specreg_dspark.kernels.draft_block import build_draft_block
 from specreg_dspark.markov import ExponentialRaceSampler, MarkovHead, greedy_sampler
@@ -69,7 +70,8 @@ class BlockDrafter:
                     f"{self.runtime.algorithm} cannot build a draft block: mask_token_id is "
                     "unknown (no draft config was given)",
                     accepted="a plan resolved with the draft checkpoint's config.json",
-                    fix="resolve with --speculative-draft-config PATH/config.json",
+                    fix="resolve with --speculative-draft-model-path FOLDER (the draft checkpoint's, holding "
+                    "config.json)",
                     field="mask_token_id",
                 )
             )
@@ -137,6 +139,21 @@ class BlockDrafter:
     def candidates(anchor: torch.Tensor, draft_tokens: torch.Tensor) -> torch.Tensor:
         """[anchor, drafts...] as int64 [b, gamma + 1]: the chain the target verifies."""
         return torch.cat([anchor.to(torch.int64)[:, None], draft_tokens.to(torch.int64)], dim=1)
+
+    def memory(self, *, vocab_size: int = 0) -> list[Buffer]:
+        """Per request at the largest gamma: the draft block, the drafts, the chain to verify,
+        and the float32 [gamma, vocab] logits a sampled proposal returns (the Markov head's
+        corrected logits for DSpark). The plan has no vocab size: pass `vocab_size` to count
+        them, else they state 0 bytes and name the size in `per`."""
+        width, gamma = self.draft_width, self.gamma
+        return [
+            Buffer(name="draft_block_ids+positions", device_bytes=2 * width * 8, per=PER_REQUEST),
+            Buffer(name="draft_tokens", device_bytes=gamma * 8, per=PER_REQUEST),
+            Buffer(name="candidates", device_bytes=(gamma + 1) * 8, per=PER_REQUEST),
+            Buffer(name="draft_logits (sampling)", device_bytes=gamma * vocab_size * 4,
+                   per=f"{PER_REQUEST}: {gamma} x vocab float32"
+                   + ("" if vocab_size else " (vocab not in the plan, counted as 0)")),
+        ]
 
     def describe(self) -> str:
         r = self.runtime

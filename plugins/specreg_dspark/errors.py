@@ -38,7 +38,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ),
         when=(
             "DSparkDraftConfig.from_hf_config / DFlashDraftConfig.from_hf_config, `specreg check` "
-            "or registry.resolve with --speculative-draft-config."
+            "or registry.resolve with --speculative-draft-model-path."
         ),
         solutions=(
             "Correct the field the message names (the key path says which of dspark_config, "
@@ -142,9 +142,9 @@ ENTRIES: tuple[ErrorEntry, ...] = (
             "or the defaults (gamma 7, block 16, dense layout) and cannot check the mask token, "
             "the Markov head or the anchor layout. A warning, not an error."
         ),
-        when="Resolving or checking dspark/dflash without --speculative-draft-config.",
-        solutions=("Pass --speculative-draft-config PATH/config.json.",),
-        example_fix="# before\nspecreg check --speculative-algorithm dspark\n# after\nspecreg check --speculative-algorithm dspark --speculative-draft-config ckpt/config.json",
+        when="Resolving or checking dspark/dflash without --speculative-draft-model-path.",
+        solutions=("Pass --speculative-draft-model-path FOLDER, the draft checkpoint folder holding config.json.",),
+        example_fix="# before\nspecreg check --speculative-algorithm dspark\n# after\nspecreg check --speculative-algorithm dspark --speculative-draft-model-path ckpt/",
     ),
     ErrorEntry(
         code="SR309",

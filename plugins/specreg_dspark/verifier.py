@@ -15,6 +15,7 @@ import torch
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.kernels.chain import ChainVerifier
 from specreg.kernels.sampling_params import SamplingParams
+from specreg.memory import Buffer
 from specreg.protocols import VerifyResult
 from specreg_dspark.config import BlockRuntime
 from specreg_dspark.drafter import BlockDrafter
@@ -140,6 +141,11 @@ class BlockVerifier:
             candidates, p, q, verify_lens=verify_lens, seed=seed, offsets=offsets,
             generator=generator,
         )
+
+    def memory(self) -> list[Buffer]:
+        """Per request at the widest width: the chain verifier's (the drafting buffers are the
+        plan's drafter's)."""
+        return self.chain.memory()
 
     def describe(self) -> str:
         r = self.runtime

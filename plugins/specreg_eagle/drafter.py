@@ -16,6 +16,8 @@ import torch
 
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check_tensor
+from specreg.memory import Buffer
+from specreg_eagle.memory import draft_buffers, tree_buffers
 from specreg_eagle.tree import (
     TreeBuildResult,
     build_tree,
@@ -156,6 +158,14 @@ class EagleDrafter:
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
             check_values=self.check_values,
         )
+
+    def memory(self, *, context_len: int = 0) -> list[Buffer]:
+        """Per request at the most steps and the largest width: the draft lists, the kept
+        drafts and the verify tree (the `full` mask at `context_len` context tokens)."""
+        return [
+            *draft_buffers(self.topk, self.num_steps, self.num_draft_tokens),
+            *tree_buffers(self.num_draft_tokens, self.mask_mode, context_len=context_len),
+        ]
 
     def describe(self) -> str:
         return (

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from specreg.kernels.sampling_params import SamplingParams
+from specreg.memory import Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
 from specreg_eagle.drafter import EagleDrafter, TreeDraft
 from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree
@@ -247,6 +248,12 @@ class EagleVerifier:
             final_coins=final_coins,
         )
         return _as_result(chain_to_tree_result(chain, self.num_steps), n)
+
+    def memory(self) -> list[Buffer]:
+        """Per request at the largest width: the `VerifyResult` of a tree of
+        `num_draft_tokens` nodes and `num_steps` + 1 path slots (the tree itself is the
+        drafter's)."""
+        return verify_result_buffers(self.num_steps + 1, width=self.num_draft_tokens)
 
     def describe(self) -> str:
         return (

@@ -36,7 +36,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ),
         when="Resolving a config (or calling compute_layout) with hot_size < top_k.",
         solutions=(
-            "Raise --kv-cache-option hot_size=N to at least top_k (a power of two such as 4096 is usual).",
+            "Raise hot_size to at least top_k (a power of two such as 4096 is usual): --hisparse-config '{\"hot_size\": 4096}', or --kv-cache-option hot_size=N.",
             "Lower top_k to the indexer's real selection size.",
         ),
         example_fix="# before\n--kv-cache-option hot_size=1024 --kv-cache-option top_k=2048\n# after\n--kv-cache-option hot_size=4096 --kv-cache-option top_k=2048",
@@ -75,7 +75,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ),
         when="Resolving a config or calling compute_layout with zero, negative, boolean or non-numeric option values.",
         solutions=(
-            "Pass a positive integer, e.g. --kv-cache-option req_slots=64.",
+            "Pass a positive integer, e.g. --hisparse-config '{\"req_slots\": 64}' (or --kv-cache-option req_slots=64).",
             "Unset the option to use its default.",
         ),
         example_fix="# before\n--kv-cache-option req_slots=0\n# after\n--kv-cache-option req_slots=64",
@@ -169,7 +169,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
             "The layout reserved capacity for top_k selected tokens per step; a call selecting more cannot be guaranteed to fit."
         ),
         when="A swap call whose top_k_tokens last dimension exceeds the configured top_k.",
-        solutions=("Set --kv-cache-option top_k=N to the indexer's selection size.",),
+        solutions=("Set top_k to the indexer's selection size: --hisparse-config '{\"top_k\": N}', or --kv-cache-option top_k=N.",),
         example_fix="# before\n--kv-cache-option top_k=1024   # indexer selects 2048\n# after\n--kv-cache-option top_k=2048",
     ),
 )

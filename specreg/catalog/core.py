@@ -51,12 +51,16 @@ ENTRIES = (
         code="SR102",
         title="Unknown KV-cache backend",
         meaning="No loaded plugin registered a KV-cache backend with this name.",
-        when="Passing --kv-cache NAME or SpecConfig(cache=...) with a name no plugin registered.",
+        when=(
+            "Passing --kv-cache NAME (specreg's alias; SGLang's own flag is --enable-hisparse) "
+            "or SpecConfig(cache=...) with a name no plugin registered."
+        ),
         solutions=(
             "Use a cache listed by `specreg list`; the message names the closest one.",
             "Leave the cache unset to use the serving framework's own KV cache.",
+            "For HiSparse, pass SGLang's --enable-hisparse --disable-radix-cache instead of the alias.",
         ),
-        example_fix="# before\n--kv-cache hisparce\n# after\n--kv-cache hisparse",
+        example_fix="# before\n--kv-cache hisparce\n# after\n--enable-hisparse --disable-radix-cache",
     ),
     ErrorEntry(
         code="SR103",
@@ -108,14 +112,18 @@ ENTRIES = (
         code="SR106",
         title="Draft config file cannot be read",
         meaning="The draft checkpoint config (config.json) could not be opened or is not a JSON object.",
-        when="--speculative-draft-config PATH or --config FILE names a missing or malformed file.",
+        when=(
+            "--config FILE, or specreg's alias --speculative-draft-config PATH, names a missing or "
+            "malformed file."
+        ),
         solutions=(
-            "Point the flag at the draft checkpoint's config.json.",
+            "Pass the draft checkpoint with SGLang's --speculative-draft-model-path FOLDER (the "
+            "folder holding its config.json).",
             "Check the file is valid JSON whose top level is an object.",
         ),
         example_fix=(
             "# before\n--speculative-draft-config ckpt/\n"
-            "# after\n--speculative-draft-config ckpt/config.json"
+            "# after\n--speculative-draft-model-path ckpt/"
         ),
     ),
     ErrorEntry(
@@ -273,8 +281,9 @@ ENTRIES = (
             "Change the algorithm's num_draft_tokens or the cache option so they agree.",
         ),
         example_fix=(
-            "# before\n--speculative-num-draft-tokens 4 --kv-cache hisparse --kv-cache-option steps=3\n"
-            "# after\n--speculative-num-draft-tokens 4 --kv-cache hisparse"
+            "# before\n--speculative-num-draft-tokens 4 --enable-hisparse --disable-radix-cache "
+            "--kv-cache-option steps=3\n"
+            "# after\n--speculative-num-draft-tokens 4 --enable-hisparse --disable-radix-cache"
         ),
     ),
     ErrorEntry(

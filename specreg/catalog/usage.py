@@ -99,12 +99,14 @@ ENTRIES = (
         ),
         when=(
             "specreg check/plan --memory-budget 16GiB with a config whose cache or draft "
-            "widths need more, such as --kv-cache hisparse with 1024 draft tokens."
+            "widths need more, such as specreg's HiSparse swapper (--kv-cache hisparse) with 1024 "
+            "draft tokens."
         ),
         solutions=(
             "Lower the widths (--speculative-num-draft-tokens, --speculative-num-steps, "
             "--speculative-eagle-topk).",
-            "Shrink the cache (--kv-cache-option req_slots=..., hot_size=..., max_seq_len=...).",
+            "Shrink the cache (--hisparse-config '{\"req_slots\": ..., \"hot_size\": ...}', "
+            "or --kv-cache-option max_seq_len=...).",
             "Raise the budget if the machine has the memory.",
         ),
         example_fix=(
@@ -120,17 +122,19 @@ ENTRIES = (
             "SGLang's 'NONE', which turns speculative decoding off."
         ),
         when=(
-            "--speculative-algorithm hisparse (a cache), --kv-cache eagle (an algorithm), or "
+            "--speculative-algorithm hisparse (a cache), --kv-cache eagle (an algorithm; --kv-cache is "
+            "specreg's alias), or "
             "--speculative-algorithm NONE."
         ),
         solutions=(
-            "Pass a cache with --kv-cache and an algorithm with --speculative-algorithm.",
+            "Pass HiSparse with --enable-hisparse --disable-radix-cache (another plugin's cache with --kv-cache NAME) and an "
+            "algorithm with --speculative-algorithm.",
             "For NONE: drop --speculative-algorithm and the other speculative flags; without "
             "speculative decoding there is nothing for specreg to resolve.",
         ),
         example_fix=(
             "# before\n--speculative-algorithm hisparse\n"
-            "# after\n--speculative-algorithm eagle --kv-cache hisparse"
+            "# after\n--speculative-algorithm eagle --enable-hisparse --disable-radix-cache"
         ),
     ),
     ErrorEntry(

@@ -68,6 +68,7 @@ from specreg.kernels.sampling import (
     take_rows_float32,
     uniform_coins,
 )
+from specreg.memory import PER_REQUEST, Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
 
 try:
@@ -1121,6 +1122,14 @@ class ChainVerifier:
             ),
             candidates.shape[1],
         )
+
+    def memory(self) -> list[Buffer]:
+        """Per request at the widest width: the candidates it verifies and its `VerifyResult`."""
+        n = self.num_draft_tokens
+        return [
+            Buffer(name="candidates", device_bytes=n * 8, per=PER_REQUEST),
+            *verify_result_buffers(n),
+        ]
 
     def describe(self) -> str:
         backend = self.backend or "auto"

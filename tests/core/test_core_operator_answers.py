@@ -139,7 +139,14 @@ def test_plan_states_its_memory():
     assert buffers["device_buffer"]["device_bytes"] == 64 * (4096 + 1024 + 1024 * 2048 - 4096) * 656
     assert buffers["host_cache"]["host_bytes"] == 64 * 32768 * 656
     assert memory["device_bytes"] > 80 * 2**30
-    assert memory["unstated"] == ["verifier EagleVerifier", "drafter EagleDrafter"]
+    assert memory["unstated"] == []
+    assert buffers["tree_mask (full)"]["owner"] == "drafter"
+    assert buffers["tree_mask (full)"]["device_bytes"] == 1024 * 1024
+    assert buffers["tree_mask (full)"]["per"].startswith("per request")
+    assert buffers["output_tokens"] == {
+        "name": "output_tokens", "device_bytes": 33 * 8, "host_bytes": 0, "per": "per request",
+        "owner": "verifier",
+    }
     text = specreg("plan", *ABSURD).stdout
     assert "memory         total: device 84.1 GiB, host 1.3 GiB" in text
 
@@ -185,7 +192,10 @@ def test_a_cache_passed_as_algorithm_says_use_the_cache_flag():
     assert result.returncode == 1
     assert "[SR146] 'hisparse' is a KV-cache backend, not a speculative algorithm" in result.stdout
     assert "Did you mean 'dspark'" not in result.stdout
-    assert "--kv-cache hisparse" in fix_line(result.stdout, "SR146")
+    assert fix_line(result.stdout, "SR146").startswith(
+        "turn hisparse on with --enable-hisparse --disable-radix-cache, e.g. "
+        "--speculative-algorithm eagle --enable-hisparse --disable-radix-cache"
+    )
 
 
 def test_none_says_drop_the_flag():

@@ -34,6 +34,7 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
+from specreg.memory import PER_REQUEST, Buffer
 
 if TYPE_CHECKING:
     from specreg.plan import SpecPlan
@@ -120,6 +121,14 @@ class NgramDrafter:
             f"NgramDrafter(max_ngram={self.max_ngram}, min_ngram={self.min_ngram}, "
             f"num_draft_tokens={self.num_draft_tokens})"
         )
+
+    def memory(self) -> list[Buffer]:
+        """Per request: what `lookup` returns (the drafts, the matched n-gram length and the
+        copy start). The history it reads is the serving framework's."""
+        return [
+            Buffer(name="draft_tokens", device_bytes=self.gamma * 8, per=PER_REQUEST),
+            Buffer(name="ngram_len+start", device_bytes=2 * 8, per=PER_REQUEST),
+        ]
 
     # ------------------------------------------------------------------------------ drafting
     def propose(

@@ -158,6 +158,18 @@ def test_chain_parameters_are_inferred_from_each_other(registry, given, steps, d
     assert drafter.gamma == plan.gamma
 
 
+def test_plan_states_the_memory_a_lookup_allocates(registry):
+    plan = registry.resolve({"algorithm": "ngram", "num_draft_tokens": 5})
+    memory = plan.memory()
+    assert memory.unstated == ()
+    assert {b.owner for b in memory.buffers} == {"verifier", "drafter"}
+    match = plan.drafter.lookup([torch.tensor([1, 2, 3, 1, 2]), torch.tensor([4, 4])])
+    found = sum(t.numel() * t.element_size() for t in (match.tokens, match.ngram_len, match.start))
+    stated = [b for b in memory.buffers if b.owner == "drafter"]
+    assert all(b.per == "per request" for b in stated)
+    assert sum(b.device_bytes for b in stated) * 2 == found
+
+
 def test_inconsistent_and_out_of_range_parameters_are_reported(registry):
     problems = registry.check({"algorithm": "ngram", "num_steps": 3, "num_draft_tokens": 6})
     assert [p.code for p in problems] == ["SR501"]  # the plugin's own catalog code
