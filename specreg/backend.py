@@ -36,22 +36,34 @@ def triton_interpreting() -> bool:
 def requested_backend() -> str:
     """The backend asked for through SPECREG_KERNEL_BACKEND (validated)."""
     value = os.environ.get(BACKEND_ENV, "auto").strip().lower() or "auto"
+    return _checked(value, BACKEND_ENV, f"set {BACKEND_ENV} to one of them, or unset it")
+
+
+def _checked(value: object, field: str, fix: str) -> str:
     if value not in _CHOICES:
         raise KernelInputError(
             problem(
                 "SR116",
-                f"{BACKEND_ENV}={value!r} is not a kernel backend",
+                f"{field}={value!r} is not a kernel backend",
                 accepted=", ".join(_CHOICES),
-                fix=f"set {BACKEND_ENV} to one of them, or unset it",
-                field=BACKEND_ENV,
+                fix=fix,
+                field=field,
             )
         )
-    return value
+    return str(value)
 
 
-def backend_for_device(device_type: str) -> Backend:
-    """The backend a kernel would use for tensors on `device_type` ('cpu', 'cuda', ...)."""
-    requested = requested_backend()
+def backend_for_device(device_type: str, requested: str | None = None) -> Backend:
+    """The backend a kernel uses for tensors on `device_type` ('cpu', 'cuda', ...).
+
+    `requested` is 'auto', 'torch' or 'triton' (a kernel's `backend=` argument, or the value a
+    plan fixed at resolve time); None reads SPECREG_KERNEL_BACKEND. Every bad choice is SR116.
+    """
+    source = BACKEND_ENV if requested is None else "backend"
+    if requested is None:
+        requested = requested_backend()
+    else:
+        requested = _checked(requested, source, "pass backend=None (automatic), 'torch' or 'triton'")
     if requested == "torch":
         return "torch"
     if requested == "triton":
@@ -59,29 +71,32 @@ def backend_for_device(device_type: str) -> Backend:
             raise KernelInputError(
                 problem(
                     "SR116",
-                    f"{BACKEND_ENV}=triton but triton is not installed",
+                    f"{source}=triton but triton is not installed",
                     accepted="auto, torch, or triton with the triton package installed",
                     fix="pip install 'specreg[triton]', or set the backend to torch",
-                    field=BACKEND_ENV,
+                    field=source,
                 )
             )
         if device_type != "cuda" and not triton_interpreting():
             raise KernelInputError(
                 problem(
                     "SR116",
-                    f"{BACKEND_ENV}=triton but the tensors are on '{device_type}', and Triton runs "
+                    f"{source}=triton but the tensors are on '{device_type}', and Triton runs "
                     "only on CUDA tensors or under TRITON_INTERPRET=1",
                     accepted="CUDA tensors, or CPU tensors with TRITON_INTERPRET=1",
                     fix="move the tensors to CUDA, set TRITON_INTERPRET=1 before importing "
                     "triton, or use SPECREG_KERNEL_BACKEND=torch",
-                    field=BACKEND_ENV,
+                    field=source,
                 )
             )
         return "triton"
     return "triton" if device_type == "cuda" and triton_available() else "torch"
 
 
-def select_backend(*tensors: torch.Tensor) -> Backend:
-    """The backend for a kernel call on `tensors` (the first tensor's device decides)."""
+def select_backend(*tensors: torch.Tensor, requested: str | None = None) -> Backend:
+    """The backend for a kernel call on `tensors` (the first tensor's device decides).
+
+    `requested` as in `backend_for_device`: a wrapper passes its `backend=` argument through.
+    """
     device_type = tensors[0].device.type if tensors else "cpu"
-    return backend_for_device(device_type)
+    return backend_for_device(device_type, requested)

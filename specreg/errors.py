@@ -137,3 +137,15 @@ def split_problems(problems: Sequence[Problem]) -> tuple[list[Problem], list[Pro
     errors = [p for p in problems if p.is_error]
     warnings = [p for p in problems if not p.is_error]
     return errors, warnings
+
+
+def dedupe_problems(problems: Iterable[Problem]) -> list[Problem]:
+    """`problems` in order, each (code, message) pair once: two checks may find the same fault."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in problems:
+        key = (p.code, p.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out

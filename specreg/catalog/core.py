@@ -257,8 +257,9 @@ ENTRIES = (
         code="SR116",
         title="Kernel backend cannot be used",
         meaning=(
-            "SPECREG_KERNEL_BACKEND forces a backend that is unknown or cannot run the given "
-            "tensors (Triton needs CUDA tensors, or TRITON_INTERPRET=1 on the CPU)."
+            "SPECREG_KERNEL_BACKEND, or a kernel's backend= argument, asks for a backend that is "
+            "unknown or cannot run the given tensors (Triton needs CUDA tensors, or "
+            "TRITON_INTERPRET=1 on the CPU)."
         ),
         when="Any kernel wrapper choosing between its torch and Triton implementations.",
         solutions=(
