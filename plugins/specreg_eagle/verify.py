@@ -166,23 +166,6 @@ def _check_tree_values(
     check_index_range("retrieve_next_sibling", next_sibling, 1, n, allow=(-1,))
 
 
-def _check_probabilities_fast(
-    name: str, tensor: torch.Tensor, *, allow_zero_rows: bool = False
-) -> None:
-    """`check_probabilities` in two reading passes without [b, N, V] temporaries: the row sums
-    (NaN or inf anywhere makes its row sum non-finite) and the minimum (negative values)."""
-    if tensor.numel() == 0:
-        return
-    mass = tensor.sum(-1, dtype=torch.float32)
-    if not bool(torch.isfinite(mass).all()) or bool(tensor.amin() < 0):
-        # The full check decides (and raises with the shared message); a finite row whose sum
-        # overflowed float32 passes, as it does there.
-        check_probabilities(name, tensor, allow_zero_rows=allow_zero_rows)
-        return
-    if not allow_zero_rows and bool((mass <= 0).any()):
-        check_probabilities(name, tensor)  # raises with the shared message
-
-
 # ---------------------------------------------------------------------------------------------
 # Torch implementations (vectorised over the batch; one loop of N - 1 walk steps)
 # ---------------------------------------------------------------------------------------------
@@ -1047,9 +1030,9 @@ def verify_tree_sampling(
         _check_tree_values(
             candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, vocab
         )
-        _check_probabilities_fast("target_probs", target_probs)
+        check_probabilities("target_probs", target_probs)
         if draft_probs is not None:
-            _check_probabilities_fast("draft_probs", draft_probs, allow_zero_rows=True)
+            check_probabilities("draft_probs", draft_probs, allow_zero_rows=True)
         for name, tensor in (("coins", coins), ("final_coins", final_coins)):
             if tensor is not None and not bool(((tensor >= 0) & (tensor < 1)).all()):
                 raise KernelInputError(
@@ -1130,7 +1113,7 @@ def verify_tree_with_params(
             if scores is None:
                 continue
             if probabilities:
-                _check_probabilities_fast(name, scores, allow_zero_rows=name == "draft")
+                check_probabilities(name, scores, allow_zero_rows=name == "draft")
             else:
                 check_scores(name, scores)
     drawn = request_coins(params, n + 1, offsets=offsets, generator=generator)

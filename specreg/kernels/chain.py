@@ -55,6 +55,7 @@ from specreg.kernels.checks import (
     INDEX_DTYPES,
     check_dtype,
     check_index_range,
+    check_probabilities,
     check_same_device,
     check_shape,
     check_tensor,
@@ -138,25 +139,6 @@ def _check_no_nan(name: str, tensor: torch.Tensor) -> None:
         )
 
 
-def _row_mass(name: str, probs: torch.Tensor) -> torch.Tensor:
-    """Row sums [..] in float32 after checking values are finite and >= 0, in two passes and
-    without copies (NaN or inf anywhere makes its row sum non-finite)."""
-    if probs.numel() == 0:
-        return probs.sum(-1, dtype=torch.float32)
-    mass = probs.sum(-1, dtype=torch.float32)
-    if not bool(torch.isfinite(mass).all()) or bool(probs.amin() < 0):
-        raise KernelInputError(
-            problem(
-                "SR904",
-                f"{name} holds NaN, infinite or negative probabilities",
-                accepted="finite values >= 0",
-                fix="compute probabilities with torch.softmax in float32 from finite logits",
-                field=name,
-            )
-        )
-    return mass
-
-
 def _check_chain(
     candidates: torch.Tensor,
     target: torch.Tensor,
@@ -219,7 +201,7 @@ def _check_chain(
     if not probabilities:
         _check_no_nan(target_name, target)
         return b, n, vocab
-    target_mass = _row_mass(target_name, target)
+    target_mass = check_probabilities(target_name, target, allow_zero_rows=True)
     if bool((target_mass[verified] <= 0).any()):
         raise KernelInputError(
             problem(
@@ -231,7 +213,7 @@ def _check_chain(
             )
         )
     if draft_probs is not None:
-        draft_mass = _row_mass("draft_probs", draft_probs)
+        draft_mass = check_probabilities("draft_probs", draft_probs, allow_zero_rows=True)
         if bool((draft_mass[verified[:, 1:]] <= 0).any()):
             raise KernelInputError(
                 problem(

@@ -116,11 +116,20 @@ def check_index_range(
         )
 
 
-def check_probabilities(name: str, tensor: torch.Tensor, *, allow_zero_rows: bool = False) -> None:
-    """Finite, non-negative; rows (last dim) sum to a positive value unless allowed."""
+def check_probabilities(
+    name: str, tensor: torch.Tensor, *, allow_zero_rows: bool = False
+) -> torch.Tensor:
+    """The float32 row sums (last dim) of `tensor`, after checking its values are finite and
+    >= 0 and, unless allowed, that every row has positive mass.
+
+    Two reading passes and no copies: NaN or inf anywhere makes its row's sum non-finite, and the
+    minimum finds negative values. (A row of finite values whose float32 sum overflows is
+    reported as infinite.)
+    """
+    mass = tensor.sum(-1, dtype=torch.float32)
     if tensor.numel() == 0:
-        return
-    if not bool(torch.isfinite(tensor).all()) or bool((tensor < 0).any()):
+        return mass
+    if not bool(torch.isfinite(mass).all()) or bool(tensor.amin() < 0):
         raise KernelInputError(
             problem(
                 "SR904",
@@ -130,7 +139,7 @@ def check_probabilities(name: str, tensor: torch.Tensor, *, allow_zero_rows: boo
                 field=name,
             )
         )
-    if not allow_zero_rows and bool((tensor.sum(-1) <= 0).any()):
+    if not allow_zero_rows and bool((mass <= 0).any()):
         raise KernelInputError(
             problem(
                 "SR904",
@@ -140,6 +149,7 @@ def check_probabilities(name: str, tensor: torch.Tensor, *, allow_zero_rows: boo
                 field=name,
             )
         )
+    return mass
 
 
 def should_check_values(device: torch.device, check_values: bool | None) -> bool:
