@@ -22,7 +22,7 @@ import time
 import torch
 from floors import clock, floor_line, write_profile
 from specreg_hisparse.kernels import copy_planned_torch, planned_rows, row_words
-from specreg_hisparse.layout import compute_layout
+from specreg_hisparse.runtime import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_hisparse import Workload  # noqa: E402
 from specreg_hisparse.kernels import copy_planned_triton, swap_triton  # noqa: E402
-from specreg_hisparse.layout import compute_layout  # noqa: E402
+from specreg_hisparse.runtime import compute_layout  # noqa: E402
 from specreg_hisparse.swapper import HiSparseSwapper  # noqa: E402
 
 
