@@ -3,10 +3,10 @@
 import pytest
 import torch
 from hisparse_helpers import ROW_ELEMS, make_cache, small_layout
+from specreg_hisparse.kernels.planned_copy import copy_cache_planned
 from specreg_hisparse.kernels.planned_copy.torch_impl import copy_planned_torch
 from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_triton
 from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
-from specreg_hisparse.kernels.planned_copy import copy_cache_planned
 
 from specreg.errors import CacheMissError
 
