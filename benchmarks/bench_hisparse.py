@@ -21,8 +21,13 @@ import time
 
 import torch
 from floors import clock, floor_line, write_profile
-from specreg_hisparse.kernels import copy_planned_torch, planned_rows, row_words
-from specreg_hisparse.layout import compute_layout
+from specreg_hisparse.kernels.planned_copy.torch_impl import (
+    copy_planned_torch,
+    planned_rows,
+    row_words,
+)
+from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
+from specreg_hisparse.runtime import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
 
@@ -199,7 +204,10 @@ def main() -> None:
     keep = cols[None, :] < plan.miss_count[:, None].long()
     src, dst = plan.miss_src[keep], plan.miss_dst[keep].long()
     scratch = dev.clone()
-    t_plan = _median_time(lambda: copy_planned_torch(plan.miss_src, plan.miss_dst, plan.miss_count, bs, host, scratch), 20)  # fmt: skip
+    planned = PlannedCopy(miss_src=plan.miss_src, miss_dst=plan.miss_dst, miss_count=plan.miss_count,
+                          num_real=torch.tensor([bs], dtype=torch.int32), host_cache=host,
+                          device_buffer=scratch, num_real_int=bs)  # fmt: skip
+    t_plan = _median_time(lambda: copy_planned_torch(planned), 20)
     host_w, scratch_w = row_words(host), row_words(scratch)  # the fastest form of the baseline
     t_ref = _median_time(lambda: scratch_w.index_copy_(0, dst, host_w.index_select(0, src)), 20)
     bw_plan, bw_ref, bw_swap = nbytes / t_plan / 1e9, nbytes / t_ref / 1e9, nbytes / tf / 1e9

@@ -65,7 +65,7 @@ def _floor_work(name: str):
 
     hisparse = "cache" in config
     if hisparse:
-        from specreg_hisparse.layout import layout_from_options
+        from specreg_hisparse.runtime import layout_from_options
 
     def work() -> None:
         parsed = SpecConfig.from_dict(config)

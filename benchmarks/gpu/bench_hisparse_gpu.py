@@ -32,8 +32,11 @@ os.environ.setdefault("SPECREG_KERNEL_BACKEND", "auto")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_hisparse import Workload  # noqa: E402
-from specreg_hisparse.kernels import copy_planned_triton, swap_triton  # noqa: E402
-from specreg_hisparse.layout import compute_layout  # noqa: E402
+from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_triton  # noqa: E402
+from specreg_hisparse.kernels.planned_copy.types import PlannedCopy  # noqa: E402
+from specreg_hisparse.kernels.swap.triton_impl import swap_triton  # noqa: E402
+from specreg_hisparse.kernels.swap.types import SwapCall  # noqa: E402
+from specreg_hisparse.runtime import compute_layout  # noqa: E402
 from specreg_hisparse.swapper import HiSparseSwapper  # noqa: E402
 
 
@@ -115,8 +118,12 @@ def main() -> None:
     src, dst, cnt = plan.miss_src.clone(), plan.miss_dst.clone(), plan.miss_count.clone()
     last = tokens_g[-1]
 
+    resolve_call = SwapCall(tokens=last, req=req_g, seq_lens=seq_g, num_real=num_real, layer=0,
+                            state=state_copy, layout=layout, out=out, miss_src=src,
+                            miss_dst=dst, miss_count=cnt, hits=hits)  # fmt: skip
+
     def resolve_only():
-        swap_triton(last, req_g, seq_g, num_real, 0, state_copy, layout, out, src, dst, cnt, hits)
+        swap_triton(resolve_call)
 
     t_resolve = cuda_time_ms(resolve_only)
     print(f"swap call (device time): whole {t_call * 1e3:.1f} us, resolve+plan+commit kernel "
@@ -127,8 +134,9 @@ def main() -> None:
     # 2. Triton planned copy through UVA, several CTA counts
     best_copy = float("inf")
     for chunks in (1, 4, 16, 64):
-        t_copy = cuda_time_ms(lambda c=chunks: copy_planned_triton(
-            plan.miss_src, plan.miss_dst, plan.miss_count, num_real, host_g, dev_g, num_chunks=c))  # fmt: skip
+        t_copy = cuda_time_ms(lambda c=chunks: copy_planned_triton(PlannedCopy(
+            miss_src=plan.miss_src, miss_dst=plan.miss_dst, miss_count=plan.miss_count,
+            num_real=num_real, host_cache=host_g, device_buffer=dev_g), num_chunks=c))  # fmt: skip
         bw = nbytes / t_copy / 1e6
         print(f"Triton UVA planned copy, {bs}x{chunks} CTAs: {t_copy * 1e3:.1f} us, {bw:.1f} GB/s "
               f"({bw / peak:.0%} of pinned peak)")  # fmt: skip

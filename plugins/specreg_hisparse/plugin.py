@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from specreg.hookspecs import hookimpl
 from specreg.phase import Phase
 from specreg.specs import CacheSpec
-from specreg_hisparse.layout import DEFAULT_OPTIONS, layout_from_options
+from specreg_hisparse.runtime import DEFAULT_OPTIONS, layout_from_options
 
 if TYPE_CHECKING:
     from specreg.config import SpecConfig

@@ -1,4 +1,4 @@
-"""`HiSparseSwapper`: per-request hot buffers over a host KV cache, swapped for sparse attention.
+"""`HiSparseSwapper`, the object a HiSparse plan hands out: per-request hot buffers over a host KV cache.
 
 Serving-loop API (all tensors on the swapper's device unless noted):
 
@@ -10,7 +10,12 @@ Serving-loop API (all tensors on the swapper's device unless noted):
 - ``swap(top_k_tokens, req_pool_indices, seq_lens, num_real_reqs, layer=..., host_cache=...,
   device_buffer=...)``: device rows for the selected tokens; attention reads
   ``device_buffer[locs]``.
-- ``copy_cache_planned(...)``: replay a recorded miss plan into another layer's buffers.
+- ``copy_cache_planned(...)`` (`specreg_hisparse.kernels.planned_copy`): replay a recorded
+  miss plan into another layer's buffers.
+
+The swapper validates each call and keeps the policy state; the work is the kernel families'
+(`specreg_hisparse.kernels.swap`, `specreg_hisparse.kernels.planned_copy`), run on the backend
+fixed when the swapper is built (``SPECREG_KERNEL_BACKEND`` at resolve time).
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from typing import Any
 import attrs
 import torch
 
-from specreg.backend import select_backend
+from specreg.backend import requested_backend
 from specreg.errors import CacheMissError, KernelInputError, problem
+from specreg.integers import is_int
 from specreg.kernels.checks import (
     INDEX_DTYPES,
     check_dtype,
@@ -32,16 +38,10 @@ from specreg.kernels.checks import (
     should_check_values,
 )
 from specreg.memory import Buffer
-from specreg_hisparse.kernels import (
-    PADDED_LOCATION,
-    copy_planned_triton,
-    copy_rows_torch,
-    planned_rows,
-    swap_torch,
-    swap_triton,
-)
-from specreg_hisparse.layout import HiSparseLayout, steps_problem
-from specreg_hisparse.memory import hisparse_buffers
+from specreg_hisparse.kernels.planned_copy.checks import check_plan
+from specreg_hisparse.kernels.swap import swap as run_swap
+from specreg_hisparse.kernels.swap.types import PADDED_LOCATION, SwapCall
+from specreg_hisparse.runtime import HiSparseLayout, hisparse_buffers, steps_problem
 
 PADDED_ROW_LOCATION = PADDED_LOCATION  # what CUDA-graph padding rows get (a valid row)
 
@@ -117,6 +117,7 @@ class HiSparseSwapper:
     def __init__(self, layout: HiSparseLayout, device: str | torch.device | None = None) -> None:
         self.layout = layout
         self.device = torch.device(device if device is not None else layout.device)
+        self.backend = requested_backend()  # fixed while the plan is resolved
         self._state: _State | None = None  # allocated on first use, never at resolve time
         self.last_plan: MissPlan | None = None
         self.last_stats: SwapStats | None = None
@@ -380,13 +381,13 @@ class HiSparseSwapper:
             )
         out = torch.empty(tokens.shape, dtype=torch.int32, device=device)
         hits = torch.empty(bs, dtype=torch.int32, device=device)
-        if select_backend(tokens) == "triton":
-            swap_triton(tokens, req, seq2, num_real_t, layer, self.state, lay, out, plan.miss_src, plan.miss_dst, plan.miss_count, hits)  # fmt: skip
-            copy_planned_triton(plan.miss_src, plan.miss_dst, plan.miss_count, num_real_t, host_cache, device_buffer)  # fmt: skip
-        else:
-            real = num_real_int if num_real_int is not None else int(num_real_t.item())
-            src_rows, dst_rows = swap_torch(tokens, req, seq2, real, layer, self.state, lay, out, plan.miss_src, plan.miss_dst, plan.miss_count, hits)  # fmt: skip
-            copy_rows_torch(src_rows, dst_rows, host_cache, device_buffer)
+        call = SwapCall(
+            tokens=tokens, req=req, seq_lens=seq2, num_real=num_real_t, layer=layer,
+            state=self.state, layout=lay, out=out, miss_src=plan.miss_src,
+            miss_dst=plan.miss_dst, miss_count=plan.miss_count, hits=hits,
+            num_real_int=num_real_int,
+        )  # fmt: skip
+        run_swap(call, host_cache=host_cache, device_buffer=device_buffer, backend=self.backend)
         misses = plan.miss_count
         stats = SwapStats(hits=hits, misses=misses, bytes_copied=misses.long() * lay.row_bytes)
         self.totals += torch.stack(
@@ -474,7 +475,7 @@ class HiSparseSwapper:
                 check_shape("num_real_reqs", value, [1])
             check_same_device(num_real_reqs=value, top_k_tokens=torch.empty(0, device=device))
             return value.reshape(1).to(torch.int32), None
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bs:
+        if not is_int(value) or not 0 <= value <= bs:
             raise KernelInputError(
                 problem(
                     "SR904",
@@ -512,8 +513,7 @@ class HiSparseSwapper:
                 miss_dst=torch.empty((bs, cap), dtype=torch.int32, device=self.device),
                 miss_count=torch.empty(bs, dtype=torch.int32, device=self.device),
             )
-        assert miss_src is not None and miss_dst is not None and miss_count is not None or True
-        check_plan(miss_src, miss_dst, miss_count, bs=bs, cap=cap)
+        check_plan(miss_src, miss_dst, miss_count, bs=bs, cap=cap)  # SR407 unless all three
         return MissPlan(miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count)  # type: ignore[arg-type]
 
     def _check_values(
@@ -578,136 +578,3 @@ def _within(values: torch.Tensor, low: int, high: int) -> bool:
     (`check_index_range` then builds the error)."""
     lowest, highest = torch.aminmax(values)
     return low <= int(lowest) and int(highest) < high
-
-
-def check_plan(
-    miss_src: torch.Tensor | None,
-    miss_dst: torch.Tensor | None,
-    miss_count: torch.Tensor | None,
-    *,
-    bs: int | None = None,
-    cap: int | None = None,
-) -> None:
-    """Validate a miss plan: all three given (SR407), dtypes (SR901), shapes (SR900), one row
-    stride (SR408)."""
-    if miss_src is None or miss_dst is None or miss_count is None:
-        missing = [
-            n for n, t in (("miss_src", miss_src), ("miss_dst", miss_dst), ("miss_count", miss_count))
-            if t is None
-        ]  # fmt: skip
-        raise KernelInputError(
-            problem(
-                "SR407",
-                f"miss_src, miss_dst and miss_count must be provided together; missing "
-                f"{', '.join(missing)}",
-                accepted="all three plan tensors, or none",
-                fix="pass the three tensors of one recorded plan",
-                field=missing[0],
-            )
-        )
-    check_dtype("miss_src", miss_src, [torch.int64])
-    check_dtype("miss_dst", miss_dst, [torch.int32])
-    check_dtype("miss_count", miss_count, [torch.int32])
-    rows = miss_count.shape[0] if bs is None and miss_count.dim() == 1 else bs
-    check_shape("miss_count", miss_count, [rows])
-    width = miss_src.shape[-1] if miss_src.dim() == 2 else 0
-    if cap is not None and width < cap:
-        raise KernelInputError(
-            problem(
-                "SR900",
-                f"miss_src has shape {list(miss_src.shape)}, expected [{rows}, >= {cap}] "
-                "(steps * top_k columns)",
-                accepted=f"[{rows}, >= {cap}]",
-                fix="allocate the plan with steps * top_k columns",
-                field="miss_src",
-            )
-        )
-    check_shape("miss_src", miss_src, [rows, None])
-    check_shape("miss_dst", miss_dst, [rows, miss_src.shape[1]])
-    if (
-        miss_src.stride(0) != miss_dst.stride(0)
-        or miss_src.stride(1) != 1
-        or miss_dst.stride(1) != 1
-    ):
-        raise KernelInputError(
-            problem(
-                "SR408",
-                f"miss_src/miss_dst row strides must match with contiguous rows, got strides "
-                f"{miss_src.stride()} and {miss_dst.stride()}",
-                accepted="equal stride(0), stride(1) == 1",
-                fix="allocate both with torch.empty((bs, capacity), ...)",
-                field="miss_dst",
-            )
-        )
-    check_same_device(miss_src=miss_src, miss_dst=miss_dst, miss_count=miss_count)
-
-
-def copy_cache_planned(
-    miss_src: torch.Tensor,
-    miss_dst: torch.Tensor,
-    miss_count: torch.Tensor,
-    num_real_reqs: int | torch.Tensor | None,
-    host_cache: torch.Tensor,
-    device_buffer: torch.Tensor,
-    *,
-    check_values: bool | None = None,
-) -> None:
-    """Replay a recorded miss plan into another layer's host cache and device buffer.
-
-    For layers sharing the anchor's top-k selection: device rows are layer-independent, so the
-    sharing layer then reads ``device_buffer[locs]`` with the anchor's locations.
-    """
-    check_plan(miss_src, miss_dst, miss_count)
-    bs = miss_count.shape[0]
-    for name, buf in (("host_cache", host_cache), ("device_buffer", device_buffer)):
-        check_tensor(name, buf)
-        if buf.dim() < 2 or not buf.is_contiguous():
-            check_shape(name, buf.contiguous() if buf.dim() >= 2 else buf, [None, None])
-            raise KernelInputError(
-                problem(
-                    "SR411",
-                    f"{name} must have contiguous rows",
-                    accepted="a contiguous [rows, ...] tensor",
-                    fix=f"pass {name}.contiguous()",
-                    field=name,
-                )
-            )
-    if (
-        host_cache.stride(0) * host_cache.element_size()
-        != device_buffer.stride(0) * device_buffer.element_size()
-    ):
-        raise KernelInputError(
-            problem(
-                "SR411",
-                f"host_cache rows are {host_cache.stride(0) * host_cache.element_size()} bytes, "
-                f"device_buffer rows {device_buffer.stride(0) * device_buffer.element_size()}",
-                accepted="equal row sizes",
-                fix="pass the host cache and device buffer of the same layer",
-                field="device_buffer",
-            )
-        )
-    device = check_same_device(miss_src=miss_src, device_buffer=device_buffer)
-    if num_real_reqs is None:
-        num_real_reqs = bs
-    if isinstance(num_real_reqs, torch.Tensor):
-        num_real_t = num_real_reqs.reshape(1).to(torch.int32)
-        num_real_int: int | None = None
-    else:
-        num_real_t = torch.tensor([int(num_real_reqs)], dtype=torch.int32, device=device)
-        num_real_int = int(num_real_reqs)
-    checking = should_check_values(device, check_values)
-    torch_path = select_backend(miss_src) != "triton"
-    if not (checking or torch_path):
-        copy_planned_triton(miss_src, miss_dst, miss_count, num_real_t, host_cache, device_buffer)
-        return
-    real = num_real_int if num_real_int is not None else int(num_real_t.item())
-    if checking:
-        check_index_range("miss_count", miss_count[:real], 0, miss_src.shape[1] + 1)
-    src, dst = planned_rows(miss_src, miss_dst, miss_count, real)  # from the counts alone
-    if checking:
-        check_index_range("miss_src", src, 0, host_cache.shape[0])
-        check_index_range("miss_dst", dst, 0, device_buffer.shape[0])
-    if torch_path:
-        copy_rows_torch(src, dst, host_cache, device_buffer)
-    else:
-        copy_planned_triton(miss_src, miss_dst, miss_count, num_real_t, host_cache, device_buffer)

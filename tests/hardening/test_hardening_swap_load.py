@@ -9,7 +9,7 @@ import gc
 import tracemalloc
 
 import torch
-from specreg_hisparse.layout import compute_layout
+from specreg_hisparse.runtime import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
 SLOTS, TOP_K, HOT, STEPS, SEQ, ROW = 64, 8, 16, 3, 96, 4

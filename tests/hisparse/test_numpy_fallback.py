@@ -1,6 +1,6 @@
 """The swap's CPU fast path uses numpy when present; torch alone must decide identically."""
 
-import specreg_hisparse.kernels as kernels
+import specreg_hisparse.kernels.swap.torch_impl as kernels
 import torch
 from hisparse_helpers import make_cache, small_layout
 

@@ -4,7 +4,8 @@ import torch
 from hisparse_helpers import ROW_ELEMS, host_rows_of, make_cache, small_layout
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specreg_hisparse.swapper import PADDED_ROW_LOCATION, copy_cache_planned
+from specreg_hisparse.kernels.planned_copy import copy_cache_planned
+from specreg_hisparse.swapper import PADDED_ROW_LOCATION
 
 PROFILE = settings(max_examples=60, derandomize=True, deadline=None)
 

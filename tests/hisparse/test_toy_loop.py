@@ -2,7 +2,8 @@
 
 import torch
 from hisparse_helpers import ROW_ELEMS, small_layout
-from specreg_hisparse.swapper import HiSparseSwapper, copy_cache_planned
+from specreg_hisparse.kernels.planned_copy import copy_cache_planned
+from specreg_hisparse.swapper import HiSparseSwapper
 
 
 def test_anchor_swap_and_sharing_layer_replay_read_the_written_kv():

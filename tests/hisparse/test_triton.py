@@ -3,8 +3,10 @@
 import pytest
 import torch
 from hisparse_helpers import ROW_ELEMS, make_cache, small_layout
-from specreg_hisparse.kernels import copy_planned_torch, copy_planned_triton
-from specreg_hisparse.swapper import copy_cache_planned
+from specreg_hisparse.kernels.planned_copy import copy_cache_planned
+from specreg_hisparse.kernels.planned_copy.torch_impl import copy_planned_torch
+from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_triton
+from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
 
 from specreg.errors import CacheMissError
 
@@ -90,8 +92,11 @@ def test_planned_copy_triton_equals_torch():
     num_real = torch.tensor([2], dtype=torch.int32)
     a = torch.zeros(60, 5, dtype=torch.int32)
     b = torch.zeros(60, 5, dtype=torch.int32)
-    copy_planned_torch(src, dst, count, 2, host, a)
-    copy_planned_triton(src, dst, count, num_real, host, b, num_chunks=2, block_m=4)
+    copy_planned_torch(PlannedCopy(miss_src=src, miss_dst=dst, miss_count=count, num_real=num_real,
+                                   host_cache=host, device_buffer=a, num_real_int=2))
+    copy_planned_triton(PlannedCopy(miss_src=src, miss_dst=dst, miss_count=count,
+                                    num_real=num_real, host_cache=host, device_buffer=b),
+                        num_chunks=2, block_m=4)
     assert torch.equal(a, b)
     assert a[dst[2].long()].eq(0).all()  # the padded row copies nothing
 

@@ -1,7 +1,8 @@
 """Prompt-lookup (n-gram) drafting for specreg.
 
 `specreg_ngram.plugin` holds the hooks (loaded through the `specreg` entry point, torch-free);
-`specreg_ngram.drafter` holds `NgramDrafter`, which needs torch. `from specreg_ngram import
+`specreg_ngram.errors` its catalog entry SR501 (torch-free); `specreg_ngram.drafter` holds
+`NgramDrafter`, which needs torch. `from specreg_ngram import
 NgramDrafter` works too: it imports the drafter on first use.
 """
 

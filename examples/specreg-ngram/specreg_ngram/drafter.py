@@ -1,4 +1,4 @@
-"""`NgramDrafter`: prompt-lookup drafting, batched in torch.
+"""`NgramDrafter`, the object an ngram plan hands out: prompt-lookup drafting, batched in torch.
 
 For each request, take the last k tokens of its history (the suffix n-gram), find the most recent
 earlier occurrence of that n-gram in the history, and propose the tokens that followed it. k runs
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 from specreg.errors import ConfigError, KernelInputError, problem
+from specreg.integers import is_int
 from specreg.kernels.checks import (
     INDEX_DTYPES,
     check_dtype,
@@ -70,7 +71,7 @@ class NgramDrafter:
             ("min_ngram", min_ngram, 1),
             ("num_draft_tokens", num_draft_tokens, 2),
         ):
-            if not isinstance(value, int) or isinstance(value, bool):
+            if not is_int(value):
                 problems.append(
                     problem(
                         "SR104",

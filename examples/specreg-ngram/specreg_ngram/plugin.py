@@ -7,8 +7,8 @@ specreg loads this module through the entry point `ngram = "specreg_ngram.plugin
   draft model, hence no draft KV cache and no target hidden states).
 - `specreg_resolve_config`: a chain of `num_steps` drafts is verified with
   `num_draft_tokens = num_steps + 1` tokens, so either one is inferred from the other.
-- `specreg_register_errors`: the plugin's own catalog entry (SR501), so `specreg explain SR501`
-  documents its error like a built-in one.
+- `specreg_register_errors`: the plugin's own catalog entry (SR501, defined in
+  `specreg_ngram.errors`), so `specreg explain SR501` documents its error like a built-in one.
 - `specreg_validate_config`: reject a config that sets both inconsistently (SR501).
 - `specreg_make_drafter`: the `NgramDrafter` a generation loop calls for proposals (the plan
   holds it as `plan.drafter`; torch is imported only here, at resolve time).
@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from specreg import AlgorithmSpec, ParamRange, Problem, hookimpl, problem
-from specreg.catalog import ErrorEntry
+
+from specreg_ngram.errors import CHAIN_MISMATCH
 
 if TYPE_CHECKING:
     from specreg import SpecConfig
@@ -47,29 +48,6 @@ NGRAM = AlgorithmSpec(
     topk=ParamRange(minimum=1, maximum=1, default=1),
     num_draft_tokens=ParamRange(
         minimum=2, maximum=MAX_NUM_DRAFT_TOKENS, default=DEFAULT_NUM_DRAFT_TOKENS
-    ),
-)
-
-
-# A plugin's own catalog entry (codes SR500-SR899 belong to third-party plugins).
-CHAIN_MISMATCH = ErrorEntry(
-    code="SR501",
-    title="ngram: num_draft_tokens must be num_steps + 1",
-    meaning=(
-        "ngram drafts one chain of num_steps tokens, verified with num_draft_tokens = "
-        "num_steps + 1 tokens (the drafts plus the anchor). Setting both to other values "
-        "would size the verify buffers for tokens that are never drafted."
-    ),
-    when="--speculative-algorithm ngram with both --speculative-num-steps and "
-    "--speculative-num-draft-tokens set inconsistently.",
-    solutions=(
-        "Set only one of the two flags; the other is inferred.",
-        "Set num_draft_tokens to num_steps + 1.",
-    ),
-    example_fix=(
-        "# before\n--speculative-algorithm ngram --speculative-num-steps 3 "
-        "--speculative-num-draft-tokens 6\n# after\n--speculative-algorithm ngram "
-        "--speculative-num-steps 3"
     ),
 )
 

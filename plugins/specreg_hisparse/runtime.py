@@ -1,4 +1,4 @@
-"""The HiSparse buffer layout: sizes derived from the options, and every rule they must obey.
+"""What a HiSparse config implies: the buffer layout, the rules its sizes obey, its buffers' bytes.
 
 Per request slot the device buffer has ``buffer_size = hot_size + page_size + scratch_rows``
 slots, in this order:
@@ -10,6 +10,7 @@ slots, in this order:
   fit the hot buffer; they are valid for that call only.
 
 Every slot maps to a fixed physical device row (``slot_rows``, default ``slot * buffer_size + j``).
+`hisparse_buffers` states the bytes every buffer of a layout takes (the plan's memory contract).
 This module imports neither torch nor triton.
 """
 
@@ -22,6 +23,8 @@ from typing import Any
 import attrs
 
 from specreg.errors import Problem, problem
+from specreg.integers import is_int
+from specreg.memory import Buffer
 
 MAX_HOT_SIZE = 1 << 20  # slot indices are packed into 20 bits of the sort keys
 POLICIES = ("lru",)
@@ -104,15 +107,14 @@ MAX_LOCATION_ENTRIES = 2**28
 
 
 def _as_int(name: str, value: Any) -> tuple[int | None, Problem | None]:
-    if isinstance(value, bool):
-        value = "bool"
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             value = int(value.strip())
-    if not isinstance(value, int) or value <= 0:
+    if not is_int(value) or value <= 0:
+        shown = "bool" if isinstance(value, bool) else value
         return None, problem(
             "SR404",
-            f"HiSparse option {name}={value!r} is not a positive integer",
+            f"HiSparse option {name}={shown!r} is not a positive integer",
             accepted="an integer >= 1, or unset for the default",
             fix=f"pass e.g. {_FLAG} {name}=N with N >= 1",
             field=f"cache_options.{name}",
@@ -362,3 +364,28 @@ def steps_problem(steps: int, max_steps: int) -> Problem:
 
 def _next_pow2(value: int) -> int:
     return 1 << max(0, (int(value) - 1).bit_length())
+
+
+# ------------------------------------------------------------------------------------ memory
+_I32, _I64 = 4, 8
+
+
+def hisparse_buffers(layout: HiSparseLayout) -> list[Buffer]:
+    """Swap state, the device buffer and host cache a server allocates with the swapper's
+    helpers, and the largest per-call miss plan (every request slot at the maximum steps)."""
+    lay = layout
+    slots_hot = lay.layers * lay.req_slots * lay.hot_size
+    plan_cols = lay.req_slots * lay.plan_capacity()
+    return [
+        Buffer(name="device_buffer", device_bytes=lay.device_rows * lay.row_bytes,
+               per=f"{lay.device_rows} rows x {lay.row_bytes} B"),
+        Buffer(name="host_cache", host_bytes=lay.host_rows * lay.row_bytes,
+               per=f"{lay.host_rows} rows x {lay.row_bytes} B"),
+        Buffer(name="slot_rows", device_bytes=lay.req_slots * lay.buffer_size * _I32),
+        Buffer(name="slot_tokens+slot_stamp", device_bytes=slots_hot * (_I32 + _I64)),
+        Buffer(name="host_cache_locs", device_bytes=lay.req_slots * lay.max_seq_len * _I64),
+        Buffer(name="tail_tokens+clock",
+               device_bytes=lay.req_slots * (lay.page_size * _I32 + lay.layers * _I64)),
+        Buffer(name="miss_plan", device_bytes=plan_cols * (_I64 + _I32),
+               per=f"per call at batch {lay.req_slots}"),
+    ]
