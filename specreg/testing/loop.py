@@ -28,7 +28,7 @@ from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.toy_model import ToyLM
 
 if TYPE_CHECKING:
-    from specreg.kernels.sampling_params import SamplingParams
+    from specreg.sampling_params import SamplingParams
     from specreg.protocols import (
         BlockDrafterProtocol,
         ChainDrafterProtocol,

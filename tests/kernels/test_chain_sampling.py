@@ -12,8 +12,8 @@ import torch
 from scipy.stats import chisquare
 
 from specreg.errors import KernelInputError
+from specreg.chain_verifier import ChainVerifier
 from specreg.kernels.chain import (
-    ChainVerifier,
     verify_chain_sampling,
     verify_chain_target_only,
 )
