@@ -65,9 +65,10 @@ def verify_chain_greedy_reference(
     """The greedy rule on logits: the prediction of row i is its argmax (torch.argmax's rule:
     ties to the lowest index, a NaN wins)."""
     b, n = candidates.shape
-    predict = torch.stack([row_argmax_reference(target_logits[r]) for r in range(b)])
+    predict = [row_argmax_reference(target_logits[r]).tolist() for r in range(b)]
     return verify_chain_greedy_from_predict_reference(
-        candidates, predict.reshape(b, n), verify_lens=verify_lens
+        candidates, torch.tensor(predict, dtype=torch.int64).reshape(b, n),
+        verify_lens=verify_lens,
     )
 
 
