@@ -24,7 +24,7 @@ import attrs
 import torch
 
 from specreg.errors import KernelInputError, Problem, problem
-from specreg.kernels.checks import check_dtype, check_shape, check_tensor
+from specreg.kernels.checks import check_dtype, check_tensor
 
 ParamValue = float | int | Sequence[float] | Sequence[int] | torch.Tensor
 

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import torch
 
-from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.chain_verifier import ChainVerifier
-from specreg.sampling_params import SamplingParams
+from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.memory import Buffer
 from specreg.protocols import VerifyResult
+from specreg.sampling_params import SamplingParams
 from specreg_dspark.config import BlockRuntime
 from specreg_dspark.drafter import BlockDrafter
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from specreg.sampling_params import SamplingParams
 from specreg.memory import Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
+from specreg.sampling_params import SamplingParams
 from specreg_eagle.drafter import EagleDrafter, TreeDraft
 from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree
 from specreg_eagle.verify import (

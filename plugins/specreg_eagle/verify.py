@@ -48,7 +48,7 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.filtering import RowStats, filtered_rows, gathered_row_stats
+from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
 from specreg.kernels.sampling import inverse_cdf_sample, request_coins
 from specreg.kernels.sampling.torch_impl import (
     cpu_row_chunks,

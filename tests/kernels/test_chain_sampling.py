@@ -11,8 +11,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specreg.errors import KernelInputError
 from specreg.chain_verifier import ChainVerifier
+from specreg.errors import KernelInputError
 from specreg.kernels.chain import (
     verify_chain_sampling,
     verify_chain_target_only,

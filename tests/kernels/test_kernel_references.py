@@ -25,8 +25,8 @@ from specreg.kernels.chain_params import torch_impl as params_torch
 from specreg.kernels.chain_params import triton_impl as params_triton
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.filtering import row_stats, scaled_scores
 from specreg.kernels.filtering.reference import filtered_distribution
+from specreg.kernels.filtering.torch_impl import row_stats, scaled_scores
 from specreg.kernels.filtering.triton_impl import row_stats_triton
 from specreg.kernels.sampling import (
     exponential_race_sample,
