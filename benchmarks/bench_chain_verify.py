@@ -42,11 +42,11 @@ from floors import (
 
 from specreg.kernels.argmax import row_argmax
 from specreg.kernels.chain import (
-    ChainVerifyResult,
     verify_chain_greedy,
     verify_chain_greedy_from_predict,
     verify_chain_sampling,
 )
+from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.sampling import inverse_cdf_sample
 
 

@@ -39,7 +39,7 @@ import torch
 
 from specreg.kernels.chain import verify_chain_sampling
 from specreg.kernels.chain_params import verify_chain_with_params
-from specreg.kernels.sampling_params import SamplingParams, mixed_demo_params
+from specreg.sampling_params import SamplingParams, mixed_demo_params
 
 
 def make_inputs(b: int, n: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:

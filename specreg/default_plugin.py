@@ -180,7 +180,7 @@ def specreg_make_verifier(
 ) -> Any | None:
     if algorithm.drafting not in ("chain", "block") or config.num_draft_tokens is None:
         return None
-    from specreg.kernels.chain import ChainVerifier
+    from specreg.chain_verifier import ChainVerifier
 
     widths = sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
     return ChainVerifier(num_draft_tokens=max(widths), widths=widths)

@@ -36,7 +36,7 @@ def require_cuda() -> None:
 
 
 def param_sets(b: int):
-    from specreg.kernels.sampling_params import SamplingParams, mixed_demo_params
+    from specreg.sampling_params import SamplingParams, mixed_demo_params
 
     seeds = list(range(b))
     return {

@@ -1,6 +1,6 @@
 """`BlockVerifier`: the object `specreg_make_verifier` returns for dspark and dflash.
 
-It wraps core chain verification (`specreg.kernels.chain.ChainVerifier`) and adds sampling
+It wraps core chain verification (`specreg.chain_verifier.ChainVerifier`) and adds sampling
 verification from logits with ``q = softmax(corrected / T)`` and ragged verify (per-request
 ``verify_lens``, where the algorithm declares `supports_ragged_verify`). Drafting lives in
 `specreg_dspark.drafter.BlockDrafter`.
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import torch
 
+from specreg.chain_verifier import ChainVerifier
 from specreg.errors import ConfigError, KernelInputError, problem
-from specreg.kernels.chain import ChainVerifier
-from specreg.kernels.sampling_params import SamplingParams
 from specreg.memory import Buffer
 from specreg.protocols import VerifyResult
+from specreg.sampling_params import SamplingParams
 from specreg_dspark.config import BlockRuntime
 from specreg_dspark.drafter import BlockDrafter
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from specreg.kernels.sampling_params import SamplingParams
 from specreg.memory import Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
+from specreg.sampling_params import SamplingParams
 from specreg_eagle.drafter import EagleDrafter, TreeDraft
 from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree
 from specreg_eagle.verify import (
@@ -231,7 +231,7 @@ class EagleVerifier:
     def _chain_sampling(
         self, candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
     ) -> VerifyResult:
-        from specreg.kernels.chain import ChainVerifier
+        from specreg.chain_verifier import ChainVerifier
 
         b, n = candidates.shape
         if coins is None or final_coins is None:

@@ -48,14 +48,14 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.filtering import RowStats, filtered_rows, gathered_row_stats
-from specreg.kernels.sampling import (
+from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
+from specreg.kernels.sampling import inverse_cdf_sample, request_coins
+from specreg.kernels.sampling.torch_impl import (
     cpu_row_chunks,
     inverse_cdf_from_cdf,
-    inverse_cdf_sample,
     take_rows_float32,
 )
-from specreg.kernels.sampling_params import SamplingParams, request_coins, require_params
+from specreg.sampling_params import SamplingParams, require_params
 
 try:
     import triton
@@ -1094,7 +1094,7 @@ def verify_tree_with_params(
     `retrieve_index[r]` must address request r's own rows (r*N .. r*N + N - 1), as `build_tree`
     makes it. Bad parameters: SR910-SR915 with value checks, else `result.param_error`.
     """
-    from specreg.kernels.chain_params import check_scores
+    from specreg.kernels.chain_params.checks import check_scores
 
     require_params(params)
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)

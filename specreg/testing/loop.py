@@ -28,12 +28,12 @@ from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.toy_model import ToyLM
 
 if TYPE_CHECKING:
-    from specreg.kernels.sampling_params import SamplingParams
     from specreg.protocols import (
         BlockDrafterProtocol,
         ChainDrafterProtocol,
         ChainVerifierProtocol,
     )
+    from specreg.sampling_params import SamplingParams
 
 
 @attrs.define

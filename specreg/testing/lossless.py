@@ -17,8 +17,8 @@ import attrs
 import torch
 
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.sampling_params import MIXED_DEMO_KINDS, SamplingParams, mixed_demo_params
 from specreg.plan import SpecPlan
+from specreg.sampling_params import MIXED_DEMO_KINDS, SamplingParams, mixed_demo_params
 from specreg.testing.loop import GenerationResult, SpeculativeLoop
 from specreg.testing.toy_model import ToyLM, greedy_reference
 

@@ -9,7 +9,7 @@ from specreg_eagle.drafter import EagleDrafter
 from specreg_eagle.tree import organize_draft_results
 
 from specreg import Registry
-from specreg.kernels.chain import ChainVerifier
+from specreg.chain_verifier import ChainVerifier
 from specreg.memory import PER_REQUEST
 
 VOCAB = 16

@@ -5,8 +5,8 @@ import torch
 from e2e_plugins import small_chain_spec
 
 from specreg import Registry, hookimpl
+from specreg.chain_verifier import ChainVerifier
 from specreg.demo import MIXED_PARAMS_LABEL, run_demo, toy_draft_checkpoint
-from specreg.kernels.chain import ChainVerifier
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.testing.lossless import P_VALUE_THRESHOLD, check_mixed_params
 from specreg.testing.toy_model import ToyConfig, ToyLM

@@ -12,7 +12,7 @@ from test_eagle_verify import RESULT_FIELDS, links, make_tree
 
 from specreg.errors import KernelInputError
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.sampling_params import SamplingParams, mixed_demo_params
+from specreg.sampling_params import SamplingParams, mixed_demo_params
 
 V = 6
 SAMPLES = 12_000

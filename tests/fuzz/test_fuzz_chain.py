@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kernel_inputs import all_meta, float_tensor, index_tensor
 
+from specreg.chain_verifier import ChainVerifier
 from specreg.kernels.chain import (
-    ChainVerifier,
     verify_chain_greedy,
     verify_chain_sampling,
     verify_chain_target_only,

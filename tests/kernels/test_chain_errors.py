@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from specreg.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import (
-    ChainVerifier,
     verify_chain_greedy,
     verify_chain_greedy_from_predict,
     verify_chain_sampling,
@@ -99,7 +99,7 @@ def test_invalid_scalars():
     c, p, q = _inputs()
     assert _code(ChainVerifier, num_draft_tokens=0) == "SR904"
     assert _code(ChainVerifier, num_draft_tokens=None) == "SR904"
-    assert _code(verify_chain_greedy, c, p, backend="cuda") == "SR904"
+    assert _code(verify_chain_greedy, c, p, backend="cuda") == "SR116"
     assert _code(verify_chain_greedy, c, p, backend="triton", block_v=48) == "SR904"
 
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from specreg.chain_verifier import ChainVerifier
 from specreg.kernels.chain import (
-    ChainVerifier,
     verify_chain_greedy,
     verify_chain_greedy_from_predict,
 )

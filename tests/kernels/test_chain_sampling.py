@@ -11,9 +11,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specreg.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import (
-    ChainVerifier,
     verify_chain_sampling,
     verify_chain_target_only,
 )

@@ -191,7 +191,7 @@ _COMPILE_SCRIPT = textwrap.dedent(
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from specreg.kernels import chain
+    from specreg.kernels.chain import triton_impl as chain
 
     target = GPUTarget("cuda", 90, 32)
     greedy = {"cand_ptr": "*i64", "stride_cb": "i32", "stride_cn": "constexpr",

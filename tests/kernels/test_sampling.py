@@ -7,13 +7,12 @@ from scipy.stats import chisquare
 
 from specreg.errors import KernelInputError
 from specreg.kernels.sampling import (
-    MAX_SEEDED_COIN,
     exponential_race_sample,
-    hash_coins,
     inverse_cdf_sample,
     residual_weights,
     uniform_coins,
 )
+from specreg.kernels.sampling.torch_impl import MAX_SEEDED_COIN, hash_coins
 
 P_THRESHOLD = 1e-3
 

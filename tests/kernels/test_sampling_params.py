@@ -16,11 +16,11 @@ from scipy.stats import chisquare
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_greedy_from_predict
 from specreg.kernels.chain_params import verify_chain_with_params
-from specreg.kernels.filtering import filtered_rows, row_stats, scaled_scores
 from specreg.kernels.filtering.reference import filtered_distribution
+from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
 from specreg.kernels.filtering.triton_impl import row_stats_triton
 from specreg.kernels.sampling import exponential_race_sample
-from specreg.kernels.sampling_params import SamplingParams, mixed_demo_params
+from specreg.sampling_params import SamplingParams, mixed_demo_params
 
 P_THRESHOLD = 1e-3
 SAMPLES = 20_000
@@ -538,7 +538,7 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
 from specreg.kernels.chain_params import verify_chain_with_params
-from specreg.kernels.sampling_params import SamplingParams
+from specreg.sampling_params import SamplingParams
 b, n, vocab = 3, 3, 64
 stride_b = 2**30 + 1024  # fits int32, but 2 * stride_b does not
 storage = torch.empty(stride_b * (b - 1) + n * vocab, dtype=torch.bfloat16)  # 4 GiB, untouched
@@ -577,7 +577,7 @@ os.environ.pop("TRITON_INTERPRET", None)
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from specreg.kernels import chain_params
+from specreg.kernels.chain_params import triton_impl as chain_params
 from specreg.kernels.filtering import triton_impl
 
 target = GPUTarget("cuda", 90, 32)

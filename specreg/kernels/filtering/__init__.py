@@ -18,26 +18,9 @@ filtered probability is then one scalar formula, and a whole row one elementwise
 filtered [b, n, V] tensor is ever built. The argmax is always kept, so pi has mass > 0 whenever
 the row has a finite score.
 
-Implementations: `reference` (per row, by sorting; the test oracle), `torch_impl` (row chunks,
+The verifiers call the implementations directly (this family has no wrapper of its own):
+`reference` (per row, by sorting; the test oracle), `torch_impl` (row chunks,
 top-k / top-p thresholds by `torch.topk` over a growing prefix), `triton_impl` (jit functions the
 verifier kernels call per row: thresholds by a 32-step bisection over the float32 order, so exact
 element values, in tiles with int64 offsets).
 """
-
-from specreg.kernels.filtering.torch_impl import (
-    RowStats,
-    filtered_probs_at,
-    filtered_rows,
-    gathered_row_stats,
-    row_stats,
-    scaled_scores,
-)
-
-__all__ = [
-    "RowStats",
-    "filtered_probs_at",
-    "filtered_rows",
-    "gathered_row_stats",
-    "row_stats",
-    "scaled_scores",
-]

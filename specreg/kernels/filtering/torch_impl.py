@@ -1,6 +1,6 @@
 """Torch implementation of the filtering rule: per-row statistics, token probabilities, rows.
 
-Works on row chunks of `specreg.kernels.sampling.CPU_CHUNK_ELEMENTS` elements, so its
+Works on row chunks of `specreg.kernels.sampling.torch_impl.CPU_CHUNK_ELEMENTS` elements, so its
 temporaries stay cache-sized whatever the batch. Every filtered probability is computed by the
 same elementwise formula (`_filtered`), whether for one gathered token or a whole row, so the
 acceptance test and the residual draw see the same numbers.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 import torch
 
-from specreg.kernels.sampling import CPU_CHUNK_ELEMENTS, cpu_row_chunks
+from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks
 
 #: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
 #: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).

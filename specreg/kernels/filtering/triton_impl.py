@@ -11,12 +11,7 @@ from __future__ import annotations
 
 import torch
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - triton is optional
-    triton = None
-    tl = None
+from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
     #: int32 key of -inf: thresholds at or below it keep every token.

@@ -1,4 +1,4 @@
-"""Per-request sampling parameters for the verifiers: the batch value, its checks and its coins.
+"""The per-request sampling parameters of a batch (`SamplingParams`): the value and its checks.
 
 `SamplingParams` holds one value per request (tensors [b] on the batch's device):
 
@@ -11,7 +11,9 @@
 The filtering rule applied to these values is in `specreg.kernels.filtering` (docs: Kernels).
 Checks read tensor data, so they run on the CPU path (a coded error naming every bad request at
 once) and, on GPU, only with `check_values=True`; otherwise `invalid_rows` flags bad requests
-without a host synchronisation and the verifiers never accept a draft for them.
+without a host synchronisation and the verifiers never accept a draft for them. The coins of a
+batch come from `specreg.kernels.sampling.request_coins`; `mixed_demo_params` builds the mixed
+batch of `specreg demo` and the benchmarks.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ import attrs
 import torch
 
 from specreg.errors import KernelInputError, Problem, problem
-from specreg.kernels.checks import check_dtype, check_shape, check_tensor
-from specreg.kernels.sampling import hash_coins
+from specreg.kernels.checks import check_dtype, check_tensor
 
 ParamValue = float | int | Sequence[float] | Sequence[int] | torch.Tensor
 
@@ -183,35 +184,11 @@ def require_params(params: object) -> None:
             problem(
                 "SR910",
                 f"params must be a SamplingParams, got {type(params).__name__}",
-                accepted="specreg.kernels.sampling_params.SamplingParams",
+                accepted="specreg.sampling_params.SamplingParams",
                 fix="build it with SamplingParams.of(batch, temperature=..., ...)",
                 field="params",
             )
         )
-
-
-def request_coins(
-    params: SamplingParams,
-    columns: int,
-    *,
-    offsets: torch.Tensor | None,
-    generator: torch.Generator | None,
-) -> torch.Tensor:
-    """float32 [b, columns] uniforms: for a seeded request a hash of (its seed, its offset,
-    column), so its coins do not depend on the rest of the batch or its place in it; for an
-    unseeded one `torch.rand` with `generator`. `offsets` [b] default 0 (pass each request's
-    sequence length so that coins differ per step)."""
-    b = params.batch_size
-    device = params.seed.device
-    if offsets is None:
-        offsets = torch.zeros(b, dtype=torch.int64, device=device)
-    else:
-        check_shape("offsets", offsets, (b,))
-        check_dtype("offsets", offsets, (torch.int32, torch.int64))
-    cols = torch.arange(columns, dtype=torch.int64, device=device)
-    seeded = hash_coins(params.seed[:, None], offsets.to(torch.int64)[:, None], cols)
-    drawn = torch.rand((b, columns), generator=generator, device=device, dtype=torch.float32)
-    return torch.where((params.seed >= 0)[:, None], seeded, drawn)
 
 
 #: The request kinds `mixed_demo_params` cycles through: request r has kind r % len(...).

@@ -1,0 +1,201 @@
+"""`ChainVerifier`: the verifier a plan hands to chain and block drafters (`specreg_make_verifier`).
+
+It binds what the plan knows (the verify widths, the kernel backend fixed when the plan is
+resolved, the value-check policy) once, and passes each step's inputs through to the chain
+kernels (`specreg.kernels.chain`, `specreg.kernels.chain_params`), returning
+`specreg.protocols.VerifyResult`. The method keywords are the kernel wrappers' (documented
+there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from specreg.backend import requested_backend
+from specreg.errors import KernelInputError, problem
+from specreg.integers import is_int
+from specreg.memory import PER_REQUEST, Buffer, verify_result_buffers
+from specreg.protocols import VerifyResult
+
+if TYPE_CHECKING:
+    import torch
+
+    from specreg.kernels.chain.types import ChainVerifyResult
+    from specreg.sampling_params import SamplingParams
+
+
+class ChainVerifier:
+    """The verifier specreg hands to chain and block drafters (`specreg_make_verifier`).
+
+    It accepts a chain of any width in `widths` (the main config's and every adaptive
+    candidate's; by default only `num_draft_tokens`) and returns `specreg.protocols.VerifyResult`.
+    `backend` (None: `SPECREG_KERNEL_BACKEND` as read now) is fixed at construction and passed
+    to every kernel call.
+    """
+
+    rules = ("greedy", "chain_sampling")
+
+    def __init__(
+        self,
+        num_draft_tokens: int,
+        *,
+        widths: Sequence[int] | None = None,
+        backend: str | None = None,
+        check_values: bool | None = None,
+    ) -> None:
+        accepted = tuple(sorted({*(widths or ()), num_draft_tokens}))
+        bad = [w for w in accepted if not is_int(w) or w < 1]
+        if bad or max(accepted) != num_draft_tokens:
+            raise KernelInputError(
+                problem(
+                    "SR904",
+                    f"num_draft_tokens={num_draft_tokens!r} with widths={list(accepted)!r} is not "
+                    "a positive integer that is the largest accepted width",
+                    accepted="integers >= 1 (the anchor plus gamma drafts); num_draft_tokens the "
+                    "largest",
+                    fix="pass the resolved plan's verify widths",
+                    field="num_draft_tokens",
+                )
+            )
+        self.num_draft_tokens = num_draft_tokens
+        self.widths = accepted
+        self.gamma = num_draft_tokens - 1
+        self.backend = requested_backend() if backend is None else backend
+        self.check_values = check_values
+
+    def _check_width(self, candidates: torch.Tensor) -> None:
+        if candidates.dim() == 2 and candidates.shape[1] in self.widths:
+            return
+        from specreg.kernels.checks import check_shape
+
+        check_shape("candidates", candidates, (None, None))
+        raise KernelInputError(
+            problem(
+                "SR900",
+                f"candidates has width {candidates.shape[1]}, not one of the plan's verify "
+                f"widths {list(self.widths)}",
+                accepted=f"candidates [b, n] with n in {list(self.widths)}",
+                fix="draft the gamma of the main config or of one adaptive candidate",
+                field="candidates",
+            )
+        )
+
+    def _run(
+        self, kernel: Callable[..., ChainVerifyResult], candidates: torch.Tensor, *args: Any,
+        **kwargs: Any,
+    ) -> VerifyResult:
+        """Check the width, call `kernel` with this verifier's settings, wrap the result."""
+        self._check_width(candidates)
+        found = kernel(candidates, *args, check_values=self.check_values, **kwargs)
+        return VerifyResult(
+            num_accepted=found.accept_len, output_tokens=found.output_tokens, bonus=found.bonus,
+            width=candidates.shape[1], param_error=found.param_error,
+        )
+
+    def verify_greedy(
+        self, candidates: torch.Tensor, target_logits: torch.Tensor, **inputs: Any
+    ) -> VerifyResult:
+        """`verify_chain_greedy` (inputs: `verify_lens`)."""
+        from specreg.kernels.chain import verify_chain_greedy
+
+        return self._run(
+            verify_chain_greedy, candidates, target_logits, backend=self.backend, **inputs
+        )
+
+    def verify_greedy_from_predict(
+        self, candidates: torch.Tensor, target_predict: torch.Tensor, **inputs: Any
+    ) -> VerifyResult:
+        """`verify_chain_greedy_from_predict` (inputs: `verify_lens`)."""
+        from specreg.kernels.chain import verify_chain_greedy_from_predict
+
+        return self._run(verify_chain_greedy_from_predict, candidates, target_predict, **inputs)
+
+    def verify_sampling(
+        self,
+        candidates: torch.Tensor,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor | None,
+        *,
+        params: SamplingParams | None = None,
+        **inputs: Any,
+    ) -> VerifyResult:
+        """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
+
+        Inputs: those of `verify_chain_sampling` (coins, final_coins, verify_lens, seed,
+        offsets, generator). With `params` (per-request temperature, top-k, top-p, min-p,
+        seeds) the probabilities are filtered per request first (`verify_chain_with_params`,
+        probabilities=True)."""
+        if params is not None:
+            return self._with_params(
+                candidates, target_probs, draft_probs, params, probabilities=True, **inputs
+            )
+        from specreg.kernels.chain import verify_chain_sampling
+
+        return self._run(
+            verify_chain_sampling, candidates, target_probs, draft_probs, backend=self.backend,
+            **inputs,
+        )
+
+    def verify_target_only(
+        self, candidates: torch.Tensor, target_probs: torch.Tensor, **inputs: Any
+    ) -> VerifyResult:
+        """`verify_sampling` with `draft_probs=None` (the same inputs, `params` included)."""
+        return self.verify_sampling(candidates, target_probs, None, **inputs)
+
+    def verify_from_logits(
+        self,
+        candidates: torch.Tensor,
+        target_logits: torch.Tensor,
+        draft_logits: torch.Tensor | None = None,
+        *,
+        params: SamplingParams,
+        **inputs: Any,
+    ) -> VerifyResult:
+        """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
+        verify greedily, the others by chain sampling on the filtered p and q (target-only
+        without `draft_logits`). Inputs: `verify_lens`, `offsets`, `generator` (see
+        `specreg.kernels.chain_params`)."""
+        return self._with_params(
+            candidates, target_logits, draft_logits, params, probabilities=False, **inputs
+        )
+
+    def _with_params(
+        self, candidates, target, draft, params, *, probabilities, seed=None, **inputs
+    ) -> VerifyResult:
+        from specreg.kernels.chain_params import verify_chain_with_params
+
+        self._check_width(candidates)
+        if seed is not None:
+            raise KernelInputError(
+                problem(
+                    "SR910",
+                    "seed= and params= were both given; with params the seeds are per request",
+                    accepted="params.seed (one per request, -1 = unseeded)",
+                    fix="drop seed= and put the seed in SamplingParams.of(..., seed=...)",
+                    field="seed",
+                )
+            )
+        return self._run(
+            verify_chain_with_params, candidates, target, draft, params=params,
+            probabilities=probabilities, backend=self.backend, **inputs,
+        )
+
+    def memory(self) -> list[Buffer]:
+        """Per request at the widest width: the candidates it verifies and its `VerifyResult`."""
+        n = self.num_draft_tokens
+        return [
+            Buffer(name="candidates", device_bytes=n * 8, per=PER_REQUEST),
+            *verify_result_buffers(n),
+        ]
+
+    def describe(self) -> str:
+        return (
+            f"ChainVerifier(num_draft_tokens={self.num_draft_tokens}, gamma={self.gamma}, "
+            f"widths={list(self.widths)}, "
+            f"rules={', '.join(self.rules)}, target-only rule when draft_probs is None, "
+            f"backend={self.backend})"
+        )
+
+    def __repr__(self) -> str:
+        return self.describe()

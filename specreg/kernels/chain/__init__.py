@@ -1,0 +1,190 @@
+"""Chain verification's public wrappers: validate, choose the backend, dispatch.
+
+Greedy leading match and lossless chain rejection sampling, shared by every chain drafter
+(DSpark/DFlash blocks, EAGLE with topk=1, n-gram drafters).
+
+Layout. `candidates` [b, n] (int32/int64): column 0 is the anchor (the last committed token),
+columns 1..n-1 are the gamma = n-1 drafts. Row i of the target (`target_logits[:, i]`,
+`target_probs[:, i]`, [b, n, V]) is the target's distribution for the token FOLLOWING
+`candidates[:, i]`. `draft_probs[:, i]` ([b, n-1, V]) is q, the distribution draft
+`candidates[:, i+1]` was sampled from.
+
+Rules.
+- Greedy: accept drafts while `candidates[:, i+1] == argmax(target_logits[:, i])` (ties go to the
+  lowest index, like torch.argmax); the bonus is the argmax of the row after the accepted drafts.
+- Chain sampling (classic speculative sampling): accept draft x of row i iff
+  `coin_i * q(x) < p(x)` (strict: q(x) = 0 < p(x) accepts, p(x) = 0 never accepts). At the first
+  rejection the correction token is drawn from `norm(max(p - q, 0))` of that row; if every draft
+  is accepted the bonus is drawn from p of the last verified row. Both draws use the request's
+  final coin by inverse CDF. This emits tokens distributed exactly as the target, provided q is
+  the distribution the drafts were sampled from.
+- Target only (`verify_chain_target_only`, or `draft_probs=None`): for drafters that expose no q
+  (n-gram, greedy drafters, or a q that was not kept). Accept x with probability p(x)
+  (`coin < p(x)`); on rejection draw from p with x's mass removed. This is the classic rule with
+  q = one-hot(x), and it is lossless whatever produced x (given x, the emitted token is
+  distributed as p). It is also SGLang's target-only tree rule with thresholds 1.0 on a chain.
+- All-zero q rows are NOT a "target only" signal: no draft can be sampled from an empty
+  distribution, and the classic rule would then accept every x with p(x) > 0, which is not
+  lossless. The CPU path rejects them (SR904, pointing at the target-only rule); on GPU (no value
+  checks by default) the formula is applied as written.
+- Ragged verify (`verify_lens` [b], DSpark): request r verifies only its first verify_lens[r]
+  positions, exactly as if its chain had length verify_lens[r]: accept_len <= verify_lens[r] - 1
+  and the bonus comes from the row at the capped position (argmax, or a draw from p).
+- Rounding guard: if the residual `max(p - q, 0)` has no mass (impossible after an exact
+  rejection, possible with rounding or invalid GPU inputs), the token is drawn from p instead.
+- Invalid token ids reaching the GPU path unchecked are never accepted and never read out of
+  bounds (loads are masked); `check_values=True` raises SR903 instead (it synchronises).
+
+Family. `checks` (validation), `types` (the result and the sampling-input bundle), `reference`
+(the plain per-request rules, the test oracle), `torch_impl` (vectorised over the batch: the CPU
+path, with its CPU-tuned branches) and `triton_impl` (one program per request; the vocab is
+streamed in BLOCK_V tiles with int64 offsets; no [b, n, V] temporaries, no host
+synchronisation).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.backend import select_backend
+from specreg.kernels.chain.checks import check_chain, check_from_predict
+from specreg.kernels.chain.torch_impl import (
+    verify_chain_greedy_from_predict_torch,
+    verify_chain_greedy_torch,
+    verify_chain_sampling_torch,
+)
+from specreg.kernels.chain.triton_impl import (
+    verify_chain_greedy_triton,
+    verify_chain_sampling_triton,
+)
+from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.sampling import uniform_coins
+
+__all__ = [
+    "verify_chain_greedy",
+    "verify_chain_greedy_from_predict",
+    "verify_chain_sampling",
+    "verify_chain_target_only",
+]
+
+
+def verify_chain_greedy(
+    candidates: torch.Tensor,
+    target_logits: torch.Tensor,
+    *,
+    verify_lens: torch.Tensor | None = None,
+    check_values: bool | None = None,
+    backend: BackendChoice = None,
+    block_v: int | None = None,
+) -> ChainVerifyResult:
+    """Greedy leading-match verification of `candidates` [b, n] against `target_logits` [b, n, V].
+
+    `target_logits` may be bf16, fp16, fp32 or fp64 (probabilities work too: argmax is the same).
+    `verify_lens` [b] (values 1..n) caps request r at its first verify_lens[r] positions.
+    `check_values` (default: on for CPU, off for GPU) validates token ids and NaN (synchronises).
+    `backend`: None reads `SPECREG_KERNEL_BACKEND` ('auto' picks by device), or force 'torch' /
+    'triton'.
+    """
+    check_chain(
+        candidates, target_logits, "target_logits",
+        verify_lens=verify_lens, probabilities=False, check_values=check_values,
+    )
+    if select_backend(candidates, requested=backend) == "triton":
+        return verify_chain_greedy_triton(
+            candidates, target_logits, verify_lens=verify_lens, block_v=block_v
+        )
+    return verify_chain_greedy_torch(candidates, target_logits, verify_lens=verify_lens)
+
+
+def verify_chain_greedy_from_predict(
+    candidates: torch.Tensor,
+    target_predict: torch.Tensor,
+    *,
+    verify_lens: torch.Tensor | None = None,
+    vocab_size: int | None = None,
+    check_values: bool | None = None,
+) -> ChainVerifyResult:
+    """Greedy verification from the target's argmax already computed (`target_predict` [b, n]).
+
+    Runs as torch ops on any device (small: [b, n]) without host synchronisation. With
+    `vocab_size` and value checks on, token ids in both inputs must lie in [0, vocab_size).
+    """
+    check_from_predict(
+        candidates, target_predict, verify_lens=verify_lens, vocab_size=vocab_size,
+        check_values=check_values,
+    )
+    return verify_chain_greedy_from_predict_torch(
+        candidates, target_predict, verify_lens=verify_lens
+    )
+
+
+def _fill_coins(
+    b: int,
+    n: int,
+    device: torch.device,
+    coins: torch.Tensor | None,
+    final_coins: torch.Tensor | None,
+    *,
+    seed: int | None,
+    offsets: torch.Tensor | None,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Missing coins: columns 0..n-2 of `uniform_coins((b, n))` for the steps, column n-1 final."""
+    if coins is not None and final_coins is not None:
+        return coins, final_coins
+    drawn = uniform_coins((b, n), device=device, seed=seed, offsets=offsets, generator=generator)
+    return (
+        coins if coins is not None else drawn[:, : n - 1],
+        final_coins if final_coins is not None else drawn[:, n - 1],
+    )
+
+
+def verify_chain_sampling(
+    candidates: torch.Tensor,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    *,
+    coins: torch.Tensor | None = None,
+    final_coins: torch.Tensor | None = None,
+    verify_lens: torch.Tensor | None = None,
+    seed: int | None = None,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    check_values: bool | None = None,
+    backend: BackendChoice = None,
+    block_v: int | None = None,
+) -> ChainVerifyResult:
+    """Lossless chain rejection sampling (see the module docstring for the rule).
+
+    `target_probs` [b, n, V] and `draft_probs` [b, n-1, V] are probabilities (any float dtype,
+    compared in float32); `draft_probs=None` selects the target-only rule. `coins` [b, >= n-1]
+    (one per draft) and `final_coins` [b] (the correction / bonus draw) are uniforms in [0, 1);
+    missing ones come from `uniform_coins` (seeded by `seed` and per-request `offsets`, else
+    from `torch.rand` with `generator`). `verify_lens` [b] caps the verified positions.
+    """
+    check_chain(
+        candidates, target_probs, "target_probs",
+        verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, final_coins=final_coins,
+        offsets=offsets, probabilities=True, check_values=check_values,
+    )
+    b, n, _ = target_probs.shape
+    coins, final_coins = _fill_coins(
+        b, n, candidates.device, coins, final_coins,
+        seed=seed, offsets=offsets, generator=generator,
+    )
+    inputs = ChainSamplingInputs(
+        candidates=candidates, target_probs=target_probs, draft_probs=draft_probs, coins=coins,
+        final_coins=final_coins, verify_lens=verify_lens,
+    )
+    if select_backend(candidates, requested=backend) == "triton":
+        return verify_chain_sampling_triton(inputs, block_v=block_v)
+    return verify_chain_sampling_torch(inputs)
+
+
+def verify_chain_target_only(
+    candidates: torch.Tensor, target_probs: torch.Tensor, **kwargs: object
+) -> ChainVerifyResult:
+    """Lossless chain sampling for drafters without a q: accept x with probability p(x), on
+    rejection draw from p with x removed. The keywords of `verify_chain_sampling` (coins,
+    final_coins, verify_lens, seed, offsets, generator, check_values, backend, block_v)."""
+    return verify_chain_sampling(candidates, target_probs, None, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,245 @@
+"""The torch implementation of chain verification: vectorised over the batch (the CPU path).
+
+Inputs are validated by the public wrappers (`specreg.kernels.chain`). Besides the batched
+path (no host synchronisation, used on accelerators), two CPU-tuned branches live here:
+
+- `_verify_chain_greedy_progressive`: argmax only the rows a request reaches, position by
+  position over the still-matching requests (reading every row when most are active);
+- `_emit_cpu`: the correction / bonus draw in chunks of requests with reused buffers, so each
+  request's vocab row stays in cache for the residual, the cumsum and the search.
+
+Both give the same result as the batched path.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.kernels.argmax import row_argmax
+from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.sampling.torch_impl import (
+    cpu_row_chunks,
+    inverse_cdf_from_cdf,
+    inverse_cdf_torch,
+    residual_weights_torch,
+    take_rows_float32,
+)
+
+
+def accept_limits(
+    verify_lens: torch.Tensor | None, b: int, n: int, device: torch.device
+) -> torch.Tensor:
+    """Per request, how many drafts may be accepted: min(verify_len, n) - 1, at least 0."""
+    if verify_lens is None:
+        return torch.full((b,), n - 1, dtype=torch.int64, device=device)
+    return (verify_lens.to(torch.int64) - 1).clamp(0, n - 1)
+
+
+def _leading_run(accepted: torch.Tensor) -> torch.Tensor:
+    """Length of the leading run of True per row, int64."""
+    if accepted.shape[1] == 0:
+        return torch.zeros(accepted.shape[0], dtype=torch.int64, device=accepted.device)
+    return accepted.to(torch.int64).cumprod(dim=1).sum(dim=1)
+
+
+def assemble(
+    candidates: torch.Tensor, accept_len: torch.Tensor, bonus: torch.Tensor
+) -> ChainVerifyResult:
+    """The result: accepted drafts, then the bonus, then -1, per request."""
+    b, n = candidates.shape
+    columns = torch.arange(n, device=candidates.device)
+    drafts = torch.cat(
+        [candidates[:, 1:].to(torch.int64), candidates.new_full((b, 1), -1, dtype=torch.int64)],
+        dim=1,
+    )
+    accept = accept_len.to(torch.int64)[:, None]
+    output = torch.where(
+        columns < accept, drafts, torch.where(columns == accept, bonus[:, None], -1)
+    )
+    return ChainVerifyResult(
+        accept_len=accept_len.to(torch.int32), bonus=bonus.to(torch.int64), output_tokens=output
+    )
+
+
+def verify_chain_greedy_from_predict_torch(
+    candidates: torch.Tensor, target_predict: torch.Tensor, *, verify_lens: torch.Tensor | None
+) -> ChainVerifyResult:
+    b, n = candidates.shape
+    limit = accept_limits(verify_lens, b, n, candidates.device)
+    predict = target_predict.to(torch.int64)
+    drafts = candidates[:, 1:].to(torch.int64)
+    match = (drafts == predict[:, :-1]) & (drafts >= 0)  # a -1 never matches, even a -1
+    match &= torch.arange(n - 1, device=candidates.device)[None, :] < limit[:, None]
+    accept_len = _leading_run(match)
+    bonus = predict.gather(1, accept_len[:, None]).squeeze(1)
+    return assemble(candidates, accept_len, bonus)
+
+
+def verify_chain_greedy_torch(
+    candidates: torch.Tensor, target_logits: torch.Tensor, *, verify_lens: torch.Tensor | None
+) -> ChainVerifyResult:
+    if target_logits.device.type != "cpu":  # one batched argmax, no host synchronisation
+        predict = torch.argmax(target_logits, dim=-1)
+        return verify_chain_greedy_from_predict_torch(candidates, predict, verify_lens=verify_lens)
+    return _verify_chain_greedy_progressive(candidates, target_logits, verify_lens)
+
+
+def _verify_chain_greedy_progressive(
+    candidates: torch.Tensor, target_logits: torch.Tensor, verify_lens: torch.Tensor | None
+) -> ChainVerifyResult:
+    """CPU: argmax only the rows a request reaches (its accepted drafts and its bonus row),
+    position by position over the still-matching requests. Same result as the batched argmax."""
+    b, n = candidates.shape
+    limit = accept_limits(verify_lens, b, n, candidates.device)
+    drafts = candidates[:, 1:].to(torch.int64)
+    accept_len = torch.zeros(b, dtype=torch.int64)
+    bonus = torch.empty(b, dtype=torch.int64)
+    active = torch.arange(b)
+    gathered = None  # reused: a fresh [k, V] block per position costs page faults
+    for i in range(n):
+        if active.numel() == 0:
+            break
+        rows = target_logits[:, i]
+        if active.numel() * 2 >= b:  # reading every row beats copying most of them
+            predict = row_argmax(rows).index_select(0, active)
+        else:
+            if gathered is None:
+                gathered = rows.new_empty(active.numel(), rows.shape[1])
+            predict = row_argmax(torch.index_select(rows, 0, active, out=gathered[: active.numel()]))
+        if i < n - 1:
+            matched = (drafts[active, i] == predict) & (limit[active] > i)
+        else:
+            matched = torch.zeros_like(predict, dtype=torch.bool)
+        stopped = ~matched
+        bonus[active[stopped]] = predict[stopped]
+        active = active[matched]
+        accept_len[active] = i + 1
+    return assemble(candidates, accept_len, bonus)
+
+
+def verify_chain_sampling_torch(inputs: ChainSamplingInputs) -> ChainVerifyResult:
+    """Classic rule with `draft_probs`; target-only rule (q one-hot at x) when it is None."""
+    candidates, target_probs, draft_probs = (
+        inputs.candidates, inputs.target_probs, inputs.draft_probs
+    )
+    b, n, vocab = target_probs.shape
+    gamma = n - 1
+    device = candidates.device
+    limit = accept_limits(inputs.verify_lens, b, n, device)
+    drafts = candidates[:, 1:].to(torch.int64)
+    valid = (drafts >= 0) & (drafts < vocab)
+    safe = drafts.clamp(0, vocab - 1).unsqueeze(-1)
+    p_x = target_probs[:, :gamma].gather(-1, safe).squeeze(-1).to(torch.float32)
+    if draft_probs is None:
+        q_x = torch.ones_like(p_x)
+    else:
+        q_x = draft_probs.gather(-1, safe).squeeze(-1).to(torch.float32)
+    accepted = (inputs.coins[:, :gamma].to(torch.float32) * q_x < p_x) & valid
+    accepted &= torch.arange(gamma, device=device)[None, :] < limit[:, None]
+    accept_len = _leading_run(accepted)
+
+    emit = _emit_dense if device.type != "cpu" else _emit_cpu
+    bonus = emit(target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.final_coins)
+    return assemble(candidates, accept_len, bonus)
+
+
+def _take_rows(
+    probs: torch.Tensor, row_index: torch.Tensor, requests: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Float32 rows `probs[requests[k], row_index[k]]` of [b, n, V] as a fresh [k, V] tensor
+    (`requests` defaults to every request; one index_select on the flat view when possible)."""
+    b, n, vocab = probs.shape
+    if requests is None:
+        requests = torch.arange(b, device=probs.device)
+    try:
+        flat = probs.view(b * n, vocab)
+    except RuntimeError:
+        return probs[requests, row_index].to(torch.float32)
+    return flat.index_select(0, requests * n + row_index).to(torch.float32)
+
+
+def _emit_dense(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    drafts: torch.Tensor,
+    valid: torch.Tensor,
+    limit: torch.Tensor,
+    accept_len: torch.Tensor,
+    final_coins: torch.Tensor,
+) -> torch.Tensor:
+    """The emitted token, computed over every request's row (no host synchronisation)."""
+    gamma = drafts.shape[1]
+    rows = torch.arange(target_probs.shape[0], device=target_probs.device)
+    p_row = _take_rows(target_probs, accept_len)  # [b, V]: the row the emitted token comes from
+    if gamma == 0:
+        weights = p_row
+    else:
+        rejected_row = accept_len.clamp(max=gamma - 1)
+        if draft_probs is None:
+            rejected = torch.where(valid, drafts, -1)[rows, rejected_row]
+            residual = residual_weights_torch(p_row, exclude=rejected)
+        else:
+            residual = residual_weights_torch(p_row, _take_rows(draft_probs, rejected_row))
+        weights = torch.where((accept_len >= limit)[:, None], p_row, residual)
+    return inverse_cdf_torch(weights, final_coins)
+
+
+def _emit_cpu(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    drafts: torch.Tensor,
+    valid: torch.Tensor,
+    limit: torch.Tensor,
+    accept_len: torch.Tensor,
+    final_coins: torch.Tensor,
+) -> torch.Tensor:
+    """`_emit_dense` on CPU, in chunks of requests with reused buffers: each request's vocab row
+    is read once and stays in cache for the residual, cumsum and search (same values)."""
+    b, n, vocab = target_probs.shape
+    if b == 0:
+        return torch.empty(0, dtype=torch.int64)
+    gamma = drafts.shape[1]
+    p_flat = _flat_rows(target_probs)
+    q_flat = None if draft_probs is None or gamma == 0 else _flat_rows(draft_probs)
+    rows = torch.arange(b)
+    p_index = rows * n + accept_len
+    rejected = accept_len < limit
+    excluded = torch.full((b,), -1, dtype=torch.int64)
+    q_index = excluded
+    if gamma > 0:
+        rejected_row = accept_len.clamp(max=gamma - 1)
+        q_index = rows * gamma + rejected_row
+        excluded = torch.where(valid, drafts, -1)[rows, rejected_row]
+        excluded = torch.where(rejected, excluded, -1)
+    chunks = cpu_row_chunks(b, vocab)
+    size = chunks[0][1] - chunks[0][0]
+    p_buf = torch.empty(size, vocab, dtype=torch.float32)
+    q_buf = torch.empty_like(p_buf) if q_flat is not None else None
+    cdf_buf = torch.empty_like(p_buf)
+    bonus = torch.empty(b, dtype=torch.int64)
+    for start, stop in chunks:
+        p_rows = take_rows_float32(p_flat, p_index[start:stop], p_buf)
+        if q_flat is not None:
+            q_rows = take_rows_float32(q_flat, q_index[start:stop], q_buf)
+            residual = torch.sub(p_rows, q_rows, out=q_rows).clamp_min_(0.0)
+            use_p = (~rejected[start:stop] | (residual.sum(-1) <= 0)).nonzero().squeeze(1)
+            weights = residual
+            if use_p.numel():
+                weights[use_p] = p_rows[use_p]
+        else:
+            weights = p_rows
+            hit = (excluded[start:stop] >= 0).nonzero().squeeze(1)
+            if hit.numel():
+                token = excluded[start:stop][hit]
+                kept = weights[hit, token]
+                weights[hit, token] = 0.0
+                empty = weights[hit].sum(-1) <= 0  # residual without mass: draw from p
+                weights[hit[empty], token[empty]] = kept[empty]
+        cdf = torch.cumsum(weights, -1, out=cdf_buf[: stop - start])
+        bonus[start:stop] = inverse_cdf_from_cdf(weights, cdf, final_coins[start:stop])
+    return bonus
+
+
+def _flat_rows(probs: torch.Tensor) -> torch.Tensor:
+    """[b, n, V] as [b * n, V] (a view when the layout allows, else a copy)."""
+    return probs.reshape(-1, probs.shape[-1])

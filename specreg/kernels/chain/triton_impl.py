@@ -1,0 +1,244 @@
+"""The Triton implementation of chain verification: one program per request.
+
+The vocabulary is streamed in BLOCK_V tiles (`vocab_tile`) with int64 offsets; residual sampling
+makes two passes (total mass, then inverse CDF); no [b, n, V] temporaries and no host
+synchronisation. `streamed_row_argmax` and `write_result` are shared with the
+sampling-parameter kernel (`specreg.kernels.chain_params.triton_impl`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.triton_shim import tl, triton, vocab_tile
+
+if triton is not None:
+
+    @triton.jit
+    def streamed_row_argmax(row_ptr, stride_v, vocab, BLOCK_V: tl.constexpr):
+        """Argmax of one row streamed in tiles; ties go to the lowest index. Returns int64."""
+        offs = tl.arange(0, BLOCK_V)
+        best_val = tl.max(tl.full([BLOCK_V], float("-inf"), tl.float32), axis=0)
+        best_idx = tl.min(tl.zeros([BLOCK_V], tl.int64), axis=0)
+        for start in range(0, vocab, BLOCK_V):
+            cols = start + offs
+            inside = cols < vocab
+            values = tl.load(
+                row_ptr + cols.to(tl.int64) * stride_v, mask=inside, other=float("-inf")
+            ).to(tl.float32)
+            tile_max = tl.max(values, axis=0)
+            tile_idx = tl.min(
+                tl.where(inside & (values == tile_max), cols, vocab), axis=0
+            ).to(tl.int64)
+            better = tile_max > best_val
+            best_val = tl.where(better, tile_max, best_val)
+            best_idx = tl.where(better, tile_idx, best_idx)
+        return best_idx
+
+    @triton.jit
+    def write_result(
+        cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
+        row, n, accepted, bonus, BLOCK_N: tl.constexpr,
+    ):
+        j = tl.arange(0, BLOCK_N)
+        drafts = tl.load(
+            cand_ptr + row * stride_cb + (j + 1).to(tl.int64) * stride_cn,
+            mask=(j + 1) < n,
+            other=-1,
+        ).to(tl.int64)
+        minus_one = tl.full([BLOCK_N], -1, tl.int64)
+        out = tl.where(j < accepted, drafts, tl.where(j == accepted, bonus, minus_one))
+        tl.store(out_ptr + row * n + j, out, mask=j < n)
+        tl.store(accept_ptr + row, accepted.to(tl.int32))
+        tl.store(bonus_ptr + row, bonus)
+
+    @triton.jit
+    def _chain_greedy_kernel(
+        cand_ptr, stride_cb, stride_cn,
+        logits_ptr, stride_lb, stride_ln, stride_lv,
+        vlens_ptr,
+        accept_ptr, bonus_ptr, out_ptr,
+        n, vocab,
+        HAS_VLENS: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        row = tl.program_id(0).to(tl.int64)
+        limit = row * 0 + (n - 1)
+        if HAS_VLENS:
+            limit = tl.minimum(tl.maximum(tl.load(vlens_ptr + row).to(tl.int64) - 1, 0), n - 1)
+        base = logits_ptr + row * stride_lb
+        i = limit * 0
+        predict = streamed_row_argmax(base, stride_lv, vocab, BLOCK_V)
+        nxt = tl.load(cand_ptr + row * stride_cb + stride_cn, mask=n > 1, other=-1).to(tl.int64)
+        go = (i < limit) & (nxt == predict)
+        while go:
+            i += 1
+            predict = streamed_row_argmax(base + i * stride_ln, stride_lv, vocab, BLOCK_V)
+            nxt = tl.load(
+                cand_ptr + row * stride_cb + (i + 1) * stride_cn, mask=(i + 1) < n, other=-1
+            ).to(tl.int64)
+            go = (i < limit) & (nxt == predict)
+        write_result(
+            cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
+            row, n, i, predict, BLOCK_N,
+        )
+
+    @triton.jit
+    def _chain_sampling_kernel(
+        cand_ptr, stride_cb, stride_cn,
+        p_ptr, stride_pb, stride_pn, stride_pv,
+        q_ptr, stride_qb, stride_qn, stride_qv,
+        coins_ptr, stride_ub, stride_un,
+        final_ptr, stride_f,
+        vlens_ptr,
+        accept_ptr, bonus_ptr, out_ptr,
+        n, vocab,
+        HAS_Q: tl.constexpr, HAS_VLENS: tl.constexpr,
+        BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        row = tl.program_id(0).to(tl.int64)
+        limit = row * 0 + (n - 1)
+        if HAS_VLENS:
+            limit = tl.minimum(tl.maximum(tl.load(vlens_ptr + row).to(tl.int64) - 1, 0), n - 1)
+        p_base = p_ptr + row * stride_pb
+        q_base = q_ptr + row * stride_qb
+        cand_base = cand_ptr + row * stride_cb
+
+        # Acceptance: walk the chain until the first rejection or the verify limit.
+        i = limit * 0
+        go = i < limit
+        while go:
+            token = tl.load(cand_base + (i + 1) * stride_cn).to(tl.int64)
+            valid = (token >= 0) & (token < vocab)
+            safe = tl.where(valid, token, 0)
+            p_x = tl.load(p_base + i * stride_pn + safe * stride_pv, mask=valid, other=0.0)
+            p_x = p_x.to(tl.float32)
+            coin = tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32)
+            if HAS_Q:
+                q_x = tl.load(q_base + i * stride_qn + safe * stride_qv, mask=valid, other=0.0)
+                accepted = (coin * q_x.to(tl.float32) < p_x) & valid
+            else:
+                accepted = (coin < p_x) & valid
+            i += accepted.to(tl.int64)
+            go = accepted & (i < limit)
+
+        # The emitted token: residual of row i after a rejection, p of row i otherwise.
+        rejected = i < limit
+        p_row = p_base + i * stride_pn
+        q_row = q_base + tl.minimum(i, n - 2) * stride_qn
+        excluded = tl.load(
+            cand_base + (i + 1) * stride_cn, mask=rejected & ((i + 1) < n), other=-1
+        ).to(tl.int64)
+        offs = tl.arange(0, BLOCK_V)
+        zero = tl.sum(tl.zeros([BLOCK_V], tl.float32), axis=0)
+        sum_p = zero
+        sum_r = zero
+        last_p = tl.max(tl.full([BLOCK_V], -1, tl.int64), axis=0)
+        last_r = last_p
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            pv = tl.load(p_row + cols * stride_pv, mask=inside, other=0.0).to(tl.float32)
+            if HAS_Q:
+                qv = tl.load(q_row + cols * stride_qv, mask=inside & rejected, other=0.0)
+                rv = tl.maximum(pv - qv.to(tl.float32), 0.0)
+            else:
+                rv = tl.where(cols == excluded, 0.0, pv)
+            sum_p += tl.sum(pv, axis=0)
+            sum_r += tl.sum(rv, axis=0)
+            last_p = tl.maximum(last_p, tl.max(tl.where(pv > 0, cols, -1), axis=0))
+            last_r = tl.maximum(last_r, tl.max(tl.where(rv > 0, cols, -1), axis=0))
+        use_residual = rejected & (sum_r > 0)
+        total = tl.where(use_residual, sum_r, sum_p)
+        last = tl.where(use_residual, last_r, last_p)
+        threshold = tl.load(final_ptr + row * stride_f).to(tl.float32) * total
+
+        running = zero
+        first = tl.min(tl.full([BLOCK_V], vocab, tl.int64), axis=0)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            pv = tl.load(p_row + cols * stride_pv, mask=inside, other=0.0).to(tl.float32)
+            if HAS_Q:
+                qv = tl.load(q_row + cols * stride_qv, mask=inside & use_residual, other=0.0)
+                rv = tl.maximum(pv - qv.to(tl.float32), 0.0)
+            else:
+                rv = tl.where(cols == excluded, 0.0, pv)
+            weights = tl.where(use_residual, rv, pv)
+            cdf = tl.cumsum(weights, axis=0) + running
+            hit = (cdf > threshold) & (weights > 0)
+            first = tl.minimum(first, tl.min(tl.where(hit, cols, vocab), axis=0))
+            running += tl.sum(weights, axis=0)
+        token = tl.where(first < vocab, first, tl.maximum(last, 0))
+        write_result(
+            cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
+            row, n, i, token, BLOCK_N,
+        )
+
+
+def empty_outputs(b: int, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """accept_len int32 [b], bonus int64 [b] and output_tokens int64 [b, n], to be written."""
+    return (
+        torch.empty(b, dtype=torch.int32, device=device),
+        torch.empty(b, dtype=torch.int64, device=device),
+        torch.empty((b, n), dtype=torch.int64, device=device),
+    )
+
+
+def verify_chain_greedy_triton(
+    candidates: torch.Tensor,
+    target_logits: torch.Tensor,
+    *,
+    verify_lens: torch.Tensor | None,
+    block_v: int | None = None,
+) -> ChainVerifyResult:
+    b, n, vocab = target_logits.shape
+    accept, bonus, out = empty_outputs(b, n, candidates.device)
+    if b == 0:
+        return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out)
+    _chain_greedy_kernel[(b,)](
+        candidates, candidates.stride(0), candidates.stride(1),
+        target_logits, *target_logits.stride(),
+        verify_lens if verify_lens is not None else candidates,
+        accept, bonus, out,
+        n, vocab,
+        HAS_VLENS=verify_lens is not None,
+        BLOCK_V=vocab_tile(vocab, block_v),
+        BLOCK_N=triton.next_power_of_2(n),
+        num_warps=8,
+    )
+    return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out)
+
+
+def verify_chain_sampling_triton(
+    inputs: ChainSamplingInputs, *, block_v: int | None = None
+) -> ChainVerifyResult:
+    """Same contract as `verify_chain_sampling_torch` (None draft_probs: target-only rule)."""
+    candidates, target_probs, draft_probs = (
+        inputs.candidates, inputs.target_probs, inputs.draft_probs
+    )
+    coins, final_coins, verify_lens = inputs.coins, inputs.final_coins, inputs.verify_lens
+    b, n, vocab = target_probs.shape
+    accept, bonus, out = empty_outputs(b, n, candidates.device)
+    if b == 0:
+        return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out)
+    q = draft_probs if draft_probs is not None else target_probs
+    q_strides = draft_probs.stride() if draft_probs is not None else (0, 0, 0)
+    if coins.shape[1] == 0:
+        coins = final_coins[:, None]  # never read (no drafts); keeps the pointer valid
+    _chain_sampling_kernel[(b,)](
+        candidates, candidates.stride(0), candidates.stride(1),
+        target_probs, *target_probs.stride(),
+        q, *q_strides,
+        coins, coins.stride(0), coins.stride(1),
+        final_coins, final_coins.stride(0),
+        verify_lens if verify_lens is not None else candidates,
+        accept, bonus, out,
+        n, vocab,
+        HAS_Q=draft_probs is not None,
+        HAS_VLENS=verify_lens is not None,
+        BLOCK_V=vocab_tile(vocab, block_v),
+        BLOCK_N=triton.next_power_of_2(n),
+        num_warps=4,
+    )
+    return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out)

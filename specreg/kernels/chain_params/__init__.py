@@ -1,0 +1,96 @@
+"""Chain verification under per-request sampling parameters: the public wrapper.
+
+Greedy and sampled requests mixed in one batch.
+
+`verify_chain_with_params(candidates, target, draft, params=...)` takes the target's and the
+draft's raw scores ([b, n, V] and [b, n-1, V]: logits, or probabilities with
+`probabilities=True`) and a `SamplingParams` batch. Per request:
+
+- temperature 0: the greedy rule of `verify_chain_greedy` on the target scores (draft ignored,
+  no coins used), so the tokens equal plain greedy decoding;
+- temperature > 0: the chain rules of `verify_chain_sampling` (classic with a draft, target-only
+  without) on p = filter(target / T) and q = filter(draft / T), filtered by the same rule
+  (`specreg.kernels.filtering`). The drafts must have been sampled from that filtered q; the
+  emitted tokens then follow the filtered, temperature-scaled target exactly.
+
+Coins come from `request_coins`: a seeded request's coins depend only on its seed and offset, so
+its tokens do not depend on the rest of the batch. Neither path builds a filtered [b, n, V]
+tensor: the torch path walks positions over the requests still accepting and filters only the
+rows they reach, chunk by chunk; the Triton kernel (one program per request) computes each
+reached row's statistics in tiles and reads filtered probabilities on the fly.
+
+Family: `types` (the input bundle), `checks` (validation of logit inputs), `reference` (the
+plain per-request rule, the test oracle), `torch_impl` and `triton_impl`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.backend import select_backend
+from specreg.kernels.chain.checks import check_chain
+from specreg.kernels.chain.types import BackendChoice, ChainVerifyResult
+from specreg.kernels.chain_params.checks import check_score_values
+from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_torch
+from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
+from specreg.kernels.chain_params.types import ChainParamsInputs
+from specreg.kernels.checks import should_check_values
+from specreg.kernels.sampling import request_coins
+from specreg.sampling_params import SamplingParams, require_params
+
+__all__ = ["verify_chain_with_params"]
+
+
+def verify_chain_with_params(
+    candidates: torch.Tensor,
+    target: torch.Tensor,
+    draft: torch.Tensor | None = None,
+    *,
+    params: SamplingParams,
+    probabilities: bool = False,
+    coins: torch.Tensor | None = None,
+    final_coins: torch.Tensor | None = None,
+    verify_lens: torch.Tensor | None = None,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    check_values: bool | None = None,
+    backend: BackendChoice = None,
+    block_v: int | None = None,
+) -> ChainVerifyResult:
+    """Verify a batch whose requests carry their own sampling parameters (module docstring).
+
+    `target` [b, n, V] and `draft` [b, n-1, V] (or None: target-only rule for sampled requests)
+    are logits, or probabilities with `probabilities=True` (any float dtype). `params` holds one
+    value per request. `coins` [b, >= n-1] / `final_coins` [b] override the coins, which
+    otherwise come from `request_coins(params, n, offsets=offsets, generator=generator)`
+    (columns 0..n-2 the steps, column n-1 the final draw). `verify_lens` [b] caps each request
+    (positions past it may hold -1 and are never read). With value checks (default on CPU) a bad
+    parameter is a coded error (SR910-SR915); without them (GPU) the request is flagged in
+    `result.param_error` and accepts nothing.
+    """
+    require_params(params)
+    b, n, vocab = check_chain(
+        candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
+        final_coins=final_coins, offsets=offsets, probabilities=False, check_values=False,
+    )
+    device = candidates.device
+    values = should_check_values(device, check_values)
+    params.validate(b, vocab, device, values=values)
+    if values and probabilities:
+        check_chain(
+            candidates, target, "target", verify_lens=verify_lens, draft_probs=draft,
+            coins=coins, final_coins=final_coins, probabilities=True, check_values=True,
+        )
+    elif values:
+        check_score_values(candidates, target, draft, verify_lens, coins, final_coins, vocab)
+    if coins is None or final_coins is None:
+        drawn = request_coins(params, n, offsets=offsets, generator=generator)
+        coins = drawn[:, : n - 1] if coins is None else coins
+        final_coins = drawn[:, n - 1] if final_coins is None else final_coins
+    inputs = ChainParamsInputs(
+        candidates=candidates, target=target, draft=draft, params=params, coins=coins,
+        final_coins=final_coins, verify_lens=verify_lens, probabilities=probabilities,
+    )
+    if select_backend(candidates, requested=backend) == "triton":
+        return verify_chain_with_params_triton(inputs, block_v=block_v)
+    return verify_chain_with_params_torch(inputs)

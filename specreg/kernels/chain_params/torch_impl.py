@@ -1,0 +1,182 @@
+"""The torch implementation of chain verification under per-request sampling parameters.
+
+Positions are walked over the requests still accepting: greedy requests take the target's
+argmax, sampled ones the filtered p(x) and q(x) of the rows they reach (`RowStats`, one scalar
+formula per token), and the emitted tokens come from row chunks of the filtered residual. No
+filtered [b, n, V] tensor is built.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.kernels.chain.torch_impl import accept_limits, assemble
+from specreg.kernels.chain.types import ChainVerifyResult
+from specreg.kernels.chain_params.types import ChainParamsInputs
+from specreg.kernels.filtering.torch_impl import (
+    FILTER_CHUNK_ELEMENTS,
+    RowStats,
+    filtered_probs_at,
+    filtered_rows,
+    gathered_row_stats,
+)
+from specreg.kernels.sampling.torch_impl import cpu_row_chunks, inverse_cdf_from_cdf
+from specreg.sampling_params import SamplingParams
+
+
+class _Rows:
+    """One input's [b * m, V] rows with the per-request parameters, for gathered access."""
+
+    def __init__(self, scores: torch.Tensor, width: int, params: SamplingParams, probs: bool):
+        self.flat = scores.reshape(-1, scores.shape[-1])
+        self.width = width
+        self.params = params
+        self.probs = probs
+
+    def stats(self, requests: torch.Tensor, position: int) -> RowStats:
+        p = self.params
+        return gathered_row_stats(
+            self.flat, requests * self.width + position, p.temperature[requests],
+            p.top_k[requests], p.top_p[requests], p.min_p[requests], probabilities=self.probs,
+        )
+
+    def prob_at(
+        self, requests: torch.Tensor, position: int, tokens: torch.Tensor, stats: RowStats
+    ) -> torch.Tensor:
+        vocab = self.flat.shape[-1]
+        safe = tokens.clamp(0, vocab - 1)
+        scores = self.flat[requests * self.width + position, safe]
+        p = self.params
+        return filtered_probs_at(
+            scores, p.temperature[requests], stats, p.min_p[requests], probabilities=self.probs
+        )
+
+    def filtered(self, requests: torch.Tensor, position: int, stats: RowStats) -> torch.Tensor:
+        p = self.params
+        rows = self.flat.index_select(0, requests * self.width + position)
+        return filtered_rows(
+            rows, p.temperature[requests], stats, p.min_p[requests], probabilities=self.probs
+        )
+
+
+def _select(stats: RowStats, index: torch.Tensor) -> RowStats:
+    return RowStats(
+        shift=stats.shift[index], threshold=stats.threshold[index], norm=stats.norm[index]
+    )
+
+
+def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResult:
+    """Positions walked over the requests still accepting; only the rows they reach are
+    filtered, chunk by chunk."""
+    candidates, target, draft, params = (
+        inputs.candidates, inputs.target, inputs.draft, inputs.params
+    )
+    coins, final_coins, probabilities = inputs.coins, inputs.final_coins, inputs.probabilities
+    b, n, vocab = target.shape
+    device = candidates.device
+    limit = accept_limits(inputs.verify_lens, b, n, device)
+    drafts = candidates[:, 1:].to(torch.int64)
+    invalid = params.invalid_rows(vocab)
+    greedy = params.greedy
+    p_rows = _Rows(target, n, params, probabilities)
+    q_rows = _Rows(draft, n - 1, params, probabilities) if draft is not None and n > 1 else None
+    accept_len = torch.zeros(b, dtype=torch.int64, device=device)
+    bonus = torch.full((b,), -1, dtype=torch.int64, device=device)
+    active = (~invalid).nonzero().flatten()
+    for i in range(n):
+        if active.numel() == 0:
+            break
+        checking = limit[active] > i
+        if i < n - 1:
+            token = torch.where(checking, drafts[active, i], -1)
+        else:
+            token = torch.full_like(active, -1)
+        valid = (token >= 0) & (token < vocab)
+        is_greedy = greedy[active]
+        accepted = torch.zeros_like(checking)
+        # Greedy requests: the target argmax of row i.
+        g = is_greedy.nonzero().flatten()
+        if g.numel():
+            rows = p_rows.flat.index_select(0, active[g] * n + i)
+            predict = torch.argmax(rows, dim=-1)
+            accepted[g] = checking[g] & (token[g] == predict)
+            stop = ~accepted[g]
+            bonus[active[g][stop]] = predict[stop]
+        # Sampled requests: filtered p(x), q(x) and the coin.
+        s = (~is_greedy).nonzero().flatten()
+        if s.numel():
+            requests = active[s]
+            p_stats = p_rows.stats(requests, i)
+            p_x = p_rows.prob_at(requests, i, token[s], p_stats)
+            check_s = checking[s]
+            q_x = torch.ones_like(p_x)
+            q_stats = None
+            tested = check_s.nonzero().flatten()
+            if q_rows is not None and tested.numel():
+                q_stats = RowStats(
+                    shift=torch.zeros_like(p_x), threshold=torch.full_like(p_x, float("-inf")),
+                    norm=torch.ones_like(p_x),
+                )
+                tested_stats = q_rows.stats(requests[tested], i)
+                q_stats.shift[tested] = tested_stats.shift
+                q_stats.threshold[tested] = tested_stats.threshold
+                q_stats.norm[tested] = tested_stats.norm
+                q_x[tested] = q_rows.prob_at(requests[tested], i, token[s][tested], tested_stats)
+            coin = coins[requests, i] if i < n - 1 else torch.zeros_like(p_x)
+            ok = check_s & valid[s] & (coin.to(torch.float32) * q_x < p_x)
+            accepted[s] = ok
+            stop = (~ok).nonzero().flatten()
+            if stop.numel():
+                bonus[requests[stop]] = _emit(
+                    p_rows, q_rows, requests[stop], i, _select(p_stats, stop),
+                    None if q_stats is None else _select(q_stats, stop),
+                    rejected=check_s[stop], excluded=token[s][stop],
+                    final_coins=final_coins[requests[stop]],
+                )
+        active = active[accepted]
+        accept_len[active] = i + 1
+    result = assemble(candidates, accept_len, bonus)
+    return ChainVerifyResult(
+        accept_len=result.accept_len, bonus=result.bonus, output_tokens=result.output_tokens,
+        param_error=invalid,
+    )
+
+
+def _emit(
+    p_rows: _Rows,
+    q_rows: _Rows | None,
+    requests: torch.Tensor,
+    position: int,
+    p_stats: RowStats,
+    q_stats: RowStats | None,
+    *,
+    rejected: torch.Tensor,
+    excluded: torch.Tensor,
+    final_coins: torch.Tensor,
+) -> torch.Tensor:
+    """The emitted token of `requests` stopping at `position`: from the residual
+    max(p - q, 0) (or p without the draft, target-only) after a rejection, from p otherwise;
+    a residual without mass falls back to p. Row chunks, one inverse-CDF draw each."""
+    vocab = p_rows.flat.shape[-1]
+    out = torch.empty(requests.shape[0], dtype=torch.int64)
+    for start, stop in cpu_row_chunks(requests.shape[0], vocab, FILTER_CHUNK_ELEMENTS):
+        part = slice(start, stop)
+        chunk = torch.arange(start, stop)
+        p = p_rows.filtered(requests[part], position, _select(p_stats, chunk))
+        weights = p
+        hit = rejected[part]
+        if q_rows is not None and q_stats is not None:
+            q = q_rows.filtered(requests[part], min(position, q_rows.width - 1),
+                                _select(q_stats, chunk))
+            residual = (p - q).clamp_min_(0.0)
+        else:
+            residual = p.clone()
+            token = excluded[part]
+            hit = hit & (token >= 0) & (token < vocab)
+            rows = hit.nonzero().flatten()
+            residual[rows, token[rows]] = 0.0
+        use_residual = hit & (residual.sum(-1) > 0)
+        weights = torch.where(use_residual[:, None], residual, p)
+        cdf = torch.cumsum(weights, -1)
+        out[part] = inverse_cdf_from_cdf(weights, cdf, final_coins[part], nonnegative=True)
+    return out

@@ -1,0 +1,203 @@
+"""The Triton implementation of chain verification under per-request sampling parameters.
+
+One program per request: each reached row's filtering statistics are computed in tiles
+(`specreg.kernels.filtering.triton_impl.row_stats`) and filtered probabilities are read on the
+fly; the emitted token is an inverse-CDF draw in two passes over the filtered residual.
+"""
+
+from __future__ import annotations
+
+from specreg.kernels.chain.triton_impl import empty_outputs
+from specreg.kernels.chain.types import ChainVerifyResult
+from specreg.kernels.chain_params.types import ChainParamsInputs
+from specreg.kernels.triton_shim import tl, triton, vocab_tile
+
+if triton is not None:
+    from specreg.kernels.chain.triton_impl import streamed_row_argmax, write_result
+    from specreg.kernels.filtering.triton_impl import filtered_tile, row_stats
+
+
+    @triton.jit
+    def _chain_params_kernel(
+        cand_ptr, stride_cb, stride_cn,
+        p_ptr, stride_pb, stride_pn, stride_pv,
+        q_ptr, stride_qb, stride_qn, stride_qv,
+        coins_ptr, stride_ub, stride_un,
+        final_ptr, vlens_ptr,
+        temp_ptr, topk_ptr, topp_ptr, minp_ptr, invalid_ptr,
+        accept_ptr, bonus_ptr, out_ptr,
+        n, vocab,
+        HAS_Q: tl.constexpr, HAS_VLENS: tl.constexpr, PROBS: tl.constexpr,
+        BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        row = tl.program_id(0).to(tl.int64)
+        limit = row * 0 + (n - 1)
+        if HAS_VLENS:
+            limit = tl.minimum(tl.maximum(tl.load(vlens_ptr + row).to(tl.int64) - 1, 0), n - 1)
+        bad = tl.load(invalid_ptr + row) != 0
+        limit = tl.where(bad, 0, limit)
+        temperature = tl.load(temp_ptr + row).to(tl.float32)
+        top_k = tl.load(topk_ptr + row).to(tl.int64)
+        top_p = tl.load(topp_ptr + row).to(tl.float32)
+        min_p = tl.load(minp_ptr + row).to(tl.float32)
+        greedy = temperature == 0.0
+        safe_t = tl.where(greedy | bad, 1.0, temperature)
+        p_base = p_ptr + row * stride_pb
+        q_base = q_ptr + row * stride_qb
+        cand_base = cand_ptr + row * stride_cb
+        zero = tl.sum(tl.zeros([BLOCK_V], tl.float32), axis=0)
+        one = zero + 1.0
+        p_shift, p_thr, p_norm = zero, zero, one
+        q_shift, q_thr, q_norm = zero, zero, one
+        predict = tl.max(tl.full([BLOCK_V], -1, tl.int64), axis=0)
+
+        # Acceptance: walk the chain until the first rejection or the verify limit.
+        i = limit * 0
+        go = i < limit
+        while go:
+            token = tl.load(cand_base + (i + 1) * stride_cn).to(tl.int64)
+            valid = (token >= 0) & (token < vocab)
+            safe = tl.where(valid, token, 0)
+            if greedy:
+                predict = streamed_row_argmax(p_base + i * stride_pn, stride_pv, vocab, BLOCK_V)
+                accepted = token == predict
+            else:
+                p_shift, p_thr, p_norm = row_stats(
+                    p_base + i * stride_pn, stride_pv, vocab, safe_t, top_k, top_p, min_p,
+                    PROBS, BLOCK_V,
+                )
+                p_x = filtered_tile(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
+                                    p_shift, p_thr, p_norm, min_p, PROBS)
+                coin = tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32)
+                if HAS_Q:
+                    q_shift, q_thr, q_norm = row_stats(
+                        q_base + i * stride_qn, stride_qv, vocab, safe_t, top_k, top_p, min_p,
+                        PROBS, BLOCK_V,
+                    )
+                    q_x = filtered_tile(q_base + i * stride_qn, safe, valid, stride_qv, safe_t,
+                                        q_shift, q_thr, q_norm, min_p, PROBS)
+                    accepted = (coin * q_x < p_x) & valid
+                else:
+                    accepted = (coin < p_x) & valid
+            i += accepted.to(tl.int64)
+            go = accepted & (i < limit)
+
+        rejected = i < limit
+        p_row = p_base + i * stride_pn
+        if greedy:
+            if i >= limit:
+                predict = streamed_row_argmax(p_row, stride_pv, vocab, BLOCK_V)
+            token_out = predict
+        else:
+            if i >= limit:
+                p_shift, p_thr, p_norm = row_stats(
+                    p_row, stride_pv, vocab, safe_t, top_k, top_p, min_p, PROBS, BLOCK_V
+                )
+            token_out = _emit_filtered(
+                cand_base, stride_cn, p_row, stride_pv, q_base + tl.minimum(i, n - 2) * stride_qn,
+                stride_qv, i, n, vocab, rejected, safe_t, min_p,
+                p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
+                tl.load(final_ptr + row).to(tl.float32), HAS_Q, PROBS, BLOCK_V,
+            )
+        token_out = tl.where(bad, -1, token_out)
+        write_result(
+            cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
+            row, n, i, token_out, BLOCK_N,
+        )
+
+    @triton.jit
+    def _residual_tile(
+        p_row, stride_pv, q_row, stride_qv, cols, inside, read_q, excluded, temperature, min_p,
+        p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q: tl.constexpr, PROBS: tl.constexpr,
+    ):
+        """Filtered p of one tile and its residual: max(p - q, 0) (q read only when `read_q`),
+        or p without the `excluded` token (target-only rule)."""
+        pv = filtered_tile(p_row, cols, inside, stride_pv, temperature, p_shift, p_thr, p_norm,
+                           min_p, PROBS)
+        if HAS_Q:
+            qv = filtered_tile(q_row, cols, inside & read_q, stride_qv, temperature, q_shift,
+                               q_thr, q_norm, min_p, PROBS)
+            rv = tl.maximum(pv - qv, 0.0)
+        else:
+            rv = tl.where(cols == excluded, 0.0, pv)
+        return pv, rv
+
+    @triton.jit
+    def _emit_filtered(
+        cand_base, stride_cn, p_row, stride_pv, q_row, stride_qv, i, n, vocab, rejected,
+        temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, coin,
+        HAS_Q: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
+    ):
+        """Inverse-CDF draw from the filtered residual (after a rejection) or p, in two passes."""
+        excluded = tl.load(
+            cand_base + (i + 1) * stride_cn, mask=rejected & ((i + 1) < n), other=-1
+        ).to(tl.int64)
+        offs = tl.arange(0, BLOCK_V)
+        sum_p = tl.zeros([BLOCK_V], tl.float32)
+        sum_r = tl.zeros([BLOCK_V], tl.float32)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            pv, rv = _residual_tile(
+                p_row, stride_pv, q_row, stride_qv, cols, inside, rejected, excluded,
+                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q, PROBS,
+            )
+            sum_p += pv
+            sum_r += rv
+        total_r = tl.sum(sum_r, axis=0)
+        use_residual = rejected & (total_r > 0)
+        total = tl.where(use_residual, total_r, tl.sum(sum_p, axis=0))
+        threshold = coin * total
+        running = tl.sum(tl.zeros([BLOCK_V], tl.float32), axis=0)
+        first = tl.min(tl.full([BLOCK_V], vocab, tl.int64), axis=0)
+        last = tl.max(tl.full([BLOCK_V], -1, tl.int64), axis=0)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            pv, rv = _residual_tile(
+                p_row, stride_pv, q_row, stride_qv, cols, inside, use_residual, excluded,
+                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q, PROBS,
+            )
+            weights = tl.where(use_residual, rv, pv)
+            cdf = tl.cumsum(weights, axis=0) + running
+            hit = (cdf > threshold) & (weights > 0)
+            first = tl.minimum(first, tl.min(tl.where(hit, cols, vocab), axis=0))
+            last = tl.maximum(last, tl.max(tl.where(weights > 0, cols, -1), axis=0))
+            running += tl.sum(weights, axis=0)
+        return tl.where(first < vocab, first, tl.maximum(last, 0))
+
+
+def verify_chain_with_params_triton(
+    inputs: ChainParamsInputs, *, block_v: int | None = None
+) -> ChainVerifyResult:
+    """Same contract as `verify_chain_with_params_torch`."""
+    candidates, target, draft, params = (
+        inputs.candidates, inputs.target, inputs.draft, inputs.params
+    )
+    coins, final_coins, verify_lens = inputs.coins, inputs.final_coins, inputs.verify_lens
+    b, n, vocab = target.shape
+    accept, bonus, out = empty_outputs(b, n, candidates.device)
+    invalid = params.invalid_rows(vocab)
+    if b == 0:
+        return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out,
+                                 param_error=invalid)
+    has_q = draft is not None and n > 1
+    q = draft if draft is not None and has_q else target
+    q_strides = q.stride() if has_q else (0, 0, 0)
+    if coins.shape[1] == 0:
+        coins = final_coins[:, None]  # never read (no drafts); keeps the pointer valid
+    _chain_params_kernel[(b,)](
+        candidates, candidates.stride(0), candidates.stride(1),
+        target, *target.stride(),
+        q, *q_strides,
+        coins, coins.stride(0), coins.stride(1),
+        final_coins.contiguous(), verify_lens if verify_lens is not None else candidates,
+        params.temperature, params.top_k, params.top_p, params.min_p, invalid,
+        accept, bonus, out,
+        n, vocab,
+        HAS_Q=has_q, HAS_VLENS=verify_lens is not None, PROBS=inputs.probabilities,
+        BLOCK_V=vocab_tile(vocab, block_v), BLOCK_N=triton.next_power_of_2(n),
+        num_warps=4,
+    )
+    return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out,
+                             param_error=invalid)

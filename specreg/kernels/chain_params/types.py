@@ -1,0 +1,28 @@
+"""The sampling-parameter chain path's input bundle, shared by its torch, Triton and reference
+paths."""
+
+from __future__ import annotations
+
+import attrs
+import torch
+
+from specreg.sampling_params import SamplingParams
+
+
+@attrs.frozen(kw_only=True)
+class ChainParamsInputs:
+    """Validated inputs of `verify_chain_with_params` (coins drawn).
+
+    candidates [b, n]; target [b, n, V] and draft [b, n-1, V] (or None: the target-only rule for
+    sampled requests) as logits, or probabilities with `probabilities=True`; params one value
+    per request; coins [b, >= n-1] and final_coins [b]; verify_lens [b] or None.
+    """
+
+    candidates: torch.Tensor
+    target: torch.Tensor
+    draft: torch.Tensor | None
+    params: SamplingParams
+    coins: torch.Tensor
+    final_coins: torch.Tensor
+    verify_lens: torch.Tensor | None = None
+    probabilities: bool = False
