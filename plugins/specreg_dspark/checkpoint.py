@@ -1,4 +1,4 @@
-"""Reading a DFlash/DSpark draft checkpoint's config.json into `DFlashDraftConfig` / `DSparkDraftConfig`.
+"""Reading a DFlash/DSpark draft checkpoint's config.json: `DFlashDraftConfig`, `DSparkDraftConfig`.
 
 Torch-free: imported by the plugin at entry-point load. Parsing never raises
 (`parse_*_draft_config` returns the config and every problem); `from_hf_config` raises one

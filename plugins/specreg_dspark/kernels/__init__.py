@@ -1,1 +1,1 @@
-"""The DSpark plugin's kernel families: draft_block, markov_greedy and markov_head (import torch)."""
+"""The DSpark plugin's kernel families: draft_block, markov_greedy, markov_head (torch)."""

@@ -1,4 +1,4 @@
-"""The draft forward's input ``[anchor, MASK, MASK, ...]`` and its positions: validation and dispatch.
+"""The draft forward's input ``[anchor, MASK, ...]`` and its positions: validation, dispatch.
 
 Dense layout: width gamma, slot k predicts the token at anchor position + k + 1. Bonus-anchor
 layout: width gamma + 1, slot 0 only conditions. Both use positions ``anchor_pos + k``: the first

@@ -1,4 +1,4 @@
-"""The draft block in Triton (the GPU path): one program per request writes its ids and positions."""
+"""The draft block in Triton (the GPU path): one program per request writes its ids, positions."""
 
 from __future__ import annotations
 

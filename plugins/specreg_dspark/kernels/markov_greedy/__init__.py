@@ -1,4 +1,4 @@
-"""The fused greedy Markov step ``argmax_v(base[v] + W2[v, :] . W1[prev, :])``: validation, dispatch.
+"""The greedy Markov step ``argmax_v(base[v] + W2[v, :] . W1[prev, :])``: validation, dispatch.
 
 The vanilla Markov head's greedy walk takes one such step per draft slot. On CPU the two-step
 torch implementation runs (materialise the bias ``[b, V]``, then argmax); on CUDA the Triton

@@ -1,9 +1,10 @@
-"""Building the Markov head a DSpark checkpoint names (`make_markov_head`), with its arguments checked.
+"""Building the Markov head a DSpark checkpoint names (`make_markov_head`), arguments checked.
 
 The heads are torch modules (`torch_impl`: `MarkovHead` = vanilla, `GatedMarkovHead`,
 `RNNMarkovHead`, and the samplers their block walk draws with); `checks.check_block` validates a
 walk's inputs; `reference` holds the plain per-row rule of a head step and of the block walk (test
-oracle). The vanilla head's greedy walk runs the fused step of `specreg_dspark.kernels.markov_greedy`.
+oracle). The vanilla head's greedy walk runs the fused step of
+`specreg_dspark.kernels.markov_greedy`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The plain per-row rule of a Markov head step and of its block walk: the test oracle for the heads.
+"""The plain per-row rule of a Markov head step and of its block walk: the heads' test oracle.
 
 Everything is float64 Python lists, one request and one element at a time. A head's weights are
 read from the module (`markov_w1`, `markov_w2`, and `gate_proj` / `cell` for the gated / rnn head).
@@ -19,7 +19,10 @@ def _rows(matrix: torch.Tensor) -> list[list[float]]:
 
 
 def _affine(weight: list[list[float]], bias: list[float], x: list[float]) -> list[float]:
-    return [sum(w * xi for w, xi in zip(row, x, strict=True)) + b for row, b in zip(weight, bias, strict=True)]
+    out = []
+    for row, b in zip(weight, bias, strict=True):
+        out.append(sum(w * xi for w, xi in zip(row, x, strict=True)) + b)
+    return out
 
 
 def _sigmoid(x: float) -> float:
@@ -32,7 +35,8 @@ def markov_step_reference(
     """One head step for one request: (bias [V], next state).
 
     vanilla: ``bias_v = sum_r W2[v][r] * W1[prev][r]``;
-    gated: ``gate = sigmoid(G [h, W1[prev]] + g)``, ``bias_v = sum_r W2[v][r] * gate_r * W1[prev][r]``;
+    gated: ``gate = sigmoid(G [h, W1[prev]] + g)``,
+    ``bias_v = sum_r W2[v][r] * gate_r * W1[prev][r]``;
     rnn: ``[g, c, o] = C [s, W1[prev], h] + c0``, ``s <- sigmoid(g) s + (1 - sigmoid(g)) tanh(c)``,
     ``bias_v = sum_r W2[v][r] * tanh(o_r)``.
     """
@@ -90,7 +94,8 @@ def markov_block_reference(
         for k in range(gamma):
             h_k = hidden[row, k].double().tolist() if hidden is not None else None
             bias, state = markov_step_reference(head, prev, h_k, state)
-            logits = [x + y for x, y in zip(base_logits[row, k].double().tolist(), bias, strict=True)]
+            base = base_logits[row, k].double().tolist()
+            logits = [x + y for x, y in zip(base, bias, strict=True)]
             if temperature <= 0:
                 prev = _first_argmax(logits)
             else:
