@@ -47,9 +47,11 @@ class BlockVerifier:
         self.rules = algorithm.verify_rules
         self.supports_ragged_verify = algorithm.supports_ragged_verify
         self.backend = requested_backend() if backend is None else backend
+        # core's ChainVerifier takes None for 'auto' (it is built here, while the plan resolves)
         self.chain = ChainVerifier(
             num_draft_tokens=max({*widths, runtime.num_draft_tokens}),
-            widths=[*widths, runtime.num_draft_tokens], backend=self.backend,
+            widths=[*widths, runtime.num_draft_tokens],
+            backend=None if self.backend == "auto" else self.backend,  # type: ignore[arg-type]
             check_values=check_values,
         )
         self.num_draft_tokens = self.chain.num_draft_tokens
