@@ -24,7 +24,7 @@ import time
 
 import torch
 from floors import floor_line, interleaved_best, read_all
-from specreg_dspark.kernels.markov_greedy import (
+from specreg_dspark.kernels.markov_greedy.torch_impl import (
     markov_greedy_step_chunked_torch,
     markov_greedy_step_torch,
 )

@@ -54,7 +54,7 @@ def _floor_work(name: str):
 
     config = CASES[name]
     if name.startswith("dspark"):
-        from specreg_dspark.config import analyse_dspark
+        from specreg_dspark.runtime import analyse_dspark
 
         def work() -> None:
             parsed = SpecConfig.from_dict(config)

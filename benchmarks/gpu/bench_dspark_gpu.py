@@ -22,12 +22,10 @@ from gpu_timing import cuda_time_ms
 
 os.environ.setdefault("SPECREG_KERNEL_BACKEND", "auto")
 
-from specreg_dspark.kernels.draft_block import (  # noqa: E402
-    build_draft_block_torch,
-    build_draft_block_triton,
-)
-from specreg_dspark.kernels.markov_greedy import (  # noqa: E402
-    markov_greedy_step_torch,
+from specreg_dspark.kernels.draft_block.torch_impl import build_draft_block_torch  # noqa: E402
+from specreg_dspark.kernels.draft_block.triton_impl import build_draft_block_triton  # noqa: E402
+from specreg_dspark.kernels.markov_greedy.torch_impl import markov_greedy_step_torch  # noqa: E402
+from specreg_dspark.kernels.markov_greedy.triton_impl import (  # noqa: E402
     markov_greedy_step_triton,
 )
 

@@ -1,36 +1,9 @@
 """specreg's built-in DSpark plugin: the `dspark` and `dflash` block-drafting algorithms.
 
-Importing this package (or `specreg_dspark.plugin`) does not import torch or triton; the kernels
-(`specreg_dspark.kernels`, `specreg_dspark.markov`, `specreg_dspark.verifier`) import torch.
+`specreg_dspark.plugin` holds the hooks; `checkpoint` reads the draft checkpoint's config.json;
+`runtime` states what a resolved config implies (gamma, widths, layout). These import neither
+torch nor triton. The kernels (`specreg_dspark.kernels.draft_block`, `.markov_greedy`,
+`.markov_head`), `drafter.BlockDrafter` and `verifier.BlockVerifier` import torch.
 """
 
 from specreg_dspark import errors as _errors  # noqa: F401 - registers its error codes
-from specreg_dspark.config import (
-    DEFAULT_DFLASH_BLOCK_SIZE,
-    DEFAULT_DSPARK_GAMMA,
-    MARKOV_HEAD_TYPES,
-    BlockRuntime,
-    DFlashDraftConfig,
-    DSparkDraftConfig,
-    analyse_dflash,
-    analyse_dspark,
-    gamma_from_num_draft_tokens,
-    parse_dflash_draft_config,
-    parse_dspark_draft_config,
-    resolve_runtime_config,
-)
-
-__all__ = [
-    "DEFAULT_DFLASH_BLOCK_SIZE",
-    "DEFAULT_DSPARK_GAMMA",
-    "MARKOV_HEAD_TYPES",
-    "BlockRuntime",
-    "DFlashDraftConfig",
-    "DSparkDraftConfig",
-    "analyse_dflash",
-    "analyse_dspark",
-    "gamma_from_num_draft_tokens",
-    "parse_dflash_draft_config",
-    "parse_dspark_draft_config",
-    "resolve_runtime_config",
-]

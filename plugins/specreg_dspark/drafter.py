@@ -4,7 +4,7 @@ It builds the draft block of one draft forward ([anchor, MASK, ...]) and propose
 the block's logits: through the Markov head for DSpark (a walk that corrects each slot from the
 previous draft token), independently per slot for DFlash. `make_head` builds the head module the
 checkpoint's weights load into. With adaptive candidates, `propose(..., gamma=s)` proposes the
-first s drafts of the same block.
+first s drafts of the same block. Its kernel backend is fixed when the plan builds it.
 """
 
 from __future__ import annotations
@@ -14,19 +14,32 @@ from typing import Any
 
 import torch
 
+from specreg.backend import requested_backend
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.kernels.checks import check_shape
 from specreg.memory import PER_REQUEST, Buffer
-from specreg_dspark.config import BlockRuntime
 from specreg_dspark.kernels.draft_block import build_draft_block
-from specreg_dspark.markov import ExponentialRaceSampler, MarkovHead, greedy_sampler
+from specreg_dspark.kernels.markov_head import make_markov_head
+from specreg_dspark.kernels.markov_head.torch_impl import (
+    ExponentialRaceSampler,
+    MarkovHead,
+    greedy_sampler,
+)
+from specreg_dspark.runtime import BlockRuntime
 
 
 class BlockDrafter:
-    """Draft-block construction and proposal for one resolved dspark/dflash plan."""
+    """Draft-block construction and proposal for one resolved dspark/dflash plan.
 
-    def __init__(self, runtime: BlockRuntime, *, gammas: Sequence[int] = ()) -> None:
+    `backend` ('auto' | 'torch' | 'triton') is fixed at construction: by default what
+    SPECREG_KERNEL_BACKEND asks for while the plan is resolved.
+    """
+
+    def __init__(
+        self, runtime: BlockRuntime, *, gammas: Sequence[int] = (), backend: str | None = None
+    ) -> None:
         self.runtime = runtime
+        self.backend = requested_backend() if backend is None else backend
         self.gammas = tuple(sorted({*gammas, runtime.gamma}))
         self.gamma = max(self.gammas)
         self.draft_width = runtime.draft_width
@@ -37,8 +50,6 @@ class BlockDrafter:
         """The Markov head the checkpoint declares (untrained: load its weights), or None."""
         if self.runtime.markov_rank <= 0:
             return None
-        from specreg_dspark.markov import make_markov_head
-
         return make_markov_head(
             self.runtime.markov_head_type or "vanilla",
             vocab_size=vocab_size, rank=self.runtime.markov_rank, hidden_size=hidden_size,
@@ -81,6 +92,7 @@ class BlockDrafter:
             width=self.runtime.draft_width,
             mask_token_id=self.runtime.mask_token_id,
             vocab_size=vocab_size,
+            backend=self.backend,
         )
 
     def propose(
@@ -115,7 +127,7 @@ class BlockDrafter:
         greedy = temperature <= 0
         if head is not None:
             if greedy:
-                return head.greedy_block(base_logits, anchor, hidden), None
+                return head.greedy_block(base_logits, anchor, hidden, backend=self.backend), None
             sampler = ExponentialRaceSampler(temperature, generator=generator)
             return head.sample_block(base_logits, anchor, hidden, sampler)
         if self.runtime.algorithm == "dspark":

@@ -1,6 +1,7 @@
-"""Hook implementations of the DSpark plugin (entry point ``dspark``). Torch-free at import.
+"""The DSpark plugin's hooks (entry point ``dspark``): the `dspark` and `dflash` algorithms.
 
-Every hook answers only for the algorithms ``dspark`` and ``dflash`` and returns None otherwise,
+Torch-free at import: the verifier and drafter (torch) are imported when a plan builds them. Every
+hook answers only for the algorithms ``dspark`` and ``dflash`` and returns None otherwise,
 so specreg's default plugin (or another plugin) answers for the rest. The draft config is parsed
 once per resolve and kept in the resolve's ``memo``; adaptive candidate step s verifies gamma = s
 drafts of the same draft block (SR312 when the block holds fewer).
@@ -13,17 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
-from specreg.phase import Phase
 from specreg.resolution import Sizes, adaptive_steps
 from specreg.specs import AlgorithmSpec, ParamRange
-from specreg_dspark.config import (
+from specreg_dspark.checkpoint import parse_dflash_draft_config, parse_dspark_draft_config
+from specreg_dspark.runtime import (
     DEFAULT_DFLASH_BLOCK_SIZE,
     DEFAULT_DSPARK_GAMMA,
     BlockRuntime,
     analyse_dflash,
     analyse_dspark,
-    parse_dflash_draft_config,
-    parse_dspark_draft_config,
+    candidate_sizes,
+    main_sizes,
+    max_candidate_gamma,
 )
 
 if TYPE_CHECKING:
@@ -69,7 +71,6 @@ DFLASH_SPEC = AlgorithmSpec(
         minimum=2, maximum=MAX_NUM_DRAFT_TOKENS, default=DEFAULT_DFLASH_BLOCK_SIZE
     ),
 )
-SPECS: dict[str, AlgorithmSpec] = {DSPARK_SPEC.name: DSPARK_SPEC, DFLASH_SPEC.name: DFLASH_SPEC}
 _FLAGS = {"topk": "--speculative-eagle-topk", "num_steps": "--speculative-num-steps"}
 
 
@@ -105,24 +106,6 @@ def runtime_for(
     return None if found is None else found[0]
 
 
-def max_candidate_gamma(runtime: BlockRuntime) -> int:
-    """The most drafts one draft block holds: DSpark's gamma (its block is sized for it),
-    DFlash's block size - 1."""
-    return runtime.gamma if runtime.algorithm == "dspark" else max(runtime.draft_width - 1, 0)
-
-
-def candidate_sizes(runtime: BlockRuntime, gamma: int) -> Sizes:
-    """Sizes of an adaptive candidate verifying `gamma` drafts of the main config's block."""
-    n = gamma + 1
-    return Sizes(
-        gamma=gamma,
-        target={Phase.DRAFT_DECODE: runtime.draft_width, Phase.DRAFT_EXTEND: n,
-                Phase.TARGET_VERIFY: n},
-        draft={Phase.DRAFT_DECODE: runtime.draft_width, Phase.DRAFT_EXTEND: n,
-               Phase.TARGET_VERIFY: runtime.draft_width},
-    )
-
-
 @hookimpl
 def specreg_register_algorithms(register: Callable[..., None]) -> None:
     register(DSPARK_SPEC)
@@ -147,7 +130,7 @@ def specreg_resolve_candidates(
     config: SpecConfig, algorithm: AlgorithmSpec
 ) -> list[SpecConfig] | None:
     """Candidate s verifies s drafts: num_draft_tokens = s + 1, one draft forward (num_steps 1)."""
-    if algorithm.name not in SPECS:
+    if algorithm.name not in _ANALYSERS:
         return None
     return [
         config.evolve(num_steps=1, topk=1, num_draft_tokens=s + 1, candidate_steps=None)
@@ -162,12 +145,7 @@ def specreg_resolve_sizes(
     runtime = runtime_for(configs[0], algorithm, memo) if configs else None
     if runtime is None:
         return None
-    main = Sizes(
-        gamma=runtime.gamma,
-        target={Phase.parse(k): v for k, v in runtime.widths(False).items()},
-        draft={Phase.parse(k): v for k, v in runtime.widths(True).items()},
-    )
-    return [main] + [candidate_sizes(runtime, (c.num_draft_tokens or 1) - 1) for c in configs[1:]]
+    return [main_sizes(runtime)] + [candidate_sizes(runtime, (c.num_draft_tokens or 1) - 1) for c in configs[1:]]
 
 
 @hookimpl
@@ -236,10 +214,7 @@ def specreg_make_verifier(
         return None
     from specreg_dspark.verifier import BlockVerifier
 
-    return BlockVerifier(
-        runtime, widths=_verify_widths(resolution),
-        supports_ragged_verify=algorithm.supports_ragged_verify,
-    )
+    return BlockVerifier(runtime, algorithm, widths=_verify_widths(resolution))
 
 
 @hookimpl

@@ -2,57 +2,63 @@
 
 It wraps core chain verification (`specreg.chain_verifier.ChainVerifier`) and adds sampling
 verification from logits with ``q = softmax(corrected / T)`` and ragged verify (per-request
-``verify_lens``, where the algorithm declares `supports_ragged_verify`). Drafting lives in
-`specreg_dspark.drafter.BlockDrafter`.
+``verify_lens``, where the algorithm declares `supports_ragged_verify`). Its rules and ragged
+support are the `AlgorithmSpec`'s; its kernel backend is fixed when the plan builds it. Drafting
+lives in `specreg_dspark.drafter.BlockDrafter`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
+from specreg.backend import requested_backend
 from specreg.chain_verifier import ChainVerifier
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.memory import Buffer
 from specreg.protocols import VerifyResult
 from specreg.sampling_params import SamplingParams
-from specreg_dspark.config import BlockRuntime
+from specreg.specs import AlgorithmSpec
 from specreg_dspark.drafter import BlockDrafter
+from specreg_dspark.runtime import BlockRuntime
 
 
 class BlockVerifier:
     """Verification for one resolved dspark/dflash plan, at every width the plan serves.
 
-    The drafting helpers (`build_draft_block`, `propose`, `candidates`) are the plan's
-    `BlockDrafter`'s, kept here for callers that hold only the verifier.
+    `rules` and `supports_ragged_verify` come from `algorithm`. `backend` ('auto' | 'torch' |
+    'triton') is fixed at construction: by default what SPECREG_KERNEL_BACKEND asks for while the
+    plan is resolved. The drafting helpers (`build_draft_block`, `propose`, `candidates`) are the
+    verifier's `BlockDrafter`'s, kept here for callers that hold only the verifier.
     """
-
-    rules = ("greedy", "chain_sampling")
 
     def __init__(
         self,
         runtime: BlockRuntime,
+        algorithm: AlgorithmSpec,
         *,
         widths: Sequence[int] = (),
-        supports_ragged_verify: bool | None = None,
         backend: str | None = None,
         check_values: bool | None = None,
     ) -> None:
         self.runtime = runtime
+        self.rules = algorithm.verify_rules
+        self.supports_ragged_verify = algorithm.supports_ragged_verify
+        self.backend = requested_backend() if backend is None else backend
         self.chain = ChainVerifier(
             num_draft_tokens=max({*widths, runtime.num_draft_tokens}),
-            widths=[*widths, runtime.num_draft_tokens], backend=backend,
+            widths=[*widths, runtime.num_draft_tokens],
+            backend=self.backend,
             check_values=check_values,
         )
         self.num_draft_tokens = self.chain.num_draft_tokens
         self.widths = self.chain.widths
         self.gamma = self.num_draft_tokens - 1
-        self.supports_ragged_verify = (
-            runtime.algorithm == "dspark" if supports_ragged_verify is None
-            else supports_ragged_verify
+        self.drafter = BlockDrafter(
+            runtime, gammas=[w - 1 for w in self.widths], backend=self.backend
         )
-        self.drafter = BlockDrafter(runtime, gammas=[w - 1 for w in self.widths])
         self.build_draft_block = self.drafter.build_draft_block
         self.propose = self.drafter.propose
         self.candidates = self.drafter.candidates
@@ -86,18 +92,12 @@ class BlockVerifier:
         candidates: torch.Tensor,
         target_probs: torch.Tensor,
         draft_probs: torch.Tensor,
-        *,
-        verify_lens: torch.Tensor | None = None,
-        seed: int | None = None,
-        offsets: torch.Tensor | None = None,
-        generator: torch.Generator | None = None,
+        **kwargs: Any,
     ) -> VerifyResult:
-        """Chain rejection sampling on probabilities (core rule)."""
-        self._ragged(verify_lens)
-        return self.chain.verify_sampling(
-            candidates, target_probs, draft_probs,
-            verify_lens=verify_lens, seed=seed, offsets=offsets, generator=generator,
-        )
+        """Chain rejection sampling on probabilities (core rule): `ChainVerifier.verify_sampling`
+        with its keywords (`verify_lens`, `seed`, `offsets`, `generator`, ...)."""
+        self._ragged(kwargs.get("verify_lens"))
+        return self.chain.verify_sampling(candidates, target_probs, draft_probs, **kwargs)
 
     def verify_sampling_from_logits(
         self,
@@ -106,24 +106,23 @@ class BlockVerifier:
         draft_logits: torch.Tensor,
         *,
         temperature: float | None = None,
-        verify_lens: torch.Tensor | None = None,
-        seed: int | None = None,
-        offsets: torch.Tensor | None = None,
-        generator: torch.Generator | None = None,
         params: SamplingParams | None = None,
+        **kwargs: Any,
     ) -> VerifyResult:
         """p = softmax(target / T), q = softmax(draft_logits / T), then chain rejection sampling.
 
         For DSpark `draft_logits` MUST be the corrected logits `propose`/`sample_block` returned
-        (the drafts were drawn from them); base logits give a biased output. With `params`
-        (instead of `temperature`) each request has its own temperature, top-k, top-p, min-p
-        and seed, greedy requests (temperature 0) mixed in; nothing [b, n, V] is materialised.
+        (the drafts were drawn from them); base logits give a biased output. With `params` (a
+        `SamplingParams`, instead of `temperature`) each request has its own temperature, top-k,
+        top-p, min-p and seed, greedy requests (temperature 0) mixed in; nothing [b, n, V] is
+        materialised (`ChainVerifier.verify_from_logits`; `seed` is then ignored). The other
+        keywords (`verify_lens`, `seed`, `offsets`, `generator`) are `verify_sampling`'s.
         """
         if params is not None:
-            self._ragged(verify_lens)
+            self._ragged(kwargs.get("verify_lens"))
+            kwargs.pop("seed", None)
             return self.chain.verify_from_logits(
-                candidates, target_logits, draft_logits, params=params, verify_lens=verify_lens,
-                offsets=offsets, generator=generator,
+                candidates, target_logits, draft_logits, params=params, **kwargs
             )
         if temperature is None or not temperature > 0:
             raise KernelInputError(
@@ -137,10 +136,7 @@ class BlockVerifier:
             )
         p = torch.softmax(target_logits.float() / temperature, dim=-1)
         q = torch.softmax(draft_logits.float() / temperature, dim=-1)
-        return self.verify_sampling(
-            candidates, p, q, verify_lens=verify_lens, seed=seed, offsets=offsets,
-            generator=generator,
-        )
+        return self.verify_sampling(candidates, p, q, **kwargs)
 
     def memory(self) -> list[Buffer]:
         """Per request at the widest width: the chain verifier's (the drafting buffers are the

@@ -2,13 +2,12 @@
 
 import pytest
 from dspark_helpers import DATA, load
-from specreg_dspark import (
+from specreg_dspark.checkpoint import (
     DFlashDraftConfig,
     DSparkDraftConfig,
-    gamma_from_num_draft_tokens,
     parse_dspark_draft_config,
-    resolve_runtime_config,
 )
+from specreg_dspark.runtime import gamma_from_num_draft_tokens, resolve_runtime_config
 
 from specreg import ConfigError
 

@@ -2,15 +2,15 @@
 
 import pytest
 import torch
-from specreg_dspark.kernels import (
-    build_draft_block,
-    build_draft_block_torch,
-    markov_greedy_step,
+from specreg_dspark.kernels.draft_block import build_draft_block
+from specreg_dspark.kernels.draft_block.torch_impl import build_draft_block_torch
+from specreg_dspark.kernels.draft_block.triton_impl import build_draft_block_triton
+from specreg_dspark.kernels.markov_greedy import markov_greedy_step
+from specreg_dspark.kernels.markov_greedy.torch_impl import (
     markov_greedy_step_chunked_torch,
     markov_greedy_step_torch,
 )
-from specreg_dspark.kernels.draft_block import build_draft_block_triton
-from specreg_dspark.kernels.markov_greedy import markov_greedy_step_triton
+from specreg_dspark.kernels.markov_greedy.triton_impl import markov_greedy_step_triton
 
 from specreg import KernelInputError
 

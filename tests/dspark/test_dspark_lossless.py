@@ -4,7 +4,8 @@ q = softmax(corrected / T). Statistical tests use fixed seeds."""
 import torch
 from dspark_helpers import load
 from scipy.stats import chisquare
-from specreg_dspark.markov import ExponentialRaceSampler, make_markov_head
+from specreg_dspark.kernels.markov_head import make_markov_head
+from specreg_dspark.kernels.markov_head.torch_impl import ExponentialRaceSampler
 
 VOCAB, GAMMA, ROWS, T = 6, 3, 40_000, 1.0
 

@@ -3,13 +3,13 @@
 import pytest
 import torch
 from dspark_helpers import load
-from specreg_dspark.markov import (
+from specreg_dspark.kernels.markov_head import make_markov_head
+from specreg_dspark.kernels.markov_head.torch_impl import (
     ExponentialRaceSampler,
     GatedMarkovHead,
     MarkovHead,
     RNNMarkovHead,
     greedy_sampler,
-    make_markov_head,
 )
 
 from specreg import ConfigError, KernelInputError

@@ -10,7 +10,7 @@ from fuzz_profile import fuzz_settings
 from fuzz_strategies import coded_or_result, junk, scalars
 from hypothesis import given
 from hypothesis import strategies as st
-from specreg_dspark.config import (
+from specreg_dspark.checkpoint import (
     DFlashDraftConfig,
     DSparkDraftConfig,
     parse_dflash_draft_config,

@@ -8,8 +8,9 @@ from fuzz_strategies import coded_or_result
 from hypothesis import given
 from hypothesis import strategies as st
 from kernel_inputs import all_meta, float_tensor, index_tensor
-from specreg_dspark.kernels import build_draft_block, markov_greedy_step
-from specreg_dspark.markov import make_markov_head
+from specreg_dspark.kernels.draft_block import build_draft_block
+from specreg_dspark.kernels.markov_greedy import markov_greedy_step
+from specreg_dspark.kernels.markov_head import make_markov_head
 from specreg_eagle.tree import (
     build_tree,
     num_draft_ids,

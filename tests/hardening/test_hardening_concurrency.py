@@ -21,7 +21,7 @@ CONFIGS = [
 
 def _work(seed: int) -> dict:
     """Resolve every config and run chain verify, build_tree + tree verify and a Markov step."""
-    from specreg_dspark.kernels import markov_greedy_step
+    from specreg_dspark.kernels.markov_greedy import markov_greedy_step
     from specreg_eagle.tree import build_tree, organize_draft_results, select_top_k_tokens
     from specreg_eagle.verify import verify_tree_greedy
 

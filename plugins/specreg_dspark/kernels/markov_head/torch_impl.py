@@ -1,4 +1,5 @@
-"""DSpark's Markov heads: a low-rank correction of each draft slot from the previous token.
+"""DSpark's Markov heads as torch modules: a low-rank correction of each draft slot from the
+previous token, and the samplers their block walk draws with.
 
 Weights (all variants): ``markov_w1`` = embedding [V, R], ``markov_w2`` = linear R -> V without
 bias (weight [V, R]), R = markov_rank.
@@ -11,7 +12,8 @@ bias (weight [V, R]), R = markov_rank.
 `sample_block` walks the block left to right (``prev = anchor``; slot k: ``logits_k = base_k +
 bias(prev, h_k)``; ``tok_k = sampler(logits_k)``; ``prev = tok_k``) and returns the draft tokens
 and the corrected logits. Sampling verification must use ``q = softmax(corrected / T)``: the
-distribution the drafts were actually drawn from.
+distribution the drafts were actually drawn from. `make_markov_head` (the family's
+``__init__``) builds the head a checkpoint names; `checks.check_block` validates a walk's inputs.
 """
 
 from __future__ import annotations
@@ -21,18 +23,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from specreg.errors import ConfigError, KernelInputError, problem
-from specreg.kernels.checks import (
-    FLOAT_DTYPES,
-    INDEX_DTYPES,
-    check_dtype,
-    check_index_range,
-    check_same_device,
-    check_shape,
-    should_check_values,
-)
+from specreg.errors import ConfigError, problem
 from specreg.kernels.sampling import exponential_race_sample
-from specreg_dspark.config import MARKOV_HEAD_TYPES
+from specreg_dspark.kernels.markov_greedy import markov_greedy_step
+from specreg_dspark.kernels.markov_head.checks import check_block
 
 Sampler = Callable[[torch.Tensor], torch.Tensor]
 
@@ -45,7 +39,7 @@ def greedy_sampler(logits: torch.Tensor) -> torch.Tensor:
 class ExponentialRaceSampler:
     """Draw from ``softmax(logits / T)`` by the exponential race (core `exponential_race_sample`).
 
-    ``temperature <= 0`` is greedy. `q_logits_to_probs` gives the matching q for verification.
+    ``temperature <= 0`` is greedy. `probs` gives the matching q for verification.
     """
 
     def __init__(self, temperature: float = 1.0, *, generator: torch.Generator | None = None):
@@ -102,35 +96,6 @@ class MarkovHead(nn.Module):
         """One step: (bias [b, V], next state)."""
         return self._bias(prev, hidden, state)
 
-    def _check_block(
-        self, base_logits: torch.Tensor, anchor: torch.Tensor, hidden: torch.Tensor | None
-    ) -> None:
-        check_shape("base_logits", base_logits, (None, None, self.vocab_size))
-        b, gamma, _ = base_logits.shape
-        check_dtype("base_logits", base_logits, FLOAT_DTYPES)
-        check_shape("anchor", anchor, (b,))
-        check_dtype("anchor", anchor, INDEX_DTYPES)
-        needs_hidden = self.head_type != "vanilla"
-        if hidden is not None or needs_hidden:
-            if hidden is None:
-                raise KernelInputError(
-                    problem(
-                        "SR900",
-                        f"the {self.head_type} Markov head needs hidden states [b, gamma, H]",
-                        accepted=f"hidden of shape [{b}, {gamma}, {self.hidden_size}]",
-                        fix="pass the draft model's hidden states of the block",
-                        field="hidden",
-                    )
-                )
-            check_shape("hidden", hidden, (b, gamma, self.hidden_size or None))
-            check_dtype("hidden", hidden, FLOAT_DTYPES)
-        weights = next(self.parameters())
-        device = check_same_device(
-            markov_weights=weights, base_logits=base_logits, anchor=anchor, hidden=hidden
-        )
-        if should_check_values(device, None):
-            check_index_range("anchor", anchor, 0, self.vocab_size)
-
     def sample_block(
         self,
         base_logits: torch.Tensor,
@@ -143,7 +108,7 @@ class MarkovHead(nn.Module):
         `base_logits` [b, gamma, V]; `anchor` [b]; `hidden` [b, gamma, H] (gated/rnn);
         `sampler` maps logits [b, V] to tokens [b] (default greedy).
         """
-        self._check_block(base_logits, anchor, hidden)
+        check_block(self, base_logits, anchor, hidden)
         sampler = sampler or greedy_sampler
         b, gamma, vocab = base_logits.shape
         tokens = torch.empty((b, gamma), dtype=torch.int64, device=base_logits.device)
@@ -163,20 +128,21 @@ class MarkovHead(nn.Module):
         base_logits: torch.Tensor,
         anchor: torch.Tensor,
         hidden: torch.Tensor | None = None,
+        *,
+        backend: str | None = None,
     ) -> torch.Tensor:
         """Greedy walk without the corrected logits: int64 [b, gamma]. The vanilla head uses the
-        fused step (`markov_greedy_step`: one pass over W2, no [b, V] bias)."""
+        fused step (`markov_greedy_step`: one pass over W2, no [b, V] bias) on `backend`
+        ('auto' | 'torch' | 'triton', or None: SPECREG_KERNEL_BACKEND)."""
         if self.head_type != "vanilla":
             return self.sample_block(base_logits, anchor, hidden, greedy_sampler)[0]
-        from specreg_dspark.kernels.markov_greedy import markov_greedy_step
-
-        self._check_block(base_logits, anchor, hidden)
+        check_block(self, base_logits, anchor, hidden)
         b, gamma, _ = base_logits.shape
         tokens = torch.empty((b, gamma), dtype=torch.int64, device=base_logits.device)
         prev = anchor.to(torch.int64)
         w1, w2 = self.markov_w1.weight.detach(), self.markov_w2.weight.detach()
         for k in range(gamma):
-            prev = markov_greedy_step(base_logits[:, k], prev, w1, w2)
+            prev = markov_greedy_step(base_logits[:, k], prev, w1, w2, backend=backend)
             tokens[:, k] = prev
         return tokens
 
@@ -224,38 +190,8 @@ class RNNMarkovHead(MarkovHead):
         return self.markov_w2(torch.tanh(o)), state
 
 
-_HEADS: dict[str, type[MarkovHead]] = {
+HEADS: dict[str, type[MarkovHead]] = {
     "vanilla": MarkovHead,
     "gated": GatedMarkovHead,
     "rnn": RNNMarkovHead,
 }
-
-
-def make_markov_head(
-    head_type: str, *, vocab_size: int, rank: int, hidden_size: int = 0
-) -> MarkovHead:
-    """Build the head named by a checkpoint's markov_head_type (SR302 for an unknown one)."""
-    key = str(head_type).strip().lower()
-    if key not in _HEADS:
-        raise ConfigError(
-            problem(
-                "SR302",
-                f"unsupported DSpark markov_head_type={head_type!r}",
-                accepted=", ".join(MARKOV_HEAD_TYPES),
-                fix="use one of the supported heads",
-                field="markov_head_type",
-            )
-        )
-    if key == "vanilla":
-        return MarkovHead(vocab_size, rank, hidden_size)
-    if hidden_size <= 0:
-        raise ConfigError(
-            problem(
-                "SR301",
-                f"the {key} Markov head needs hidden_size > 0, got {hidden_size}",
-                accepted="hidden_size >= 1 (the draft model's hidden size)",
-                fix="pass hidden_size from the draft config",
-                field="hidden_size",
-            )
-        )
-    return _HEADS[key](vocab_size, rank, hidden_size)
