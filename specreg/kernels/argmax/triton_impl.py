@@ -37,7 +37,8 @@ if triton is not None:
     @triton.jit
     def _row_argmax_kernel(rows_ptr, out_ptr, vocab, stride_r, stride_v, BLOCK_V: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
-        tl.store(out_ptr + row, row_argmax_tiles(rows_ptr + row * stride_r, stride_v, vocab, BLOCK_V))
+        best = row_argmax_tiles(rows_ptr + row * stride_r, stride_v, vocab, BLOCK_V)
+        tl.store(out_ptr + row, best)
 
 
 def row_argmax_triton(rows: torch.Tensor, *, block_v: int | None = None) -> torch.Tensor:

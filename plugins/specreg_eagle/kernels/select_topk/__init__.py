@@ -23,13 +23,10 @@ from specreg.kernels.checks import (
     check_tensor,
 )
 from specreg_eagle.kernels.select_topk.torch_impl import (
+    StepOutput,
     organize_draft_results_torch,
     select_top_k_tokens_torch,
 )
-
-StepOutput = tuple[
-    torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-]
 
 
 def _check_select_inputs(
@@ -107,10 +104,11 @@ def organize_draft_results(
     parents_list: Sequence[torch.Tensor],
     num_draft_tokens: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Keep the N - 1 best drafts of the tree. Returns `(parent_list, top_scores_index, draft_tokens)`.
+    """Keep the N - 1 best drafts of the tree.
 
-    `parent_list` [b, K*(S-1)+1] int64 (empty [b, 0] for one step), `top_scores_index` [b, N-1]
-    int64 global ids sorted ascending (so parents come before children), `draft_tokens` [b, N-1].
+    Returns `(parent_list, top_scores_index, draft_tokens)`: `parent_list` [b, K*(S-1)+1]
+    int64 (empty [b, 0] for one step), `top_scores_index` [b, N-1] int64 global ids sorted
+    ascending (so parents come before children), `draft_tokens` [b, N-1].
     """
     if not score_list or len(score_list) != len(token_list) or len(token_list) != len(parents_list):
         raise KernelInputError(

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import torch
 
+from specreg_eagle.kernels.select_topk.torch_impl import StepOutput
+
 
 def _best(values: list[float], count: int) -> list[int]:
     """Positions of the `count` largest values, largest first (ties: lower position first)."""
@@ -23,7 +25,7 @@ def select_top_k_tokens_reference(
     hidden_states: torch.Tensor,
     scores: torch.Tensor | None,
     topk: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+) -> StepOutput:
     """Same outputs as `select_top_k_tokens`, one request and one branch at a time."""
     k = topk
     if i == 0:

@@ -10,6 +10,11 @@ from collections.abc import Sequence
 
 import torch
 
+#: (input_ids, hidden_states, scores, (step_scores, step_tokens, parents)).
+StepOutput = tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+]
+
 
 def select_top_k_tokens_torch(
     i: int,
@@ -18,7 +23,7 @@ def select_top_k_tokens_torch(
     hidden_states: torch.Tensor,
     scores: torch.Tensor | None,
     topk: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+) -> StepOutput:
     """`select_top_k_tokens` on validated inputs (`scores` given for i > 0)."""
     if i == 0:
         batch = topk_p.shape[0]

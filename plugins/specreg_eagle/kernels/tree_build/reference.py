@@ -77,9 +77,11 @@ def build_tree_reference(inputs: TreeBuildInputs) -> TreeBuildResult:
         for node in range(n):
             children = [j for j in range(n) if parents[j] == node]
             first.append(children[0] if children else -1)
-            later = [j for j in range(node + 1, n) if parents[node] >= 0 and parents[j] == parents[node]]
+            later = [j for j in range(node + 1, n)
+                     if parents[node] >= 0 and parents[j] == parents[node]]
             sibling.append(later[0] if later else -1)
-        tokens.extend([int(inputs.bonus_tokens[r])] + [int(v) for v in inputs.draft_tokens[r].tolist()])
+        tokens.append(int(inputs.bonus_tokens[r]))
+        tokens.extend(int(v) for v in inputs.draft_tokens[r].tolist())
         qlen.extend(v for row in rows for v in row)
         words.extend(_signed(sum(1 << j for j in range(n) if row[j]), dtype) for row in rows)
         s = seq_lens[r]

@@ -18,15 +18,22 @@ from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 def path_result(
     candidates: torch.Tensor,
     retrieve_index: torch.Tensor,
-    paths: list[list[int]],
-    bonuses: list[int],
+    walks: list[tuple[list[int], int] | None],
     depth: int,
 ) -> TreeVerifyResult:
-    """The outputs of accepted local paths (root first) and their bonus tokens, per request."""
+    """The outputs of each request's walk: its accepted local path (root first) and its bonus
+    token, or None for a request that verifies nothing (it emits -1 everywhere)."""
     b, n = candidates.shape
     predicts = [-1] * (b * n)
-    accept_index, output_tokens = [], []
-    for r, (path, bonus) in enumerate(zip(paths, bonuses, strict=True)):
+    accept_index, output_tokens, counts, bonuses = [], [], [], []
+    for r, walk in enumerate(walks):
+        if walk is None:
+            accept_index.append([-1] * (depth + 1))
+            output_tokens.append([-1] * (depth + 1))
+            counts.append(0)
+            bonuses.append(-1)
+            continue
+        path, bonus = walk
         emitted = [int(candidates[r, node]) for node in path[1:]] + [bonus]
         rows = [int(retrieve_index[r, node]) for node in path]
         for row, token in zip(rows, emitted, strict=True):
@@ -34,13 +41,31 @@ def path_result(
         pad = [-1] * (depth + 1 - len(path))
         accept_index.append(rows + pad)
         output_tokens.append(emitted + pad)
+        counts.append(len(path) - 1)
+        bonuses.append(bonus)
     return TreeVerifyResult(
         predicts=torch.tensor(predicts, dtype=torch.int64),
         accept_index=torch.tensor(accept_index, dtype=torch.int64).view(b, depth + 1),
-        accept_token_num=torch.tensor([len(p) - 1 for p in paths], dtype=torch.int32),
+        accept_token_num=torch.tensor(counts, dtype=torch.int32),
         bonus=torch.tensor(bonuses, dtype=torch.int64),
         output_tokens=torch.tensor(output_tokens, dtype=torch.int64).view(b, depth + 1),
     )
+
+
+def greedy_walk(
+    tokens: list[int], first: list[int], sibling: list[int], predict: list[int], depth: int
+) -> tuple[list[int], int]:
+    """One request's (accepted local path, bonus) given each node's target argmax."""
+    path, last, child = [0], 0, first[0]
+    for _ in range(len(tokens) - 1):
+        if child < 0 or len(path) - 1 >= depth:
+            break
+        if tokens[child] == predict[last]:
+            path.append(child)
+            last, child = child, first[child]
+        else:
+            child = sibling[child]
+    return path, predict[last]
 
 
 def verify_tree_greedy_reference(
@@ -53,23 +78,12 @@ def verify_tree_greedy_reference(
     depth: int,
 ) -> TreeVerifyResult:
     """Greedy verification on the target's argmax `target_predict` [b, N]."""
-    b, n = candidates.shape
-    paths, bonuses = [], []
-    for r in range(b):
-        path, last = [0], 0
-        child = int(next_token[r, 0])
-        for _ in range(n - 1):
-            if child < 0 or len(path) - 1 >= depth:
-                break
-            if int(candidates[r, child]) == int(target_predict[r, last]):
-                path.append(child)
-                last = child
-                child = int(next_token[r, child])
-            else:
-                child = int(next_sibling[r, child])
-        paths.append(path)
-        bonuses.append(int(target_predict[r, last]))
-    return path_result(candidates, retrieve_index, paths, bonuses, depth)
+    walks = [
+        greedy_walk(candidates[r].tolist(), next_token[r].tolist(), next_sibling[r].tolist(),
+                    target_predict[r].tolist(), depth)
+        for r in range(candidates.shape[0])
+    ]
+    return path_result(candidates, retrieve_index, walks, depth)
 
 
 def verify_tree_greedy_from_logits_reference(
