@@ -28,13 +28,14 @@ from floors import (
     read_rows,
     write_profile,
 )
-from specreg_eagle.tree import build_tree_torch, organize_draft_results, select_top_k_tokens
-from specreg_eagle.verify import (
-    verify_tree_greedy,
-    verify_tree_greedy_torch,
-    verify_tree_sampling,
-    verify_tree_sampling_torch,
-)
+from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
+from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 
 def draft(b, topk, steps, n, vocab, gen):
@@ -182,11 +183,12 @@ def main():
     print(f"b={b} topk={k} steps={s} N={n} V={v}")
 
     kw = dict(topk=k, depth=s, num_verify_tokens=n, mask_mode="qlen_only")
-    t_fast = timeit(lambda: build_tree_torch(bonus, parent_list, sel, drafts, seq, **kw))
+    tree_inputs = TreeBuildInputs(bonus, parent_list, sel, drafts, seq, **kw)
+    t_fast = timeit(lambda: build_tree_torch(tree_inputs))
     t_naive = timeit(lambda: naive_build(bonus, parent_list, sel, drafts, seq, k, n), 1)
     print(f"build_tree      torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
 
-    tree = build_tree_torch(bonus, parent_list, sel, drafts, seq, **kw)
+    tree = build_tree_torch(tree_inputs)
     cand = tree.draft_tokens.view(b, n)
     nt, ns, ridx = tree.retrieve_next_token, tree.retrieve_next_sibling, tree.retrieve_index
     logits = torch.randn(b, n, v, generator=gen)
@@ -198,7 +200,8 @@ def main():
 
     probs = torch.softmax(logits, -1)
     coins, final = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
-    t_fast = timeit(lambda: verify_tree_sampling_torch(cand, ridx, nt, ns, probs, None, coins, final, depth=s))
+    target_only = TreeSamplingInputs(cand, ridx, nt, ns, probs, None, coins, final, depth=s)
+    t_fast = timeit(lambda: verify_tree_sampling_torch(target_only))
     t_naive = timeit(lambda: naive_sampling(cand, nt, ns, probs, coins, final), 1)
     print(f"sampling verify torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
 
@@ -207,7 +210,9 @@ def main():
     for name, draft_probs in (("target-only", None), ("with q", q)):
         inputs = probs.numel() * 4 + (0 if draft_probs is None else q.numel() * 4)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-            verify_tree_sampling_torch(cand, ridx, nt, ns, probs, draft_probs, coins, final, depth=s)
+            verify_tree_sampling_torch(
+                TreeSamplingInputs(cand, ridx, nt, ns, probs, draft_probs, coins, final, depth=s)
+            )
         peak = max(e.cpu_memory_usage for e in prof.events())  # per call, not summed
         print(f"sampling verify ({name}) largest single allocation {peak / 2**20:7.2f} MiB = "
               f"{peak / inputs:.3f} of the {inputs / 2**20:.1f} MiB input")

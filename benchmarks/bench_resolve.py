@@ -61,7 +61,7 @@ def _floor_work(name: str):
             analyse_dspark(parsed.draft_config, parsed.num_draft_tokens)
 
         return work
-    from specreg_eagle.plugin import max_tree_nodes
+    from specreg_eagle.runtime import max_tree_nodes
 
     hisparse = "cache" in config
     if hisparse:

@@ -14,19 +14,17 @@ import argparse
 
 import torch
 from gpu_timing import cuda_time_ms, floor_at_peak
-from specreg_eagle.tree import (
-    build_tree_torch,
-    build_tree_triton,
-    organize_draft_results,
-    select_top_k_tokens,
-)
-from specreg_eagle.verify import (
-    target_argmax_triton,
-    verify_tree_greedy_torch,
-    verify_tree_greedy_triton,
-    verify_tree_sampling_torch,
-    verify_tree_sampling_triton,
-)
+from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
+from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
+from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
+from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
+from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+
+from specreg.kernels.argmax.triton_impl import row_argmax_triton
 
 PEAKS_GBS = {"H200": 4800.0, "H100": 3350.0, "A100": 2039.0}
 
@@ -72,10 +70,10 @@ def bench_batch(b, k, s, n, v, peak, dev):
     seq = torch.randint(100, 2000, (b,), device=dev)
     seq_sum = int(seq.sum())
     kw = dict(topk=k, depth=s, num_verify_tokens=n, mask_mode="full", seq_lens_sum=seq_sum)
-    args = (bonus, parent_list, sel, drafts, seq)
-    t_tri = timed(lambda: build_tree_triton(*args, **kw))
-    t_tor = timed(lambda: build_tree_torch(*args, **kw))
-    ref, got = build_tree_torch(*args, **kw), build_tree_triton(*args, **kw)
+    inputs = TreeBuildInputs(bonus, parent_list, sel, drafts, seq, **kw)
+    t_tri = timed(lambda: build_tree_triton(inputs))
+    t_tor = timed(lambda: build_tree_torch(inputs))
+    ref, got = build_tree_torch(inputs), build_tree_triton(inputs)
     assert torch.equal(ref.tree_mask, got.tree_mask) and torch.equal(ref.positions, got.positions)
     print(f"b={b:4d} build_tree   triton {t_tri * 1e6:8.1f} us  torch {t_tor * 1e6:8.1f} us")
 
@@ -83,7 +81,7 @@ def bench_batch(b, k, s, n, v, peak, dev):
     cand = tree.draft_tokens.view(b, n)
     links = (cand, tree.retrieve_index, tree.retrieve_next_token, tree.retrieve_next_sibling)
     logits = torch.randn(b, n, v, device=dev, dtype=torch.bfloat16)
-    t_tri = timed(lambda: verify_tree_greedy_triton(*links, target_argmax_triton(logits), depth=s))
+    t_tri = timed(lambda: verify_tree_greedy_triton(*links, row_argmax_triton(logits, block_v=1024), depth=s))
     t_tor = timed(lambda: verify_tree_greedy_torch(*links, logits.argmax(-1), depth=s))
     gbs = logits.numel() * logits.element_size() / t_tri / 1e9
     print(f"b={b:4d} greedy       triton {t_tri * 1e6:8.1f} us  torch {t_tor * 1e6:8.1f} us  "
@@ -95,8 +93,9 @@ def bench_batch(b, k, s, n, v, peak, dev):
     q = torch.softmax(torch.randn(b, n, v, device=dev), -1)
     coins, final = torch.rand(b, n, device=dev), torch.rand(b, device=dev)
     for label, draft in (("target-only", None), ("with q", q)):
-        t_tri = timed(lambda d=draft: verify_tree_sampling_triton(*links, probs, d, coins, final, depth=s))
-        t_tor = timed(lambda d=draft: verify_tree_sampling_torch(*links, probs, d, coins, final, depth=s))
+        inputs = TreeSamplingInputs(*links, probs, draft, coins, final, depth=s)
+        t_tri = timed(lambda i=inputs: verify_tree_sampling_triton(i))
+        t_tor = timed(lambda i=inputs: verify_tree_sampling_torch(i))
         rows = (2 + s) * (1 if draft is None else 2) + (0 if draft is None else 2 * n)
         gbs = b * rows * v * 4 / t_tri / 1e9
         print(f"b={b:4d} sampling {label:11s} triton {t_tri * 1e6:8.1f} us  torch "

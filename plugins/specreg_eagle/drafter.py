@@ -1,8 +1,8 @@
-"""`EagleDrafter`: the object `plan.drafter` holds for eagle / eagle3 (a `TreeDrafterProtocol`).
+"""`EagleDrafter`, the eagle plan's drafter: the draft loop, from draft model outputs to a tree.
 
-It turns the draft model's outputs into an EAGLE draft tree with the plugin's kernels: each
-step takes the draft model's logits and hidden states, keeps the top-k tokens per branch
-(`select_top_k_tokens`), and after the last step `tree` keeps the best `num_draft_tokens - 1`
+`plan.drafter` holds it for eagle / eagle3 (a `TreeDrafterProtocol`). It turns the draft
+model's outputs into an EAGLE draft tree with the plugin's kernels: each step takes the draft
+model's logits and hidden states, keeps the top-k tokens per branch (`select_top_k_tokens`), and after the last step `tree` keeps the best `num_draft_tokens - 1`
 drafts (`organize_draft_results`) and builds the verify tree (`build_tree`). The number of
 steps taken picks the adaptive candidate: its verify width comes from the plan.
 """
@@ -14,16 +14,14 @@ from collections.abc import Mapping
 import attrs
 import torch
 
+from specreg.backend import requested_backend
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check_tensor
 from specreg.memory import Buffer
-from specreg_eagle.memory import draft_buffers, tree_buffers
-from specreg_eagle.tree import (
-    TreeBuildResult,
-    build_tree,
-    organize_draft_results,
-    select_top_k_tokens,
-)
+from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+from specreg_eagle.kernels.tree_build import build_tree
+from specreg_eagle.kernels.tree_build.types import TreeBuildResult
+from specreg_eagle.runtime import draft_buffers, tree_buffers
 
 
 @attrs.frozen(kw_only=True)
@@ -48,7 +46,7 @@ class EagleDrafter:
 
     `widths_by_steps` maps every step count the plan serves (the main config's and each
     adaptive candidate's) to its verify width; `num_steps` and `num_draft_tokens` are the
-    largest.
+    largest. The kernel backend is fixed when the drafter is built (`backend`).
     """
 
     def __init__(
@@ -66,6 +64,7 @@ class EagleDrafter:
         self.gamma = self.num_draft_tokens - 1
         self.mask_mode = mask_mode
         self.check_values = check_values
+        self.backend = requested_backend()
 
     def _topk(self, logits: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         check_tensor("logits", logits)
@@ -88,7 +87,7 @@ class EagleDrafter:
         """Step 0 from the draft-extend output: `logits` [b, V], `hidden` [b, H]."""
         b = check_tensor("logits", logits).shape[0] if logits.dim() else -1
         topk_p, topk_index = self._topk(logits, b)
-        return self._select(0, topk_p, topk_index, hidden, None, (), (), ())
+        return self._select(None, topk_p, topk_index, hidden)
 
     def step(self, draft: TreeDraft, logits: torch.Tensor, hidden: torch.Tensor) -> TreeDraft:
         """One more level: `logits` [b*topk, V] and `hidden` [b*topk, H] of the draft model
@@ -105,23 +104,28 @@ class EagleDrafter:
                 )
             )
         topk_p, topk_index = self._topk(logits, draft.input_ids.shape[0])
-        return self._select(
-            draft.steps, topk_p, topk_index, hidden, draft.scores,
-            draft.score_list, draft.token_list, draft.parents_list,
-        )
+        return self._select(draft, topk_p, topk_index, hidden)
 
-    def _select(self, i, topk_p, topk_index, hidden, scores, score_list, token_list, parents_list):
+    def _select(
+        self, draft: TreeDraft | None, topk_p: torch.Tensor, topk_index: torch.Tensor,
+        hidden: torch.Tensor,
+    ) -> TreeDraft:
+        """`draft` (None before step 0) one level deeper."""
+        i = draft.steps if draft is not None else 0
         input_ids, hidden, scores, (step_scores, step_tokens, parents) = select_top_k_tokens(
-            i, topk_p, topk_index, hidden, scores, self.topk
+            i, topk_p, topk_index, hidden, draft.scores if draft is not None else None, self.topk
+        )
+        lists = ((), (), ()) if draft is None else (
+            draft.score_list, draft.token_list, draft.parents_list
         )
         return TreeDraft(
             steps=i + 1,
             input_ids=input_ids,
             hidden=hidden,
             scores=scores,
-            score_list=(*score_list, step_scores),
-            token_list=(*token_list, step_tokens),
-            parents_list=(*parents_list, parents),
+            score_list=(*lists[0], step_scores),
+            token_list=(*lists[1], step_tokens),
+            parents_list=(*lists[2], parents),
         )
 
     def width_for(self, steps: int) -> int:
@@ -156,7 +160,7 @@ class EagleDrafter:
             bonus_tokens, parent_list, top_scores_index, draft_tokens, seq_lens,
             topk=self.topk, depth=draft.steps, num_verify_tokens=width,
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
-            check_values=self.check_values,
+            check_values=self.check_values, backend=self.backend,
         )
 
     def memory(self, *, context_len: int = 0) -> list[Buffer]:

@@ -1,11 +1,12 @@
-"""Hooks of the built-in EAGLE plugin. Imports neither torch nor triton.
+"""The hooks of the built-in EAGLE plugin (what the `eagle` entry point names); torch-free.
 
 Registers `eagle` (alias `nextn`) and `eagle3`: tree drafters whose draft loop runs `num_steps`
 steps of `topk` branches and keeps `num_draft_tokens - 1` drafts (plus the root) for verification.
 Widths and gamma are the default plugin's (draft_decode = topk, draft_extend = target_verify =
 num_draft_tokens, gamma = num_draft_tokens - 1); this plugin infers unset parameters, derives
 adaptive candidates (chains and trees), validates the tree size, registers its error codes and
-builds the verifier and the drafter, sized for every candidate.
+builds the verifier and the drafter, sized for every candidate. The size rules live in
+`specreg_eagle.runtime`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from typing import TYPE_CHECKING, Any
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
 from specreg.specs import AlgorithmSpec, ParamRange
+from specreg_eagle.runtime import (
+    candidate_draft_tokens,
+    max_tree_nodes,
+    resolved_draft_tokens,
+    widths_by_steps,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,22 +43,6 @@ VERIFY_RULES = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
 MAX_NUM_STEPS = 32
 MAX_TOPK = 32
 MAX_NUM_DRAFT_TOKENS = 1024
-
-
-def max_tree_nodes(num_steps: int, topk: int) -> int:
-    """Nodes the draft loop can produce, root included: 1 + topk + (num_steps - 1) * topk**2."""
-    return 1 + topk + (num_steps - 1) * topk * topk
-
-
-def infer_num_draft_tokens(num_steps: int, topk: int) -> int:
-    """The verify width used when num_draft_tokens is unset.
-
-    topk 1 (a chain): num_steps + 1. topk > 1: min(tree nodes, 1 + num_steps * topk), i.e. on
-    average `topk` drafts kept per level, never more than the tree holds.
-    """
-    if topk == 1:
-        return num_steps + 1
-    return min(max_tree_nodes(num_steps, topk), 1 + num_steps * topk)
 
 
 def _spec(name: str, *, aliases: tuple[str, ...], description: str) -> AlgorithmSpec:
@@ -105,13 +96,6 @@ def specreg_register_errors(register: Callable[..., None]) -> None:
         register(entry)
 
 
-def _draft_tokens(steps: int, topk: int, given: int | None) -> int:
-    if given is not None:
-        return given
-    # Out-of-range steps/topk are reported by validation (SR103); infer something harmless.
-    return infer_num_draft_tokens(steps, topk) if steps >= 1 and topk >= 1 else 2
-
-
 @hookimpl
 def specreg_resolve_config(
     config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
@@ -121,19 +105,8 @@ def specreg_resolve_config(
     steps = config.num_steps if config.num_steps is not None else DEFAULT_NUM_STEPS
     topk = config.topk if config.topk is not None else DEFAULT_TOPK
     memo[_GIVEN_KEY] = config.num_draft_tokens is not None
-    draft_tokens = _draft_tokens(steps, topk, config.num_draft_tokens)
+    draft_tokens = resolved_draft_tokens(steps, topk, config.num_draft_tokens)
     return config.evolve(num_steps=steps, topk=topk, num_draft_tokens=draft_tokens)
-
-
-def candidate_draft_tokens(steps: int, topk: int, main_draft_tokens: int, given: bool) -> int:
-    """The verify width of adaptive candidate `steps`: a chain (topk 1) verifies steps + 1;
-    a tree keeps the user's num_draft_tokens where its tree holds that many nodes (fewer
-    where it does not), and infers the width like the main config when it was left unset."""
-    if topk == 1:
-        return steps + 1
-    if given:
-        return min(main_draft_tokens, max_tree_nodes(steps, topk))
-    return infer_num_draft_tokens(steps, topk)
 
 
 @hookimpl
@@ -196,15 +169,6 @@ def specreg_validate_config(
             )
         ]
     return []
-
-
-def widths_by_steps(resolution: Resolution) -> dict[int, int]:
-    """Every served step count (the main config's and each candidate's) -> its verify width."""
-    out: dict[int, int] = {}
-    for config in resolution.configs():
-        assert config.num_steps is not None and config.num_draft_tokens is not None
-        out[config.num_steps] = max(out.get(config.num_steps, 0), config.num_draft_tokens)
-    return out
 
 
 @hookimpl

@@ -1,22 +1,32 @@
-"""`EagleVerifier`: the object `plan.verifier` holds for eagle / eagle3."""
+"""`EagleVerifier`, the eagle plan's verifier: builds EAGLE draft trees and verifies them.
+
+`plan.verifier` holds it for eagle / eagle3. It binds what the plan knows (depth, widths, mask
+mode, thresholds, value checks and the kernel backend, fixed when it is built) and passes the
+tensors through to the kernel families in `specreg_eagle.kernels`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
+from specreg.backend import requested_backend
+from specreg.errors import KernelInputError, problem
 from specreg.memory import Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.drafter import EagleDrafter, TreeDraft
-from specreg_eagle.tree import MASK_MODES, TreeBuildResult, build_tree
-from specreg_eagle.verify import (
-    TreeVerifyResult,
-    verify_tree_greedy,
-    verify_tree_sampling,
-    verify_tree_with_params,
-)
+from specreg_eagle.kernels.tree_build import build_tree
+from specreg_eagle.kernels.tree_build.types import TreeBuildResult
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
+from specreg_eagle.runtime import MASK_MODES
+
+#: verify_sampling keywords that per-request seeds replace when `params` is given.
+_COIN_KEYWORDS = ("coins", "final_coins", "seed")
 
 
 class EagleVerifier:
@@ -75,13 +85,16 @@ class EagleVerifier:
         self.threshold_acc = threshold_acc
         self.check_values = check_values
         if mask_mode not in MASK_MODES:
-            from specreg.errors import KernelInputError, problem
-
             raise KernelInputError(
                 problem("SR211", f"tree mask mode {mask_mode!r} is not known",
                         accepted=", ".join(MASK_MODES), fix="pass one of the accepted modes",
                         field="mask_mode")
             )
+        self.backend = requested_backend()
+        self._drafter = EagleDrafter(
+            topk=self.topk, widths_by_steps=self.widths_by_steps, mask_mode=mask_mode,
+            check_values=check_values,
+        )
 
     # ------------------------------------------------------------------------------ build
     def build_tree(
@@ -102,20 +115,16 @@ class EagleVerifier:
 
         The number of draft steps (``len(score_list)``, else the main config's) picks the
         candidate's verify width."""
-        drafter = EagleDrafter(
-            topk=self.topk, widths_by_steps=self.widths_by_steps, mask_mode=mask_mode or self.mask_mode,
-            check_values=self.check_values,
-        )
         if score_list is not None:
             draft = TreeDraft(
                 steps=len(score_list), input_ids=bonus_tokens, hidden=bonus_tokens,
                 scores=bonus_tokens, score_list=tuple(score_list),
                 token_list=tuple(token_list or ()), parents_list=tuple(parents_list or ()),
             )
-            return drafter.tree(draft, bonus_tokens, seq_lens, seq_lens_sum=seq_lens_sum)
+            return self._drafter.tree(
+                draft, bonus_tokens, seq_lens, mask_mode=mask_mode, seq_lens_sum=seq_lens_sum
+            )
         if parent_list is None or top_scores_index is None or draft_tokens is None:
-            from specreg.errors import KernelInputError, problem
-
             raise KernelInputError(
                 problem("SR213", "build_tree needs the draft lists or the organised tree",
                         accepted="score_list/token_list/parents_list, or parent_list/"
@@ -128,9 +137,9 @@ class EagleVerifier:
         )
         return build_tree(
             bonus_tokens, parent_list, top_scores_index, draft_tokens, seq_lens,
-            topk=self.topk, depth=steps, num_verify_tokens=drafter.width_for(steps),
+            topk=self.topk, depth=steps, num_verify_tokens=self._drafter.width_for(steps),
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
-            check_values=self.check_values,
+            check_values=self.check_values, backend=self.backend,
         )
 
     # ----------------------------------------------------------------------------- verify
@@ -143,19 +152,23 @@ class EagleVerifier:
             tree.retrieve_next_sibling,
         )
 
+    def _bound(self) -> dict[str, Any]:
+        """What every verify call takes from the plan: depth, value checks, backend."""
+        return dict(depth=self.num_steps, check_values=self.check_values, backend=self.backend)
+
+    def _thresholds(self) -> dict[str, float]:
+        return dict(threshold_single=self.threshold_single, threshold_acc=self.threshold_acc)
+
     def verify_greedy(
-        self, tree: TreeBuildResult, target_logits: torch.Tensor | None = None, *,
-        target_predict: torch.Tensor | None = None,
+        self, tree: TreeBuildResult, target_logits: torch.Tensor | None = None, **kwargs: Any
     ) -> VerifyResult:
         """Longest path matching the target's argmax; `target_logits` [b, N, V] (or
-        `target_predict` [b, N])."""
-        return _as_result(
-            verify_tree_greedy(
-                *self._links(tree), depth=self.num_steps, target_logits=target_logits,
-                target_predict=target_predict, check_values=self.check_values,
-            ),
-            tree.num_verify_tokens,
+        `target_predict=` [b, N]). `kwargs`: `verify_tree_greedy`'s (`target_predict`,
+        `block_v`)."""
+        found = verify_tree_greedy(
+            *self._links(tree), target_logits=target_logits, **self._bound(), **kwargs
         )
+        return _as_result(found, tree.num_verify_tokens)
 
     def verify_sampling(
         self,
@@ -163,44 +176,34 @@ class EagleVerifier:
         target_probs: torch.Tensor,
         *,
         draft_probs: torch.Tensor | None = None,
-        coins: torch.Tensor | None = None,
-        final_coins: torch.Tensor | None = None,
-        seed: int | None = None,
-        offsets: torch.Tensor | None = None,
-        generator: torch.Generator | None = None,
         params: SamplingParams | None = None,
+        **kwargs: Any,
     ) -> VerifyResult:
-        """Lossless tree sampling; `target_probs` [b, N, V]. With `seed`, coins are a hash of
-        (seed, offsets[r] (default: the tree's root positions), column). With `params`, each
-        request's probabilities are filtered by its own parameters first (greedy ones mixed in,
-        seeds per request; `verify_tree_with_params`)."""
-        candidates, ridx, nxt, sib = self._links(tree)
+        """Lossless tree sampling; `target_probs` [b, N, V], `draft_probs` None or [b, N, V].
+
+        `kwargs`: `verify_tree_sampling`'s (`coins`, `final_coins`, `seed`, `offsets`,
+        `generator`, `block_v`). With `seed`, coins are a hash of (seed, offsets[r] (default:
+        the tree's root positions), column). With `params`, each request's probabilities are
+        filtered by its own parameters first (greedy ones mixed in, seeds per request, so
+        `coins`, `final_coins` and `seed` are not used; `verify_tree_with_params`)."""
+        candidates = self._links(tree)[0]
         b, n = candidates.shape
-        if (seed is not None or params is not None) and offsets is None:
-            offsets = tree.positions.view(b, n)[:, 0]
+        if (kwargs.get("seed") is not None or params is not None) and kwargs.get("offsets") is None:
+            kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
         if params is not None:
-            return _as_result(
-                verify_tree_with_params(
-                    candidates, ridx, nxt, sib, target_probs, depth=self.num_steps,
-                    params=params, draft=draft_probs, probabilities=True, offsets=offsets,
-                    generator=generator, threshold_single=self.threshold_single,
-                    threshold_acc=self.threshold_acc, check_values=self.check_values,
-                ),
-                n,
+            kept = {k: v for k, v in kwargs.items() if k not in _COIN_KEYWORDS}
+            found = verify_tree_with_params(
+                *self._links(tree), target_probs, params=params, draft=draft_probs,
+                probabilities=True, **self._bound(), **self._thresholds(), **kept,
             )
+            return _as_result(found, n)
         if self.topk == 1 and draft_probs is not None:
-            return self._chain_sampling(
-                candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
-            )
-        return _as_result(
-            verify_tree_sampling(
-                candidates, ridx, nxt, sib, target_probs, depth=self.num_steps,
-                draft_probs=draft_probs, coins=coins, final_coins=final_coins,
-                threshold_single=self.threshold_single, threshold_acc=self.threshold_acc,
-                seed=seed, offsets=offsets, generator=generator, check_values=self.check_values,
-            ),
-            n,
+            return self._chain_sampling(candidates, target_probs, draft_probs, **kwargs)
+        found = verify_tree_sampling(
+            *self._links(tree), target_probs, draft_probs=draft_probs, **self._bound(),
+            **self._thresholds(), **kwargs,
         )
+        return _as_result(found, n)
 
     def verify_from_logits(
         self,
@@ -209,28 +212,35 @@ class EagleVerifier:
         *,
         params: SamplingParams,
         draft_logits: torch.Tensor | None = None,
-        offsets: torch.Tensor | None = None,
-        generator: torch.Generator | None = None,
+        **kwargs: Any,
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits [b, N, V]: temperature-0
-        requests verify greedily, the others by tree sampling on the filtered p and q."""
-        candidates, ridx, nxt, sib = self._links(tree)
-        b, n = candidates.shape
-        if offsets is None:
-            offsets = tree.positions.view(b, n)[:, 0]
-        return _as_result(
-            verify_tree_with_params(
-                candidates, ridx, nxt, sib, target_logits, depth=self.num_steps, params=params,
-                draft=draft_logits, offsets=offsets, generator=generator,
-                threshold_single=self.threshold_single, threshold_acc=self.threshold_acc,
-                check_values=self.check_values,
-            ),
-            n,
+        requests verify greedily, the others by tree sampling on the filtered p and q.
+        `kwargs`: `verify_tree_with_params`'s (`offsets` (default: the tree's root positions),
+        `generator`, `block_v`)."""
+        b, n = tree.retrieve_index.shape
+        if kwargs.get("offsets") is None:
+            kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
+        found = verify_tree_with_params(
+            *self._links(tree), target_logits, params=params, draft=draft_logits,
+            **self._bound(), **self._thresholds(), **kwargs,
         )
+        return _as_result(found, n)
 
     def _chain_sampling(
-        self, candidates, target_probs, draft_probs, coins, final_coins, seed, offsets, generator
+        self,
+        candidates: torch.Tensor,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        *,
+        coins: torch.Tensor | None = None,
+        final_coins: torch.Tensor | None = None,
+        seed: int | None = None,
+        offsets: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        block_v: int | None = None,
     ) -> VerifyResult:
+        """topk 1 with a real q: classic rejection sampling on the chain (`ChainVerifier`)."""
         from specreg.chain_verifier import ChainVerifier
 
         b, n = candidates.shape
@@ -243,7 +253,7 @@ class EagleVerifier:
             )
             coins = drawn[:, :n] if coins is None else coins
             final_coins = drawn[:, n] if final_coins is None else final_coins
-        chain = ChainVerifier(n, check_values=self.check_values).verify_sampling(
+        chain = ChainVerifier(n, backend=self.backend, check_values=self.check_values).verify_sampling(
             candidates, target_probs, draft_probs[:, : n - 1], coins=coins[:, : n - 1],
             final_coins=final_coins,
         )

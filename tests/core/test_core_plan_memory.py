@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from specreg_eagle.drafter import EagleDrafter
-from specreg_eagle.tree import organize_draft_results
+from specreg_eagle.kernels.select_topk import organize_draft_results
 
 from specreg import Registry
 from specreg.chain_verifier import ChainVerifier

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from specreg_eagle.tree import organize_draft_results, select_top_k_tokens
+from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
 
 
 def random_draft(b: int, topk: int, steps: int, n: int, vocab: int, gen: torch.Generator):

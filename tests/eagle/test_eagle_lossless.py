@@ -10,7 +10,7 @@ import pytest
 import torch
 from eagle_helpers import full_tree_links
 from scipy.stats import chisquare
-from specreg_eagle.verify import verify_tree_sampling
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 
 V = 5
 SAMPLES = 30000

@@ -6,7 +6,8 @@ import pytest
 import torch
 from eagle_helpers import full_tree_links
 from scipy.stats import chisquare
-from specreg_eagle.verify import verify_tree_greedy, verify_tree_with_params
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
 from test_eagle_lossless import draw_without_replacement
 from test_eagle_verify import RESULT_FIELDS, links, make_tree
 

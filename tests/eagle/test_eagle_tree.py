@@ -1,14 +1,11 @@
 import pytest
 import torch
 from eagle_helpers import naive_build_tree, random_draft
-from specreg_eagle.tree import (
-    bitpacked_dtype,
-    build_tree,
-    build_tree_torch,
-    build_tree_triton,
-    organize_draft_results,
-    select_top_k_tokens,
-)
+from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+from specreg_eagle.kernels.tree_build import build_tree
+from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
+from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
+from specreg_eagle.kernels.tree_build.types import TreeBuildInputs, bitpacked_dtype
 
 from specreg.errors import KernelInputError
 
@@ -116,8 +113,9 @@ def test_triton_matches_torch(mode, shape):
     bonus = torch.randint(0, 32, (b,), generator=gen)
     seq = torch.randint(0, 5, (b,), generator=gen)
     kw = dict(topk=topk, depth=steps, num_verify_tokens=n, mask_mode=mode)
-    ref = build_tree_torch(bonus, parent_list, sel, drafts, seq, **kw)
-    got = build_tree_triton(bonus, parent_list, sel, drafts, seq, **kw)
+    inputs = TreeBuildInputs(bonus, parent_list, sel, drafts, seq, **kw)
+    ref = build_tree_torch(inputs)
+    got = build_tree_triton(inputs)
     for field in FIELDS:
         a, c = getattr(ref, field), getattr(got, field)
         assert a.dtype == c.dtype and torch.equal(a, c), field
@@ -136,16 +134,16 @@ def test_missing_parent_raises_before_writing():
 
 
 def test_missing_parent_sets_flag_on_unchecked_triton_path():
-    out = build_tree_triton(*_broken_inputs(), topk=2, depth=3, num_verify_tokens=6,
-                            mask_mode="qlen_only")
+    out = build_tree_triton(TreeBuildInputs(*_broken_inputs(), topk=2, depth=3,
+                                            num_verify_tokens=6, mask_mode="qlen_only"))
     assert out.invalid.tolist() == [1]
     # the other request of a batch stays valid and nothing is written outside the row
     bonus, parent_list, sel, drafts, seq = _broken_inputs()
     good_pl, good_sel, good_drafts = worked_example()
-    out = build_tree_triton(torch.tensor([7, 7]), torch.cat([parent_list, good_pl]),
-                            torch.cat([sel, good_sel]), torch.cat([drafts, good_drafts]),
-                            torch.tensor([3, 3]), topk=2, depth=3, num_verify_tokens=6,
-                            mask_mode="qlen_only")
+    out = build_tree_triton(TreeBuildInputs(
+        torch.tensor([7, 7]), torch.cat([parent_list, good_pl]), torch.cat([sel, good_sel]),
+        torch.cat([drafts, good_drafts]), torch.tensor([3, 3]), topk=2, depth=3,
+        num_verify_tokens=6, mask_mode="qlen_only"))
     assert out.invalid.tolist() == [1, 0]
     ref = build_tree(torch.tensor([7]), good_pl, good_sel, good_drafts, torch.tensor([3]),
                      topk=2, depth=3, num_verify_tokens=6, mask_mode="qlen_only")

@@ -1,16 +1,15 @@
 import pytest
 import torch
 from eagle_helpers import random_draft
-from specreg_eagle.tree import build_tree
+from specreg_eagle.kernels.tree_build import build_tree
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 from specreg_eagle.verifier import EagleVerifier
-from specreg_eagle.verify import (
-    verify_tree_greedy,
-    verify_tree_greedy_torch,
-    verify_tree_greedy_triton,
-    verify_tree_sampling,
-    verify_tree_sampling_torch,
-    verify_tree_sampling_triton,
-)
 
 from specreg.errors import KernelInputError
 
@@ -98,8 +97,9 @@ def test_sampling_triton_matches_torch(shape, with_q):
     coins = torch.rand(b, n, generator=gen)
     final = torch.rand(b, generator=gen)
     args = (cand, *links(tree, n)[1:], p, q, coins, final)
-    ref = verify_tree_sampling_torch(*args, depth=steps)
-    got = verify_tree_sampling_triton(*args, depth=steps, block_v=8)
+    inputs = TreeSamplingInputs(*args, depth=steps)
+    ref = verify_tree_sampling_torch(inputs)
+    got = verify_tree_sampling_triton(inputs, block_v=16)
     for f in RESULT_FIELDS:
         assert torch.equal(getattr(ref, f), getattr(got, f)), f
 
@@ -145,7 +145,7 @@ def test_seeded_coins_are_deterministic():
 
 
 def test_verifier_end_to_end_api():
-    from specreg_eagle.tree import select_top_k_tokens
+    from specreg_eagle.kernels.select_topk import select_top_k_tokens
 
     b, topk, steps, n, vocab = 2, 2, 3, 6, 10
     verifier = EagleVerifier(num_steps=steps, topk=topk, num_draft_tokens=n)

@@ -11,14 +11,12 @@ from kernel_inputs import all_meta, float_tensor, index_tensor
 from specreg_dspark.kernels.draft_block import build_draft_block
 from specreg_dspark.kernels.markov_greedy import markov_greedy_step
 from specreg_dspark.kernels.markov_head import make_markov_head
-from specreg_eagle.tree import (
-    build_tree,
-    num_draft_ids,
-    organize_draft_results,
-    select_top_k_tokens,
-)
+from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+from specreg_eagle.kernels.tree_build import build_tree
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg_eagle.runtime import num_draft_ids
 from specreg_eagle.verifier import EagleVerifier
-from specreg_eagle.verify import verify_tree_greedy, verify_tree_sampling
 
 tree_dims = st.fixed_dictionaries(
     {"b": st.integers(0, 3), "k": st.integers(1, 3), "s": st.integers(1, 3), "v": st.integers(1, 6)}

@@ -22,8 +22,9 @@ CONFIGS = [
 def _work(seed: int) -> dict:
     """Resolve every config and run chain verify, build_tree + tree verify and a Markov step."""
     from specreg_dspark.kernels.markov_greedy import markov_greedy_step
-    from specreg_eagle.tree import build_tree, organize_draft_results, select_top_k_tokens
-    from specreg_eagle.verify import verify_tree_greedy
+    from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+    from specreg_eagle.kernels.tree_build import build_tree
+    from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 
     from specreg import Registry
     from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling

@@ -1,0 +1,1 @@
+"""EAGLE's kernel families: draft top-k selection, tree build, greedy and sampling verification."""

@@ -1,0 +1,342 @@
+"""`verify_tree_sampling` / `verify_tree_with_params`: lossless tree speculative sampling.
+
+Layout (b requests, N tree nodes, V vocab): `candidates` [b, N] are the node tokens (node 0 =
+root = bonus token of the previous step); `retrieve_index` [b, N] maps a node to its flat row
+r*N + i; `retrieve_next_token` / `retrieve_next_sibling` [b, N] are the first-child / next-sibling
+links (-1 = none), children in ascending local index, parents before children. Row i of
+`target_logits` / `target_probs` [b, N, V] is the target's distribution for the token FOLLOWING
+node i; row i of `draft_probs` [b, N, V] is q, the distribution node i's children were drawn from.
+
+The wrappers validate, draw missing coins, pick the backend and dispatch to
+`torch_impl.verify_tree_sampling_torch` or `triton_impl.verify_tree_sampling_triton` (both take
+one `TreeSamplingInputs`); `reference` is the plain per-request walk the tests hold both to.
+`verify_tree_with_params` mixes greedy requests (`verify_greedy`) and sampled ones on filtered
+rows (`specreg.kernels.filtering`), a chunk of requests at a time.
+
+Sampling, per parent node P (reset whenever a child is accepted):
+- Target-only (no `draft_probs`, or P's q row is all zero): children c_1 < c_2 < ... are tried
+  with P's coin u = coins[:, P]; accept c_i when `u < (p(c_1) + ... + p(c_i)) / threshold_acc`
+  or `p(c_i) >= threshold_single`, counting a token already tried at P as 0. With thresholds 1.0
+  a child is accepted with probability exactly p(c_i) and otherwise the residual is p with the
+  tried tokens removed: the emitted token is distributed as p for any fixed set of children.
+- Recursive rejection sampling (P's q row has mass; thresholds are not used): the children must
+  have been drawn from q WITHOUT replacement, in sibling order. With residual target p_i
+  (p_1 = p) and q_i = q without the tokens drawn before c_i, renormalised, c_i is accepted when
+  `coins[:, c_i - 1] * q_i(c_i) < p_i(c_i)`; on rejection p_{i+1} = norm(max(p_i - q_i, 0)).
+  Each step emits exactly p_i, so the node emits exactly p. p_i is never materialised: it equals
+  max(p - a_i q, 0) / W_i with a scalar a_i for untried tokens and a frozen coefficient per tried
+  token (at most N - 1 per node, kept sparsely), and W_i is one reduction over the row.
+- Final token: drawn by inverse CDF (`final_coins`) from the residual at the last accepted node
+  (p itself when no child was tried); a residual with no mass (rounding) falls back to p.
+
+No [b, N, V] temporaries, the caller's tensors are never written, no host synchronisation.
+"""
+
+from __future__ import annotations
+
+import torch
+from specreg.kernels.sampling_params import SamplingParams, request_coins, require_params
+
+from specreg.backend import select_backend
+from specreg.errors import KernelInputError, problem
+from specreg.kernels.checks import (
+    FLOAT_DTYPES,
+    check_dtype,
+    check_probabilities,
+    check_same_device,
+    check_shape,
+    should_check_values,
+)
+from specreg.kernels.filtering import RowStats, filtered_rows, gathered_row_stats
+from specreg_eagle.kernels.verify_greedy.checks import (
+    check_tree_inputs,
+    check_tree_rows,
+    check_tree_values,
+    verify_tile,
+)
+from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+
+
+def verify_tree_sampling(
+    candidates: torch.Tensor,
+    retrieve_index: torch.Tensor,
+    retrieve_next_token: torch.Tensor,
+    retrieve_next_sibling: torch.Tensor,
+    target_probs: torch.Tensor,
+    *,
+    depth: int,
+    draft_probs: torch.Tensor | None = None,
+    coins: torch.Tensor | None = None,
+    final_coins: torch.Tensor | None = None,
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+    seed: int | None = None,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    check_values: bool | None = None,
+    block_v: int | None = None,
+    backend: str | None = None,
+) -> TreeVerifyResult:
+    """Tree speculative sampling (see the module docstring for both rules).
+
+    `target_probs` [b, N, V] float; `draft_probs` None (target-only) or [b, N, V] (row i = q of
+    node i's children; all-zero rows use the target-only rule). `coins` [b, N] and
+    `final_coins` [b] float32 in [0, 1); missing ones come from
+    `specreg.kernels.sampling.uniform_coins((b, N + 1), seed=seed, offsets=offsets)` (columns
+    0..N-1 the node coins, column N the final coin), or `torch.rand` with `generator` when no seed.
+    Thresholds in (0, 1] apply to the target-only rule; 1.0 keeps it lossless. `backend`:
+    'auto' | 'torch' | 'triton' | None (None reads SPECREG_KERNEL_BACKEND).
+    """
+    b, n = check_tree_inputs(
+        candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, depth
+    )
+    vocab = check_tree_rows(b, n, target_probs=target_probs, draft_probs=draft_probs)
+    if coins is not None:
+        check_shape("coins", coins, (b, n))
+        check_dtype("coins", coins, FLOAT_DTYPES)
+    if final_coins is not None:
+        check_shape("final_coins", final_coins, (b,))
+        check_dtype("final_coins", final_coins, FLOAT_DTYPES)
+    for name, value in (("threshold_single", threshold_single), ("threshold_acc", threshold_acc)):
+        if not isinstance(value, (int, float)) or not 0.0 < float(value) <= 1.0:
+            raise KernelInputError(
+                problem("SR904", f"{name}={value!r} is outside (0, 1]", accepted="(0, 1]",
+                        fix=f"pass {name}=1.0 for lossless sampling", field=name)
+            )
+    device = check_same_device(
+        candidates=candidates, retrieve_index=retrieve_index,
+        retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
+        target_probs=target_probs, draft_probs=draft_probs, coins=coins, final_coins=final_coins,
+    )
+    if should_check_values(device, check_values):
+        check_tree_values(
+            candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, vocab
+        )
+        check_probabilities("target_probs", target_probs)
+        if draft_probs is not None:
+            check_probabilities("draft_probs", draft_probs, allow_zero_rows=True)
+        for name, tensor in (("coins", coins), ("final_coins", final_coins)):
+            if tensor is not None and not bool(((tensor >= 0) & (tensor < 1)).all()):
+                raise KernelInputError(
+                    problem("SR904", f"{name} holds values outside [0, 1)", accepted="[0, 1)",
+                            fix="draw coins with torch.rand or uniform_coins", field=name)
+                )
+    if coins is None or final_coins is None:
+        from specreg.kernels.sampling import uniform_coins
+
+        drawn = uniform_coins(
+            (b, n + 1), device=device, seed=seed, offsets=offsets, generator=generator
+        )
+        coins = drawn[:, :n] if coins is None else coins
+        final_coins = drawn[:, n] if final_coins is None else final_coins
+    inputs = TreeSamplingInputs(
+        candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, target_probs,
+        draft_probs, coins, final_coins, depth=depth, threshold_single=threshold_single,
+        threshold_acc=threshold_acc,
+    )
+    return _sample(inputs, select_backend(candidates, requested=backend) == "triton", block_v)
+
+
+def _sample(inputs: TreeSamplingInputs, triton_path: bool, block_v: int | None) -> TreeVerifyResult:
+    if triton_path:
+        from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
+
+        return verify_tree_sampling_triton(inputs, block_v=block_v)
+    return verify_tree_sampling_torch(inputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-request sampling parameters
+# ---------------------------------------------------------------------------------------------
+
+#: Requests per chunk of filtered rows, as a fraction of the batch (at least one request): the
+#: filtered [chunk, N, V] rows the sampling rules read stay under 1/16 of the inputs.
+PARAMS_CHUNK_DIVISOR = 16
+
+
+def verify_tree_with_params(
+    candidates: torch.Tensor,
+    retrieve_index: torch.Tensor,
+    retrieve_next_token: torch.Tensor,
+    retrieve_next_sibling: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    depth: int,
+    params: SamplingParams,
+    draft: torch.Tensor | None = None,
+    probabilities: bool = False,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+    check_values: bool | None = None,
+    block_v: int | None = None,
+    backend: str | None = None,
+) -> TreeVerifyResult:
+    """Tree verification of a batch whose requests carry their own sampling parameters.
+
+    `target` [b, N, V] and `draft` [b, N, V] (or None) are logits, or probabilities with
+    `probabilities=True`. Temperature-0 requests get `verify_tree_greedy` on the target; the
+    others get `verify_tree_sampling` on p = filter(target / T) and q = filter(draft / T)
+    (`specreg.kernels.filtering`; the children must have been drawn from that filtered q).
+    Filtered rows exist only for a chunk of requests at a time (`PARAMS_CHUNK_DIVISOR`).
+    Coins: `request_coins(params, N + 1, offsets=...)` (columns 0..N-1 the node coins, column N
+    the final draw), so a seeded request's tokens do not depend on the rest of the batch.
+    `retrieve_index[r]` must address request r's own rows (r*N .. r*N + N - 1), as `build_tree`
+    makes it. Bad parameters: SR910-SR915 with value checks, else `result.param_error`.
+    `backend` as in `verify_tree_sampling`.
+    """
+    from specreg.kernels.chain_params import check_scores
+
+    require_params(params)
+    links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
+    b, n = check_tree_inputs(*links, depth)
+    vocab = check_tree_rows(b, n, target=target, draft=draft)
+    device = check_same_device(
+        candidates=candidates, retrieve_index=retrieve_index,
+        retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
+        target=target, draft=draft,
+    )
+    values = should_check_values(device, check_values)
+    params.validate(b, vocab, device, values=values)
+    if values:
+        check_tree_values(*links, vocab)
+        for name, scores in (("target", target), ("draft", draft)):
+            if scores is None:
+                continue
+            if probabilities:
+                check_probabilities(name, scores, allow_zero_rows=name == "draft")
+            else:
+                check_scores(name, scores)
+    drawn = request_coins(params, n + 1, offsets=offsets, generator=generator)
+    triton_path = select_backend(candidates, requested=backend) == "triton"
+    if triton_path:
+        from specreg.kernels.argmax.triton_impl import row_argmax_triton
+        from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
+
+        predict = row_argmax_triton(target, block_v=verify_tile(vocab, block_v))
+        greedy = verify_tree_greedy_triton(*links, predict, depth=depth)
+    else:
+        greedy = verify_tree_greedy_torch(*links, torch.argmax(target, dim=-1), depth=depth)
+    invalid = params.invalid_rows(vocab)
+    sampled = ~params.greedy & ~invalid
+    # On CPU only the sampled requests are filtered; on GPU every request is (no host sync) and
+    # the greedy ones are overwritten below.
+    requests = sampled.nonzero().flatten() if not triton_path else torch.arange(b, device=device)
+    parts = [t.clone() for t in (greedy.predicts, greedy.accept_index, greedy.accept_token_num,
+                                 greedy.bonus, greedy.output_tokens)]
+    chunk = max(1, b // PARAMS_CHUNK_DIVISOR)
+    for start in range(0, requests.shape[0], chunk):
+        chunk_requests = requests[start:start + chunk]
+        local = _sampled_chunk(
+            links, target, draft, params, drawn, chunk_requests, depth=depth,
+            probabilities=probabilities, triton_path=triton_path, block_v=block_v,
+            thresholds=(threshold_single, threshold_acc),
+        )
+        _merge_chunk(parts, local, retrieve_index, chunk_requests, sampled, n)
+    predicts, accept_index, num, bonus, out = parts
+    rows_invalid = invalid.repeat_interleave(n)
+    predicts = torch.where(rows_invalid, -1, predicts)
+    accept_index = torch.where(invalid[:, None], -1, accept_index)
+    out = torch.where(invalid[:, None], -1, out)
+    return TreeVerifyResult(
+        predicts=predicts, accept_index=accept_index,
+        accept_token_num=torch.where(invalid, 0, num).to(torch.int32),
+        bonus=torch.where(invalid, -1, bonus), output_tokens=out, param_error=invalid,
+    )
+
+
+def _sampled_chunk(
+    links: tuple[torch.Tensor, ...],
+    target: torch.Tensor,
+    draft: torch.Tensor | None,
+    params: SamplingParams,
+    drawn: torch.Tensor,
+    requests: torch.Tensor,
+    *,
+    depth: int,
+    probabilities: bool,
+    triton_path: bool,
+    block_v: int | None,
+    thresholds: tuple[float, float],
+) -> TreeVerifyResult:
+    """Tree sampling of `requests` on their filtered rows (local row numbering)."""
+    candidates, _, next_token, next_sibling = links
+    count = requests.shape[0]
+    n, vocab = target.shape[1], target.shape[2]
+    local_index = torch.arange(count * n, device=requests.device).view(count, n)
+    chosen = params.select(requests)
+    temperature = torch.where(chosen.temperature > 0, chosen.temperature, 1.0)
+    row_params = SamplingParams(
+        temperature=temperature.repeat_interleave(n), top_k=chosen.top_k.repeat_interleave(n),
+        top_p=chosen.top_p.repeat_interleave(n), min_p=chosen.min_p.repeat_interleave(n),
+        seed=chosen.seed.repeat_interleave(n),
+    )
+    rows = (requests[:, None] * n + torch.arange(n, device=requests.device)).flatten()
+    filtered = [
+        _filtered_tree_rows(scores, rows, row_params, probabilities, triton_path, block_v)
+        .view(count, n, vocab) if scores is not None else None
+        for scores in (target, draft)
+    ]
+    inputs = TreeSamplingInputs(
+        candidates[requests], local_index, next_token[requests], next_sibling[requests],
+        filtered[0], filtered[1], drawn[requests, :n], drawn[requests, n], depth=depth,
+        threshold_single=thresholds[0], threshold_acc=thresholds[1],
+    )
+    return _sample(inputs, triton_path, block_v)
+
+
+def _filtered_tree_rows(
+    scores: torch.Tensor,
+    rows: torch.Tensor,
+    row_params: SamplingParams,
+    probabilities: bool,
+    triton_path: bool,
+    block_v: int | None,
+) -> torch.Tensor:
+    """Filtered float32 rows `scores.view(-1, V)[rows]` under per-row parameters."""
+    flat = scores.reshape(-1, scores.shape[-1])
+    p = row_params
+    if triton_path:
+        from specreg.kernels.filtering.triton_impl import row_stats_triton
+
+        shift, threshold, norm = row_stats_triton(
+            flat, rows, p.temperature, p.top_k, p.top_p, p.min_p, probabilities=probabilities,
+            block_v=verify_tile(flat.shape[-1], block_v),
+        )
+        stats = RowStats(shift=shift, threshold=threshold, norm=norm)
+    else:
+        stats = gathered_row_stats(flat, rows, p.temperature, p.top_k, p.top_p, p.min_p,
+                                   probabilities=probabilities)
+    return filtered_rows(flat.index_select(0, rows), p.temperature, stats, p.min_p,
+                         probabilities=probabilities)
+
+
+def _merge_chunk(
+    parts: list[torch.Tensor],
+    local: TreeVerifyResult,
+    retrieve_index: torch.Tensor,
+    requests: torch.Tensor,
+    sampled: torch.Tensor,
+    n: int,
+) -> None:
+    """Write a chunk's sampled results over the greedy ones, for its sampled requests."""
+    predicts, accept_index, num, bonus, out = parts
+    count = requests.shape[0]
+    use = sampled[requests]
+    owner_rows = retrieve_index[requests].to(torch.int64)  # [count, N] global flat rows
+    local_nodes = local.accept_index - (torch.arange(count, device=requests.device) * n)[:, None]
+    global_index = torch.where(
+        local.accept_index >= 0, owner_rows.gather(1, local_nodes.clamp_min(0)), -1
+    )
+    accept_index[requests] = torch.where(use[:, None], global_index, accept_index[requests])
+    num[requests] = torch.where(use, local.accept_token_num.to(num.dtype), num[requests])
+    bonus[requests] = torch.where(use, local.bonus, bonus[requests])
+    out[requests] = torch.where(use[:, None], local.output_tokens, out[requests])
+    flat_rows = owner_rows.flatten()
+    predicts[flat_rows] = torch.where(
+        use.repeat_interleave(n), local.predicts.view(-1), predicts[flat_rows]
+    )

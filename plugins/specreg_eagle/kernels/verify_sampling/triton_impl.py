@@ -1,0 +1,195 @@
+"""Tree sampling in Triton: one program per request walks its tree, the vocabulary streamed in
+BLOCK_V tiles (masses, residual sums and the final inverse-CDF draw), no host synchronisation.
+"""
+
+from __future__ import annotations
+
+from specreg.kernels.triton_shim import tl, triton
+from specreg_eagle.kernels.verify_greedy.checks import verify_tile
+from specreg_eagle.kernels.verify_greedy.triton_impl import triton_outputs, triton_result
+from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+
+if triton is not None:
+
+    @triton.jit
+    def _row_sums(p_ptr, q_ptr, row, vocab, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
+        offs = tl.arange(0, BLOCK_V)
+        p_sum = tl.zeros([BLOCK_V], tl.float32)
+        q_sum = tl.zeros([BLOCK_V], tl.float32)
+        for v0 in range(0, vocab, BLOCK_V):
+            v = v0 + offs
+            p_sum += tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+            if HAS_Q:
+                q_sum += tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+        return tl.sum(p_sum, axis=0), tl.sum(q_sum, axis=0)
+
+    @triton.jit
+    def _tree_sampling_kernel(
+        cand_ptr, ridx_ptr, nt_ptr, ns_ptr, p_ptr, q_ptr, coins_ptr, final_ptr,
+        predicts_ptr, acc_ptr, num_ptr, bonus_ptr, out_ptr,
+        vocab, depth, thr_single, thr_acc,
+        N: tl.constexpr, HAS_Q: tl.constexpr, CAP: tl.constexpr, BLOCK_V: tl.constexpr,
+    ):
+        r = tl.program_id(0).to(tl.int64)
+        base = r * N
+        slots = depth + 1
+        idx = tl.arange(0, CAP)
+        offs = tl.arange(0, BLOCK_V)
+        tried_tok = tl.full([CAP], -1, tl.int64)
+        tried_val = tl.zeros([CAP], tl.float32)
+        tried_p = tl.zeros([CAP], tl.float32)
+        tried_q = tl.zeros([CAP], tl.float32)
+        cnt = tl.full([], 0, tl.int64)
+        tl.store(acc_ptr + r * slots, tl.load(ridx_ptr + base).to(tl.int64))
+        last = tl.full([], 0, tl.int64)
+        cur = tl.load(nt_ptr + base).to(tl.int64)
+        count = tl.full([], 0, tl.int64)
+        prob_acc = tl.full([], 0.0, tl.float32)
+        coef = tl.full([], 0.0, tl.float32)
+        norm, q_left = _row_sums(p_ptr, q_ptr, base * vocab, vocab, HAS_Q, BLOCK_V)
+        rrs = q_left > 0
+        for _ in range(N - 1):
+            active = (cur >= 0) & (count < depth)
+            safe = tl.maximum(cur, 0)
+            x = tl.load(cand_ptr + base + safe).to(tl.int64)
+            x_ok = (x >= 0) & (x < vocab)
+            xs = tl.minimum(tl.maximum(x, 0), vocab - 1)
+            row = (base + last) * vocab
+            p_x = tl.load(p_ptr + row + xs).to(tl.float32)
+            live = idx < cnt
+            dup_hits = live & (tried_tok == xs)
+            dup = tl.max(dup_hits.to(tl.int32), axis=0) > 0
+            dup_val = tl.sum(tl.where(dup_hits, tried_val, 0.0), axis=0)
+            eff = tl.where(dup, 0.0, p_x)
+            acc_new = prob_acc + eff
+            u_parent = tl.load(coins_ptr + base + last).to(tl.float32)
+            accept = (u_parent < acc_new / thr_acc) | (eff >= thr_single)
+            q_x = tl.full([], 0.0, tl.float32)
+            new_coef = coef
+            if HAS_Q:
+                q_x = tl.load(q_ptr + row + xs).to(tl.float32)
+                a_x = tl.where(dup, dup_val, coef)
+                r_x = tl.maximum(p_x - a_x * q_x, 0.0)
+                q_eff = tl.where(dup | (q_left <= 0), 0.0, q_x)
+                u_child = tl.load(coins_ptr + base + tl.maximum(safe - 1, 0)).to(tl.float32)
+                accept_rrs = u_child * q_eff * norm < r_x * q_left
+                accept = tl.where(rrs, accept_rrs, accept)
+                new_coef = tl.where(q_left > 0, coef + norm / tl.maximum(q_left, 1e-30), coef)
+            accept = active & x_ok & accept
+            reject = active & (~accept)
+            append = reject & (~dup) & x_ok
+            store_val = tl.where(rrs, new_coef, eff)
+            put = append & (idx == cnt)
+            tried_tok = tl.where(put, xs, tried_tok)
+            tried_val = tl.where(put, store_val, tried_val)
+            tried_p = tl.where(put, p_x, tried_p)
+            tried_q = tl.where(put, q_x, tried_q)
+            cnt += append.to(tl.int64)
+            prob_acc = tl.where(reject, acc_new, prob_acc)
+            if HAS_Q:
+                q_left = tl.where(append & rrs, q_left - q_x, q_left)
+                coef = tl.where(reject & rrs, new_coef, coef)
+                if reject & rrs:
+                    dense = tl.zeros([BLOCK_V], tl.float32)
+                    for v0 in range(0, vocab, BLOCK_V):
+                        v = v0 + offs
+                        pv = tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+                        qv = tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+                        dense += tl.maximum(pv - coef * qv, 0.0)
+                    live2 = idx < cnt
+                    frozen = tl.maximum(tried_p - tried_val * tried_q, 0.0)
+                    moving = tl.maximum(tried_p - coef * tried_q, 0.0)
+                    norm = tl.sum(dense, axis=0) + tl.sum(tl.where(live2, frozen - moving, 0.0), axis=0)
+            # Move down on acceptance, right on rejection.
+            last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
+            tl.store(predicts_ptr + last_row, xs, mask=accept)
+            tl.store(out_ptr + r * slots + count, xs, mask=accept)
+            cur_row = tl.load(ridx_ptr + base + safe).to(tl.int64)
+            tl.store(acc_ptr + r * slots + count + 1, cur_row, mask=accept)
+            count += accept.to(tl.int64)
+            nxt = tl.load(nt_ptr + base + safe).to(tl.int64)
+            sib = tl.load(ns_ptr + base + safe).to(tl.int64)
+            last = tl.where(accept, safe, last)
+            cur = tl.where(accept, nxt, tl.where(active, sib, cur))
+            prob_acc = tl.where(accept, 0.0, prob_acc)
+            cnt = tl.where(accept, 0, cnt)
+            coef = tl.where(accept, 0.0, coef)
+            if HAS_Q:
+                if accept:
+                    norm, q_left = _row_sums(p_ptr, q_ptr, (base + last) * vocab, vocab, HAS_Q, BLOCK_V)
+                    rrs = q_left > 0
+
+        # Final draw from the residual at `last` by inverse CDF.
+        row = (base + last) * vocab
+        live = idx < cnt
+        if HAS_Q:
+            frozen = tl.maximum(tried_p - tried_val * tried_q, 0.0)
+            moving = tl.maximum(tried_p - coef * tried_q, 0.0)
+            delta = tl.where(rrs, frozen - moving, -tried_p)
+        else:
+            delta = -tried_p
+        delta = tl.where(live, delta, 0.0)
+        total_acc = tl.zeros([BLOCK_V], tl.float32)
+        p_acc = tl.zeros([BLOCK_V], tl.float32)
+        for v0 in range(0, vocab, BLOCK_V):
+            v = v0 + offs
+            pv = tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+            w = pv
+            if HAS_Q:
+                qv = tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+                w = tl.where(rrs, tl.maximum(pv - coef * qv, 0.0), pv)
+            hit = (v[:, None] == tried_tok[None, :]) & live[None, :]
+            w = tl.maximum(w + tl.sum(tl.where(hit, delta[None, :], 0.0), axis=1), 0.0)
+            total_acc += w
+            p_acc += pv
+        total = tl.sum(total_acc, axis=0)
+        use_p = total <= 0
+        total = tl.where(use_p, tl.sum(p_acc, axis=0), total)
+        target = tl.load(final_ptr + r).to(tl.float32) * total
+        running = tl.full([], 0.0, tl.float32)
+        found = tl.full([], -1, tl.int64)
+        last_pos = tl.full([], -1, tl.int64)
+        for v0 in range(0, vocab, BLOCK_V):
+            v = v0 + offs
+            pv = tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+            w = pv
+            if HAS_Q:
+                qv = tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+                w = tl.where(rrs, tl.maximum(pv - coef * qv, 0.0), pv)
+            hit = (v[:, None] == tried_tok[None, :]) & live[None, :]
+            w = tl.maximum(w + tl.sum(tl.where(hit, delta[None, :], 0.0), axis=1), 0.0)
+            w = tl.where(use_p, pv, w)
+            cdf = tl.cumsum(w, axis=0) + running
+            ok = (cdf > target) & (w > 0)
+            first = tl.min(tl.where(ok, v, vocab), axis=0).to(tl.int64)
+            found = tl.where((found < 0) & (first < vocab), first, found)
+            last_pos = tl.maximum(last_pos, tl.max(tl.where(w > 0, v, -1), axis=0).to(tl.int64))
+            running += tl.sum(w, axis=0)
+        bonus = tl.where(found >= 0, found, tl.maximum(last_pos, 0))
+        last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
+        tl.store(predicts_ptr + last_row, bonus)
+        tl.store(out_ptr + r * slots + count, bonus)
+        tl.store(num_ptr + r, count.to(tl.int32))
+        tl.store(bonus_ptr + r, bonus)
+
+
+def verify_tree_sampling_triton(
+    inputs: TreeSamplingInputs, *, block_v: int | None = None
+) -> TreeVerifyResult:
+    """Tree sampling of `inputs`; `block_v` as `verify_tile` takes it (None: the default)."""
+    candidates, depth, draft_probs = inputs.candidates, inputs.depth, inputs.draft_probs
+    b, n, vocab = inputs.target_probs.shape
+    parts = triton_outputs(b, n, depth, candidates.device)
+    p = inputs.target_probs.contiguous()
+    q = draft_probs.contiguous() if draft_probs is not None else p
+    if b > 0:
+        _tree_sampling_kernel[(b,)](
+            candidates.contiguous(), inputs.retrieve_index.contiguous(),
+            inputs.next_token.contiguous(), inputs.next_sibling.contiguous(), p, q,
+            inputs.coins.contiguous(), inputs.final_coins.contiguous(),
+            *parts, vocab, depth, float(inputs.threshold_single), float(inputs.threshold_acc),
+            N=n, HAS_Q=draft_probs is not None, CAP=max(triton.next_power_of_2(max(n - 1, 1)), 2),
+            BLOCK_V=verify_tile(vocab, block_v),
+        )
+    return triton_result(parts)

@@ -1,0 +1,293 @@
+"""Every EAGLE kernel family against its plain `reference.py`: the torch implementation and the
+Triton one (interpreter) on the same inputs, exactly (sampling given the same coins)."""
+
+import functools
+
+import pytest
+import torch
+from eagle_helpers import random_draft
+from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+from specreg_eagle.kernels.select_topk.reference import (
+    organize_draft_results_reference,
+    select_top_k_tokens_reference,
+)
+from specreg_eagle.kernels.tree_build import build_tree
+from specreg_eagle.kernels.tree_build.reference import build_tree_reference
+from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
+from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
+from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg_eagle.kernels.verify_greedy.reference import (
+    verify_tree_greedy_from_logits_reference,
+    verify_tree_greedy_reference,
+)
+from specreg_eagle.kernels.verify_greedy.torch_impl import (
+    verify_tree_greedy_from_logits_torch,
+    verify_tree_greedy_torch,
+)
+from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
+from specreg_eagle.kernels.verify_sampling import torch_impl as sampling_torch_impl
+from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
+from specreg_eagle.kernels.verify_sampling.reference import (
+    verify_tree_sampling_reference,
+    verify_tree_with_params_reference,
+)
+from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+
+from specreg.errors import KernelInputError
+from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
+from specreg.kernels.sampling import cpu_row_chunks, request_coins
+from specreg.sampling_params import SamplingParams
+
+TREE_FIELDS = ("tree_mask", "positions", "retrieve_index", "retrieve_next_token",
+               "retrieve_next_sibling", "draft_tokens", "invalid")
+VERIFY_FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
+MODES = ("full", "qlen_only", "qlen_only_bitpacking")
+
+
+def assert_same(expected, got, fields):
+    for field in fields:
+        a, b = getattr(expected, field), getattr(got, field)
+        assert a.dtype == b.dtype and a.shape == b.shape, field
+        assert torch.equal(a, b), field
+
+
+# --------------------------------------------------------------------------------- select_topk
+
+
+@pytest.mark.parametrize("topk, steps, b", [(1, 3, 2), (2, 3, 3), (3, 4, 2), (4, 2, 1)])
+def test_select_and_organize_match_reference(topk, steps, b):
+    gen = torch.Generator().manual_seed(topk * 10 + steps)
+    vocab = 40
+    hidden = torch.randn(b, 3, generator=gen)
+    probs = torch.softmax(torch.randn(b, vocab, generator=gen) * 3, -1)
+    topk_p, topk_index = probs.topk(topk, -1)
+    scores, lists = None, ([], [], [])
+    for i in range(steps):
+        got = select_top_k_tokens(i, topk_p, topk_index, hidden, scores, topk)
+        ref = select_top_k_tokens_reference(i, topk_p, topk_index, hidden, scores, topk)
+        for a, c in zip((*got[:3], *got[3]), (*ref[:3], *ref[3]), strict=True):
+            assert a.shape == c.shape and torch.equal(a.to(c.dtype), c), i
+        _, hidden, scores, info = got
+        for out, part in zip(lists, info, strict=True):
+            out.append(part)
+        probs = torch.softmax(torch.randn(b * topk, vocab, generator=gen) * 3, -1)
+        topk_p, topk_index = probs.topk(topk, -1)
+    n = min(1 + topk + (steps - 1) * topk * topk, 1 + steps * topk)
+    got = organize_draft_results(*lists, n)
+    ref = organize_draft_results_reference(*lists, n)
+    for a, c in zip(got, ref, strict=True):
+        assert a.shape == c.shape and torch.equal(a.to(c.dtype), c)
+
+
+# ---------------------------------------------------------------------------------- tree_build
+
+
+def tree_inputs(b, topk, steps, n, seed, mode, **extra):
+    gen = torch.Generator().manual_seed(seed)
+    parent_list, sel, drafts = random_draft(b, topk, steps, n, 32, gen)
+    bonus = torch.randint(0, 32, (b,), generator=gen)
+    seq = torch.randint(0, 6, (b,), generator=gen)
+    return TreeBuildInputs(bonus, parent_list, sel, drafts, seq, topk=topk, depth=steps,
+                           num_verify_tokens=n, mask_mode=mode, **extra)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(3, 2, 3, 6), (2, 3, 2, 10), (2, 1, 4, 5), (1, 4, 4, 20),
+                                   (2, 3, 3, 17), (1, 2, 1, 3)])
+def test_build_tree_torch_and_triton_match_reference(mode, shape):
+    inputs = tree_inputs(*shape, seed=sum(shape), mode=mode)
+    ref = build_tree_reference(inputs)
+    assert_same(ref, build_tree_torch(inputs), TREE_FIELDS)
+    assert_same(ref, build_tree_triton(inputs), TREE_FIELDS)
+
+
+@pytest.mark.parametrize("extra", [dict(fill_prefix_mask=False), dict(seq_lens_sum=40)])
+def test_build_tree_full_mask_options_match_reference(extra):
+    inputs = tree_inputs(3, 2, 3, 7, seed=5, mode="full", **extra)
+    ref = build_tree_reference(inputs)
+    assert_same(ref, build_tree_torch(inputs), TREE_FIELDS)
+    assert_same(ref, build_tree_triton(inputs), TREE_FIELDS)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_invalid_tree_flagged_like_reference(mode):
+    # topk=2, steps=3: id 6 (slot 3) needs id 2, which request 0 dropped; request 1 is valid.
+    parent_list = torch.tensor([[-1, 0, 1, 2, 4]]).repeat(2, 1)
+    sel = torch.tensor([[0, 1, 3, 4, 6], [0, 1, 2, 4, 6]])
+    inputs = TreeBuildInputs(torch.tensor([7, 8]), parent_list, sel,
+                             torch.tensor([[10, 11, 12, 13, 14]]).repeat(2, 1),
+                             torch.tensor([3, 2]), topk=2, depth=3, num_verify_tokens=6,
+                             mask_mode=mode)
+    ref = build_tree_reference(inputs)
+    assert ref.invalid.tolist() == [1, 0]
+    assert_same(ref, build_tree_triton(inputs), TREE_FIELDS)
+    with pytest.raises(KernelInputError) as info:
+        build_tree_torch(inputs)
+    assert info.value.code == "SR210"
+
+
+def test_build_tree_wrapper_on_both_backends_matches_reference(force_backend):
+    inputs = tree_inputs(4, 3, 3, 9, seed=11, mode="qlen_only")
+    ref = build_tree_reference(inputs)
+    args = (inputs.bonus_tokens, inputs.parent_list, inputs.top_scores_index,
+            inputs.draft_tokens, inputs.seq_lens)
+    kw = dict(topk=3, depth=3, num_verify_tokens=9, mask_mode="qlen_only")
+    for backend in ("torch", "triton"):
+        assert_same(ref, build_tree(*args, **kw, backend=backend), TREE_FIELDS)
+    force_backend("triton")
+    assert_same(ref, build_tree(*args, **kw), TREE_FIELDS)
+
+
+# ------------------------------------------------------------------------------- verify_greedy
+
+
+def tree_case(b, topk, steps, n, vocab, seed):
+    gen = torch.Generator().manual_seed(seed)
+    inputs = tree_inputs(b, topk, steps, n, seed, "qlen_only")
+    tree = build_tree_torch(inputs)
+    links = (tree.draft_tokens.view(b, n) % vocab, tree.retrieve_index,
+             tree.retrieve_next_token, tree.retrieve_next_sibling)
+    return links, gen
+
+
+def steer(links, predict, gen, share=0.6):
+    """Candidates set to their parent's argmax for a share of the nodes: long accepted paths."""
+    cand, _, nt, ns = links
+    b, n = cand.shape
+    parent = torch.zeros(b, n, dtype=torch.int64)
+    for r in range(b):
+        for node in range(n):
+            child = int(nt[r, node])
+            while child != -1:
+                parent[r, child] = node
+                child = int(ns[r, child])
+    pick = torch.rand(b, n, generator=gen) < share
+    return torch.where(pick, predict.gather(1, parent), cand).to(cand.dtype)
+
+
+@pytest.mark.parametrize("shape", [(4, 2, 3, 7), (3, 3, 2, 9), (3, 1, 4, 5), (2, 4, 3, 16)])
+def test_greedy_from_predicts_matches_reference(shape):
+    b, topk, steps, n = shape
+    links, gen = tree_case(b, topk, steps, n, 8, sum(shape))
+    predict = torch.randint(0, 8, (b, n), generator=gen)
+    cand = steer(links, predict, gen)
+    args = (cand, *links[1:], predict)
+    ref = verify_tree_greedy_reference(*args, depth=steps)
+    assert int(ref.accept_token_num.sum()) > 0
+    assert_same(ref, verify_tree_greedy_torch(*args, depth=steps), VERIFY_FIELDS)
+    assert_same(ref, verify_tree_greedy_triton(*args, depth=steps), VERIFY_FIELDS)
+
+
+@pytest.mark.parametrize("vocab", [37, 2 * FOLD_WIDTH + 3])  # the second takes the folded argmax
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_from_logits_matches_reference(vocab, dtype):
+    b, topk, steps, n = 6, 3, 3, 10
+    links, gen = tree_case(b, topk, steps, n, vocab, vocab)
+    logits = torch.randint(-4, 4, (b, n, vocab), generator=gen).to(dtype)  # many ties
+    cand = steer(links, torch.argmax(logits, -1), gen)
+    args = (cand, *links[1:])
+    ref = verify_tree_greedy_from_logits_reference(*args, logits, depth=steps)
+    assert int(ref.accept_token_num.sum()) > 0
+    assert_same(ref, verify_tree_greedy_from_logits_torch(*args, logits, depth=steps),
+                VERIFY_FIELDS)
+    for backend in ("torch", "triton"):
+        got = verify_tree_greedy(*args, depth=steps, target_logits=logits, backend=backend,
+                                 block_v=64 if backend == "triton" else None)
+        assert_same(ref, got, VERIFY_FIELDS)
+
+
+# ----------------------------------------------------------------------------- verify_sampling
+
+
+def sampling_inputs(shape, vocab, seed, *, with_q, zero_q_rows=0, **thresholds):
+    b, topk, steps, n = shape
+    links, gen = tree_case(b, topk, steps, n, vocab, seed)
+    p = torch.softmax(torch.randn(b, n, vocab, generator=gen) * 2, -1)
+    q = torch.softmax(torch.randn(b, n, vocab, generator=gen), -1) if with_q else None
+    if q is not None:
+        q[:zero_q_rows, 0] = 0.0  # these roots use the target-only rule
+    cand = steer(links, torch.argmax(p, -1), gen, share=0.5)
+    coins = torch.rand(b, n, generator=gen)
+    final = torch.rand(b, generator=gen)
+    return TreeSamplingInputs(cand, *links[1:], p, q, coins, final, depth=steps, **thresholds)
+
+
+SAMPLING_SHAPES = [(6, 2, 3, 7), (5, 3, 2, 9), (4, 1, 3, 4), (3, 4, 3, 14)]
+
+
+@pytest.mark.parametrize("with_q", [False, True])
+@pytest.mark.parametrize("shape", SAMPLING_SHAPES)
+def test_sampling_matches_reference(shape, with_q):
+    inputs = sampling_inputs(shape, 13, sum(shape), with_q=with_q, zero_q_rows=1)
+    ref = verify_tree_sampling_reference(inputs)
+    assert int(ref.accept_token_num.sum()) > 0
+    assert_same(ref, verify_tree_sampling_torch(inputs), VERIFY_FIELDS)
+    assert_same(ref, verify_tree_sampling_triton(inputs, block_v=16), VERIFY_FIELDS)
+
+
+@pytest.mark.parametrize("thresholds", [dict(threshold_acc=0.5), dict(threshold_single=0.3)])
+def test_sampling_thresholds_match_reference(thresholds):
+    inputs = sampling_inputs((6, 3, 3, 10), 11, 3, with_q=False, **thresholds)
+    ref = verify_tree_sampling_reference(inputs)
+    assert_same(ref, verify_tree_sampling_torch(inputs), VERIFY_FIELDS)
+    assert_same(ref, verify_tree_sampling_triton(inputs), VERIFY_FIELDS)
+
+
+@pytest.mark.parametrize("with_q", [False, True])
+def test_sampling_cpu_chunked_branches_match_reference(monkeypatch, with_q):
+    """The CPU-tuned residual-mass and final-draw paths in chunks of 2 requests, and with a
+    lone request needing a mass (reduced beside a copy of itself)."""
+    monkeypatch.setattr(sampling_torch_impl, "cpu_row_chunks",
+                        functools.partial(cpu_row_chunks, elements=2 * 29))
+    for shape in ((7, 2, 3, 7), (2, 3, 2, 9)):
+        inputs = sampling_inputs(shape, 29, 17, with_q=with_q, zero_q_rows=1)
+        ref = verify_tree_sampling_reference(inputs)
+        assert_same(ref, verify_tree_sampling_torch(inputs), VERIFY_FIELDS)
+
+
+@pytest.mark.parametrize("probabilities", [False, True])
+def test_params_path_matches_reference(probabilities):
+    shape, vocab = (6, 2, 3, 7), 24
+    b, _, steps, n = shape
+    links, gen = tree_case(*shape, vocab, 21)
+    target = 2 * torch.randn(b, n, vocab, generator=gen)
+    target[:, :, :4] += 2.0
+    draft = target + torch.randn(b, n, vocab, generator=gen)
+    cand = links[0].clone()
+    cand[:, 1:] = torch.randint(0, 4, (b, n - 1), generator=gen)
+    if probabilities:
+        target, draft = torch.softmax(target, -1), torch.softmax(draft, -1)
+    params = SamplingParams.of(
+        b, temperature=[0.0, 0.8, 1.2, 1.0, 0.7, 1.0], top_k=[0, 5, 0, 0, 8, 0],
+        top_p=[1.0, 0.9, 0.8, 1.0, 1.0, 1.0], min_p=[0.0, 0.0, 0.05, 0.0, 0.0, 0.1],
+        seed=[1, 2, 3, 4, 5, 6],
+    )
+    tree = (cand, *links[1:])
+    coins = request_coins(params, n + 1, offsets=None, generator=None)
+    ref = verify_tree_with_params_reference(*tree, target, depth=steps, params=params,
+                                            coins=coins, draft=draft,
+                                            probabilities=probabilities)
+    assert int(ref.accept_token_num.sum()) > 0
+    for backend in ("torch", "triton"):
+        got = verify_tree_with_params(*tree, target, depth=steps, params=params, draft=draft,
+                                      probabilities=probabilities, backend=backend, block_v=16)
+        assert_same(ref, got, (*VERIFY_FIELDS, "param_error"))
+
+
+def test_params_path_invalid_requests_match_reference():
+    shape, vocab = (3, 2, 3, 7), 16
+    b, _, steps, n = shape
+    links, gen = tree_case(*shape, vocab, 4)
+    target = torch.randn(b, n, vocab, generator=gen)
+    params = SamplingParams.of(3, temperature=[0.0, -1.0, 1.0], top_p=[1.0, 1.0, 0.0],
+                               seed=[1, 2, 3])
+    coins = request_coins(params, n + 1, offsets=None, generator=None)
+    ref = verify_tree_with_params_reference(*links, target, depth=steps, params=params,
+                                            coins=coins)
+    for backend in ("torch", "triton"):
+        got = verify_tree_with_params(*links, target, depth=steps, params=params,
+                                      check_values=False, backend=backend)
+        assert_same(ref, got, (*VERIFY_FIELDS, "param_error"))
