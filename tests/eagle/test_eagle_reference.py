@@ -38,7 +38,8 @@ from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 from specreg.errors import KernelInputError
 from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
-from specreg.kernels.sampling import cpu_row_chunks, request_coins
+from specreg.kernels.sampling import request_coins
+from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 from specreg.sampling_params import SamplingParams
 
 TREE_FIELDS = ("tree_mask", "positions", "retrieve_index", "retrieve_next_token",

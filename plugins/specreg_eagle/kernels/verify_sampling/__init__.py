@@ -35,7 +35,6 @@ No [b, N, V] temporaries, the caller's tensors are never written, no host synchr
 from __future__ import annotations
 
 import torch
-from specreg.kernels.sampling_params import SamplingParams, request_coins, require_params
 
 from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
@@ -47,7 +46,9 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.filtering import RowStats, filtered_rows, gathered_row_stats
+from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
+from specreg.kernels.sampling import request_coins
+from specreg.sampling_params import SamplingParams, require_params
 from specreg_eagle.kernels.verify_greedy.checks import (
     check_tree_inputs,
     check_tree_rows,
@@ -189,7 +190,7 @@ def verify_tree_with_params(
     makes it. Bad parameters: SR910-SR915 with value checks, else `result.param_error`.
     `backend` as in `verify_tree_sampling`.
     """
-    from specreg.kernels.chain_params import check_scores
+    from specreg.kernels.chain_params.checks import check_scores
 
     require_params(params)
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)

@@ -19,10 +19,10 @@ the raw argmax, the others on the filtered rows of `specreg.kernels.filtering.re
 from __future__ import annotations
 
 import torch
-from specreg.kernels.sampling_params import SamplingParams
 
 from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.filtering.reference import filtered_distribution
+from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.verify_greedy.reference import greedy_walk, path_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs

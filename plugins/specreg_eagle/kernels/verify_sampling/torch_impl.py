@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.sampling import (
+from specreg.kernels.sampling import inverse_cdf_sample
+from specreg.kernels.sampling.torch_impl import (
     cpu_row_chunks,
     inverse_cdf_from_cdf,
-    inverse_cdf_sample,
     take_rows_float32,
 )
 from specreg_eagle.kernels.verify_greedy.torch_impl import assemble_result
