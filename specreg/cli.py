@@ -298,26 +298,25 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from specreg import catalog
 
     if not args.code:
-        _load_registry()  # include the codes loaded plugins registered
-        for entry in catalog.entries().values():
+        for entry in _load_registry().catalog.entries().values():  # with the plugins' codes
             print(f"{entry.code}  {entry.title}")
         return EXIT_OK
     try:
-        entry = catalog.lookup(args.code)
+        entry = catalog.lookup(args.code)  # a core code needs no registry
     except KeyError:
-        _load_registry()  # plugins register their own codes while loading
-    try:
-        entry = catalog.lookup(args.code)
-    except KeyError:
-        from specreg._suggest import did_you_mean
+        known = _load_registry().catalog  # plugins register their own codes while loading
+        try:
+            entry = known.lookup(args.code)
+        except KeyError:
+            from specreg._suggest import did_you_mean
 
-        known = list(catalog.entries())
-        print(
-            f"unknown error code {args.code!r}.{did_you_mean(args.code.upper(), known)} "
-            "Run `specreg explain` to list every code.",
-            file=sys.stderr,
-        )
-        return EXIT_PROBLEMS
+            print(
+                f"unknown error code {args.code!r}."
+                f"{did_you_mean(args.code.upper(), list(known.entries()))} "
+                "Run `specreg explain` to list every code.",
+                file=sys.stderr,
+            )
+            return EXIT_PROBLEMS
     print(entry.render_text())
     return EXIT_OK
 
