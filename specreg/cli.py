@@ -17,6 +17,7 @@ from typing import Any
 from specreg.config import SGLANG_FLAGS, SGLANG_SWITCHES, load_json_object
 from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
 from specreg.framework_args import framework_findings
+from specreg.integers import is_int
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -97,7 +98,7 @@ def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[P
             continue
         if key.endswith(("_num_steps", "_topk", "_num_draft_tokens", "_block_size")):
             value = _coerce(value)
-            if not isinstance(value, int) or isinstance(value, bool):
+            if not is_int(value):
                 problems.append(whole_number_problem(flag, value, key))
                 continue
         data[key] = value
