@@ -313,7 +313,7 @@ def _eagle_defaults(
         fields["num_steps"], fields["topk"], fields["num_draft_tokens"] = model_defaults(arch)
         return
     if (
-        isinstance(steps, int) and steps >= 1 and topk in (None, 1)
+        is_int(steps) and steps >= 1 and topk in (None, 1)
         and draft is not None and draft != steps + 1
     ):
         fields["num_draft_tokens"] = steps + 1
@@ -373,7 +373,7 @@ def hisparse_runtime_problems(
             field="num_draft_tokens",
         ))
     top_k = (framework.get("hisparse_config") or {}).get("top_k") or framework.get("index_topk") or 2048
-    if isinstance(top_k, int) and (top_k < 1024 or num_draft_tokens * top_k > 8192):
+    if is_int(top_k) and (top_k < 1024 or num_draft_tokens * top_k > 8192):
         out.append(problem(
             "SR168",
             f"SGLang's HiSparse swap needs top_k >= 1024 and draft tokens x top_k <= 8192; "

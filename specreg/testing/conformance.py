@@ -19,6 +19,7 @@ import attrs
 import torch
 
 from specreg.errors import Problem, SpecRegError, problem
+from specreg.integers import is_int
 from specreg.phase import PHASES, Phase
 from specreg.plan import SpecPlan
 from specreg.protocols import (
@@ -134,7 +135,7 @@ def check_algorithm(
             width = plan.num_tokens_per_req(phase, is_draft_worker=is_draft)
             report.clause(
                 f"width {phase.value} ({'draft' if is_draft else 'target'}) > 0 for {config}",
-                isinstance(width, int) and width > 0,
+                is_int(width) and width > 0,
                 f"got {width!r}",
             )
         report.clause(
