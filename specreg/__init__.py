@@ -23,7 +23,7 @@ from specreg.hookspecs import hookimpl, hookspec
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
 from specreg.protocols import VerifyResult
-from specreg.registry import PluginFailure, PluginInfo, Registry
+from specreg.registry import PluginFailure, PluginInfo, Registry, RegistryCache
 from specreg.resolution import Candidate, Resolution, Sizes
 from specreg.specs import AlgorithmSpec, CacheSpec, ParamRange
 
@@ -42,6 +42,7 @@ __all__ = [
     "PluginInfo",
     "Problem",
     "Registry",
+    "RegistryCache",
     "Resolution",
     "SpecConfig",
     "SpecPlan",

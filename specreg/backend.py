@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 Backend = Literal["torch", "triton"]
 BACKEND_ENV = "SPECREG_KERNEL_BACKEND"
-_CHOICES = ("auto", "torch", "triton")
+#: What SPECREG_KERNEL_BACKEND, a kernel's `backend=` and a plan's `kernel_backend` accept.
+BACKEND_CHOICES = ("auto", "torch", "triton")
 
 
 @lru_cache(maxsize=1)
@@ -40,12 +41,12 @@ def requested_backend() -> str:
 
 
 def _checked(value: object, field: str, fix: str) -> str:
-    if value not in _CHOICES:
+    if value not in BACKEND_CHOICES:
         raise KernelInputError(
             problem(
                 "SR116",
                 f"{field}={value!r} is not a kernel backend",
-                accepted=", ".join(_CHOICES),
+                accepted=", ".join(BACKEND_CHOICES),
                 fix=fix,
                 field=field,
             )

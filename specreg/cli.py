@@ -17,6 +17,7 @@ from typing import Any
 from specreg.config import SGLANG_FLAGS, SGLANG_SWITCHES, load_json_object
 from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
 from specreg.framework_args import framework_findings
+from specreg.integers import is_int
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -97,7 +98,7 @@ def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[P
             continue
         if key.endswith(("_num_steps", "_topk", "_num_draft_tokens", "_block_size")):
             value = _coerce(value)
-            if not isinstance(value, int) or isinstance(value, bool):
+            if not is_int(value):
                 problems.append(whole_number_problem(flag, value, key))
                 continue
         data[key] = value
@@ -298,26 +299,25 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from specreg import catalog
 
     if not args.code:
-        _load_registry()  # include the codes loaded plugins registered
-        for entry in catalog.entries().values():
+        for entry in _load_registry().catalog.entries().values():  # with the plugins' codes
             print(f"{entry.code}  {entry.title}")
         return EXIT_OK
     try:
-        entry = catalog.lookup(args.code)
+        entry = catalog.lookup(args.code)  # a core code needs no registry
     except KeyError:
-        _load_registry()  # plugins register their own codes while loading
-    try:
-        entry = catalog.lookup(args.code)
-    except KeyError:
-        from specreg._suggest import did_you_mean
+        known = _load_registry().catalog  # plugins register their own codes while loading
+        try:
+            entry = known.lookup(args.code)
+        except KeyError:
+            from specreg._suggest import did_you_mean
 
-        known = list(catalog.entries())
-        print(
-            f"unknown error code {args.code!r}.{did_you_mean(args.code.upper(), known)} "
-            "Run `specreg explain` to list every code.",
-            file=sys.stderr,
-        )
-        return EXIT_PROBLEMS
+            print(
+                f"unknown error code {args.code!r}."
+                f"{did_you_mean(args.code.upper(), list(known.entries()))} "
+                "Run `specreg explain` to list every code.",
+                file=sys.stderr,
+            )
+            return EXIT_PROBLEMS
     print(entry.render_text())
     return EXIT_OK
 

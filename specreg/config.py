@@ -1,4 +1,4 @@
-"""`SpecConfig`: what a user asked for, validated for types at construction.
+"""`SpecConfig`: what a user asked for (a mapping, flags or a JSON file), type-checked when built.
 
 Range and cross-field rules belong to the algorithm and cache plugins (through
 `specreg_validate_config`), so `registry.resolve` can report every problem at once.
@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from specreg.errors import ConfigError, Problem, problem
+from specreg.integers import is_int
 
 _INT_FIELDS = ("num_steps", "topk", "num_draft_tokens")
 
@@ -84,10 +85,6 @@ def _steps_tuple(value: Any) -> Any:
     return value
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 @attrs.frozen(kw_only=True)
 class SpecConfig:
     """A speculative-decoding configuration.
@@ -136,7 +133,7 @@ class SpecConfig:
             )
         for name in _INT_FIELDS:
             value = getattr(self, name)
-            if value is not None and not _is_int(value):
+            if value is not None and not is_int(value):
                 out.append(
                     problem(
                         "SR104",
@@ -184,7 +181,7 @@ class SpecConfig:
             good = (
                 isinstance(steps, tuple)
                 and len(steps) > 0
-                and all(_is_int(s) and s >= 0 for s in steps)
+                and all(is_int(s) and s >= 0 for s in steps)
                 and len(set(steps)) == len(steps)
             )
             if not good:

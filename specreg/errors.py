@@ -27,9 +27,11 @@ class Problem:
     severity: Severity = "error"
 
     def __attrs_post_init__(self) -> None:
-        from specreg.catalog import lookup
+        from specreg.catalog import check_code
 
-        lookup(self.code)  # an unknown code is a bug in specreg or a plugin: fail loudly
+        # An undefined core code, or one outside every range, is a bug in specreg or a plugin:
+        # fail loudly. A plugin code's entry is checked where its registry is known (SR119).
+        check_code(self.code)
 
     @property
     def is_error(self) -> bool:

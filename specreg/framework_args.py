@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from specreg.errors import ConfigError, Problem, problem
+from specreg.integers import is_int
 
 #: SGLang ServerArgs fields specreg reads (flag = "--" + name with "-" for "_").
 SGLANG_FIELDS: tuple[str, ...] = (
@@ -184,7 +185,7 @@ def _vllm(
             fields["algorithm"] = VLLM_METHODS.get(name, name)
     k = _as_int(raw.get("num_speculative_tokens"))
     if k is not None:
-        if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+        if is_int(k) and k >= 1:
             fields["num_draft_tokens"] = k + 1
             if fields.get("algorithm") in EAGLE_FAMILY:  # vLLM's EAGLE drafts a chain of k steps
                 fields["num_steps"], fields["topk"] = k, 1
@@ -259,7 +260,7 @@ def _block_sizes(
         if size is None or algorithm != algo:
             continue
         flag = "--" + key.replace("_", "-")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        if not is_int(size) or size < 1:
             problems.append(problem(
                 "SR177", f"{flag} must be a positive integer, got {size!r}",
                 accepted="an integer >= 1", fix=f"set {flag} to the draft block size",
@@ -312,7 +313,7 @@ def _eagle_defaults(
         fields["num_steps"], fields["topk"], fields["num_draft_tokens"] = model_defaults(arch)
         return
     if (
-        isinstance(steps, int) and steps >= 1 and topk in (None, 1)
+        is_int(steps) and steps >= 1 and topk in (None, 1)
         and draft is not None and draft != steps + 1
     ):
         fields["num_draft_tokens"] = steps + 1
@@ -372,7 +373,7 @@ def hisparse_runtime_problems(
             field="num_draft_tokens",
         ))
     top_k = (framework.get("hisparse_config") or {}).get("top_k") or framework.get("index_topk") or 2048
-    if isinstance(top_k, int) and (top_k < 1024 or num_draft_tokens * top_k > 8192):
+    if is_int(top_k) and (top_k < 1024 or num_draft_tokens * top_k > 8192):
         out.append(problem(
             "SR168",
             f"SGLang's HiSparse swap needs top_k >= 1024 and draft tokens x top_k <= 8192; "

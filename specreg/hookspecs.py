@@ -70,8 +70,9 @@ def specreg_register_errors(register: Callable[..., None]) -> None:
 
     Called once per plugin while the registry loads, before anything can raise. Call
     ``register(specreg.catalog.ErrorEntry(code="SR5xx", ...))`` once per code; third-party codes
-    lie in SR500-SR899 and belong to the first plugin that registers them. ``specreg explain``
-    then prints them like the built-in entries. A code out of range or taken is SR119.
+    lie in SR500-SR899 and belong to the first plugin that registers them. The entries live in
+    that registry's ``registry.catalog``, which ``specreg explain`` prints like the built-in
+    entries. A code out of range or taken is SR119.
 
     :param register: ``register(entry: ErrorEntry) -> None``.
     :returns: nothing.

@@ -1,7 +1,9 @@
 """`SpecPlan`: a resolved configuration that a serving loop queries every step.
 
 Everything in a plan is plain data or a bound object built once at resolve time: its accessors
-are dictionary lookups and attribute reads, never pluggy dispatch.
+are dictionary lookups and attribute reads, never pluggy dispatch. The kernel backend asked for
+(SPECREG_KERNEL_BACKEND) is read once, when the plan is resolved, and stored in it: what the
+plan reports and fingerprints never changes with the environment afterwards.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from specreg.backend import backend_for_device, requested_backend, triton_available
+from specreg.backend import BACKEND_CHOICES, backend_for_device
 from specreg.memory import MemoryReport, plan_memory
 from specreg.phase import PHASES, Phase
 
@@ -38,6 +40,8 @@ class SpecPlan:
     adaptive `candidate_steps`, widths and gamma are the maxima over the config and every
     candidate (`candidates`), and the verifier, drafter and swapper are sized for them. The
     three objects satisfy the `specreg.protocols` protocols of the algorithm's drafting style.
+    `kernel_backend` is the backend asked for when it was resolved ('auto', 'torch' or
+    'triton'); `kernel_backends()` and `fingerprint()` derive from it alone.
     """
 
     algorithm: AlgorithmSpec
@@ -50,6 +54,9 @@ class SpecPlan:
     )
     notices: tuple[Problem, ...] = ()
     plugins: tuple[PluginInfo, ...] = ()
+    kernel_backend: str = attrs.field(
+        default="auto", validator=attrs.validators.in_(BACKEND_CHOICES)
+    )
     gamma: int = attrs.field(init=False)
     _target: dict[str, int] = attrs.field(init=False, repr=False, eq=False)
     _draft: dict[str, int] = attrs.field(init=False, repr=False, eq=False)
@@ -89,13 +96,13 @@ class SpecPlan:
         return plan_memory(self)
 
     def kernel_backends(self) -> dict[str, str]:
-        """Which kernel implementation runs for tensors on each device type."""
-        out: dict[str, str] = {"cpu": backend_for_device("cpu")}
-        cuda = "triton" if triton_available() else "torch"
-        if requested_backend() == "torch":
-            cuda = "torch"
-        out["cuda"] = cuda
-        return out
+        """Which kernel implementation runs for tensors on each device type, under the backend
+        the plan was resolved with (SR116 when it cannot run there, e.g. a forced 'triton' on
+        CPU tensors without Triton's interpreter)."""
+        return {
+            device: backend_for_device(device, requested=self.kernel_backend)
+            for device in ("cpu", "cuda")
+        }
 
     def fingerprint(self) -> dict[str, Any]:
         """What must agree across the ranks of one serving job."""

@@ -2,7 +2,10 @@
 
 Hooks run only at load time (here) and resolve time (`specreg.resolver`).
 `registry.resolve(config)` returns a `SpecPlan` of plain data and bound objects, which a serving
-loop queries per step without pluggy.
+loop queries per step without pluggy. Everything a registry learns from its plugins (specs,
+catalog entries, failures) lives on the instance. `Registry.load()` hands out registries from a
+`RegistryCache` (by default `SHARED_REGISTRIES`); those are read-only, so no caller can change
+another caller's registry.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -21,7 +24,7 @@ import pluggy
 
 from specreg import default_plugin, hookspecs
 from specreg._suggest import unknown_name_problem, unmatched_allowlist_problem
-from specreg.catalog import ErrorEntry, register_plugin_entry
+from specreg.catalog import Catalog, ErrorEntry
 from specreg.config import SpecConfig
 from specreg.errors import (
     PluginError,
@@ -39,7 +42,6 @@ ENTRY_POINT_GROUP = "specreg"
 ALLOWLIST_ENV = "SPECREG_PLUGINS"
 IMPORT_TIMEOUT_ENV = "SPECREG_PLUGIN_IMPORT_TIMEOUT"
 DEFAULT_IMPORT_TIMEOUT = 60.0
-_REGISTRATION_HOOKS = ("specreg_register_algorithms", "specreg_register_caches")
 
 
 @attrs.frozen(kw_only=True)
@@ -78,6 +80,7 @@ class _Tables:
     conflicts: Mapping[str, Problem]  # names nobody may use until the conflict is resolved
     owned: Mapping[str, frozenset[str]] = attrs.field(factory=dict)  # plugin -> spec names
     plugin_infos: tuple[PluginInfo, ...] = ()  # what plugins() reports, built once per rebuild
+    catalog: Catalog = attrs.field(factory=Catalog)  # the core's and these plugins' entries
 
 
 def parse_allowlist(value: str | None) -> frozenset[str] | None:
@@ -87,15 +90,45 @@ def parse_allowlist(value: str | None) -> frozenset[str] | None:
     return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
+class RegistryCache:
+    """Loaded registries, one per set of `Registry.load()` arguments, shared by every caller who
+    passes the same ones (thread-safe: one load per key, however many threads ask at once).
+
+    The registries it holds are read-only (`register_plugin`, `unregister_plugin` and
+    `load_entrypoints` raise SR109). `SHARED_REGISTRIES` is the cache `Registry.load()` uses
+    unless given another; a caller that wants its own shared set creates a `RegistryCache` and
+    passes it as `cache=`.
+    """
+
+    def __init__(self) -> None:
+        self._registries: dict[tuple[Any, ...], Registry] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], Registry]) -> Registry:
+        """The registry cached under `key`, built (and sealed) by `build()` on first use."""
+        with self._lock:
+            found = self._registries.get(key)
+            if found is None:
+                found = build()
+                found._sealed = True
+                self._registries[key] = found
+            return found
+
+    def clear(self) -> None:
+        """Forget every cached registry; later loads build new ones."""
+        with self._lock:
+            self._registries.clear()
+
+    def __len__(self) -> int:
+        return len(self._registries)
+
+
 class Registry:
     """Algorithms and caches registered by plugins, and the resolver that turns configs into plans.
 
     Use `Registry.load()` in a serving framework; `Registry()` gives an empty registry (only the
     default rules) to which tests add plugins with `register_plugin`.
     """
-
-    _shared: dict[tuple[Any, ...], Registry] = {}
-    _shared_lock = threading.Lock()
 
     def __init__(self, *, strict: bool = False, import_timeout: float | None = None) -> None:
         self.strict = strict
@@ -110,6 +143,7 @@ class Registry:
         self._origins: dict[str, Origin] = {}
         self._load_failures: list[PluginFailure] = []
         self._tables = _Tables({}, {}, {}, {})
+        self._sealed = False  # set by the RegistryCache that shares this registry
         self._rebuild()
 
     # ------------------------------------------------------------------------------- loading
@@ -122,35 +156,40 @@ class Registry:
         allowlist: Iterable[str] | None = None,
         fresh: bool = False,
         import_timeout: float | None = None,
+        cache: RegistryCache | None = None,
     ) -> Registry:
         """Discover plugins through entry points in `group` and return the registry.
 
         `allowlist` (or the SPECREG_PLUGINS variable) restricts which entry-point names load.
         A plugin that fails to import or register is recorded in `failures` and skipped, unless
         `strict`, which raises `PluginError`. Repeated calls with the same arguments return the
-        same registry (idempotent and thread-safe); `fresh=True` builds a new one. A plugin
-        whose import takes longer than `import_timeout` seconds (default: the
-        SPECREG_PLUGIN_IMPORT_TIMEOUT variable, else 60) is skipped with SR118.
+        same read-only registry from `cache` (default `SHARED_REGISTRIES`; idempotent and
+        thread-safe); `fresh=True` builds a new registry of the caller's own, to which
+        `register_plugin` may add. A plugin whose import takes longer than `import_timeout`
+        seconds (default: the SPECREG_PLUGIN_IMPORT_TIMEOUT variable, else 60) is skipped with
+        SR118.
         """
         allowed = (
             frozenset(allowlist)
             if allowlist is not None
             else parse_allowlist(os.environ.get(ALLOWLIST_ENV))
         )
-        key = (group, allowed, strict, import_timeout)
-        with cls._shared_lock:
-            if not fresh and key in cls._shared:
-                return cls._shared[key]
+
+        def build() -> Registry:
             registry = cls(strict=strict, import_timeout=import_timeout)
             registry.load_entrypoints(group=group, allowlist=allowed)
-            if not fresh:
-                cls._shared[key] = registry
             return registry
+
+        if fresh:
+            return build()
+        key = (cls, group, allowed, strict, import_timeout)
+        return (cache if cache is not None else SHARED_REGISTRIES).get(key, build)
 
     def load_entrypoints(
         self, *, group: str = ENTRY_POINT_GROUP, allowlist: frozenset[str] | None = None
     ) -> None:
         """Import and register every entry point of `group` (filtered by `allowlist`)."""
+        self._check_writable("load_entrypoints")
         with self._lock:
             seen: set[str] = set()
             found = sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name)
@@ -218,6 +257,7 @@ class Registry:
     ) -> str | None:
         """Register an in-process plugin (a module or object with hookimpls). Returns its name,
         or None when it was refused (see `failures`)."""
+        self._check_writable("register_plugin")
         plugin_name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
         with self._lock:
             ok = self._register(plugin, plugin_name, distribution, version)
@@ -225,11 +265,26 @@ class Registry:
         return plugin_name if ok and self._pm.has_plugin(plugin_name) else None
 
     def unregister_plugin(self, name: str) -> None:
+        self._check_writable("unregister_plugin")
         with self._lock:
             if self._pm.has_plugin(name):
                 self._pm.unregister(name=name)
             self._origins.pop(name, None)
             self._rebuild()
+
+    def _check_writable(self, method: str) -> None:
+        """SR109 for a change to a registry a `RegistryCache` shares."""
+        if self._sealed:
+            raise PluginError(
+                problem(
+                    "SR109",
+                    f"{method} on a registry from Registry.load(), which every caller with the "
+                    "same load arguments shares",
+                    accepted="changes to a registry of the caller's own",
+                    fix="build one with Registry.load(fresh=True) (or Registry()) and add the "
+                    "plugin to it",
+                )
+            )
 
     def _register(
         self, plugin: object, name: str, dist: str | None, version: str | None
@@ -300,7 +355,7 @@ class Registry:
     def _rebuild(self) -> None:
         """Ask every plugin to register its specs and rebuild the lookup tables."""
         claims: dict[str, dict[str, list[_Claim]]] = {"algorithm": {}, "cache": {}}
-        refused: list[str] = self._register_error_entries()
+        catalog, refused = self._register_error_entries()
         for hook_name, kind, spec_type in (
             ("specreg_register_algorithms", "algorithm", AlgorithmSpec),
             ("specreg_register_caches", "cache", CacheSpec),
@@ -379,31 +434,45 @@ class Registry:
             conflicts={**alg_conflicts, **cache_conflicts},
             owned={plugin: frozenset(names) for plugin, names in owned.items()},
             plugin_infos=tuple(self._plugin_infos()),
+            catalog=catalog,
         )
 
-    def _register_error_entries(self) -> list[str]:
-        """Run every plugin's specreg_register_errors; returns the plugins refused (SR119)."""
+    def _register_error_entries(self) -> tuple[Catalog, list[str]]:
+        """Run every plugin's specreg_register_errors, in registration order (a code belongs to
+        the first plugin that registers it), into a new catalog; returns it and the plugins
+        refused (SR119), none of whose entries it keeps."""
+        catalog = Catalog()
         refused = []
-        for impl in self._impls("specreg_register_errors"):
+        hook = self._pm.hook.specreg_register_errors
+        for impl in hook.get_hookimpls():  # registration order, not call order
             plugin = impl.plugin_name
+            package = _top_package(impl.plugin)
             reasons: list[str] = []
+            accepted: list[ErrorEntry] = []
 
             def register(
-                entry: Any, _p: str = plugin, _out: list[str] = reasons,
-                _pkg: str = _top_package(impl.plugin),
+                entry: Any, _p: str = plugin, _pkg: str = package,
+                _out: list[str] = reasons, _ok: list[ErrorEntry] = accepted,
             ) -> None:
                 if not isinstance(entry, ErrorEntry):
                     _out.append(f"registered {type(entry).__name__}, not a specreg ErrorEntry")
                     return
-                reason = register_plugin_entry(entry, _p, package=_pkg)
+                reason = catalog.refusal(entry, _p, package=_pkg)
+                if reason is None and any(e.code == entry.code and e != entry for e in _ok):
+                    reason = f"code {entry.code} is registered twice with different entries"
                 if reason is not None:
                     _out.append(reason)
+                else:
+                    _ok.append(entry)
 
             try:
                 impl.function(register=register)
             except Exception as exc:  # noqa: BLE001 - a plugin must never take others down
                 reasons.append(f"raised {type(exc).__name__}: {exc}")
-            if reasons:
+            if not reasons:
+                for entry in accepted:
+                    catalog.add(entry, plugin, package=package)
+            else:
                 origin = self._origins.pop(plugin, None)
                 self._pm.unregister(name=plugin)
                 refused.append(plugin)
@@ -419,7 +488,7 @@ class Registry:
                         fix="pick free codes in SR500-SR899 for the plugin's catalog entries",
                     ),
                 )
-        return refused
+        return catalog, refused
 
     def _settle(
         self, table: dict[str, list[_Claim]], kind: str
@@ -458,6 +527,17 @@ class Registry:
         return f"{origin.distribution} {origin.version or ''}".strip()
 
     # ---------------------------------------------------------------------------- queries
+    @property
+    def catalog(self) -> Catalog:
+        """The error entries this registry knows: the core's and those its plugins registered
+        (what `specreg explain` prints)."""
+        return self._tables.catalog
+
+    @property
+    def shared(self) -> bool:
+        """Whether a `RegistryCache` shares this registry (then it is read-only)."""
+        return self._sealed
+
     @property
     def failures(self) -> list[PluginFailure]:
         """Plugins skipped while loading and registrations refused (SR110-SR114)."""
@@ -589,6 +669,10 @@ class Registry:
         Raises one `ConfigError` listing every problem found.
         """
         return resolve_plan(self, config)
+
+
+#: The cache `Registry.load()` uses unless it is given another one.
+SHARED_REGISTRIES = RegistryCache()
 
 
 def _own_names(table: Mapping[str, Any]) -> list[Any]:

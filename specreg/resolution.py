@@ -1,4 +1,4 @@
-"""`Resolution`: a resolved config, its adaptive candidates, gamma and every phase's width.
+"""The sizes a resolved config implies: gamma and every phase's width, per adaptive candidate too.
 
 `Sizes` is what one resolved config needs (gamma and the width of every phase on both workers);
 a `Candidate` is one adaptive step count with its own config and sizes. A `Resolution` holds the
@@ -120,9 +120,6 @@ class Resolution:
     @property
     def draft(self) -> Mapping[Phase, int]:
         return self.maxima.draft
-
-    def width(self, phase: Phase | str, is_draft_worker: bool = False) -> int:
-        return self.maxima.width(phase, is_draft_worker)
 
     def configs(self) -> tuple[SpecConfig, ...]:
         """The main config, then every candidate's."""

@@ -12,21 +12,25 @@ through the `HookTables` protocol, so neither module imports the other's interna
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 
+from specreg.backend import requested_backend
 from specreg.config import SpecConfig
 from specreg.errors import (
     ConfigError,
+    KernelInputError,
     PluginError,
     Problem,
     SpecRegError,
     UnknownNameError,
+    dedupe_problems,
     problem,
     split_problems,
 )
+from specreg.integers import int_range_text, is_int
 from specreg.phase import PHASES
 from specreg.plan import SpecPlan
 from specreg.plugin_info import PluginInfo
@@ -94,6 +98,10 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
     """
     found = _run_pass(tables, config)
     errors, warnings = split_problems(found.problems)
+    try:
+        backend = requested_backend()  # read once: the plan and its objects keep this choice
+    except KernelInputError as exc:
+        errors += exc.problems  # SR116: a bad SPECREG_KERNEL_BACKEND fails the resolve
     if errors:
         raise ConfigError(errors)
     resolution = found.resolution
@@ -123,6 +131,7 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
         cache_swapper=swapper,
         notices=tuple(warnings),
         plugins=tuple(tables.plugins()),
+        kernel_backend=backend,
     )
 
 
@@ -187,7 +196,7 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
     owned = {p.field for p in problems if p.is_error and p.field}
     problems += [p for p in generic if not (p.is_error and p.field in owned)]
     problems += consequences_dropped(resolve_problems, problems)
-    return _Pass(algorithm, cache, resolution, _dedupe(problems), skip, memo)
+    return _Pass(algorithm, cache, resolution, dedupe_problems(problems), skip, memo)
 
 
 def _lookup(
@@ -307,8 +316,8 @@ def _expect_config(value: Any, algorithm: AlgorithmSpec) -> SpecConfig:
 
 
 def _expect_int(hook: str, value: Any, algorithm: AlgorithmSpec) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _bad_answer(hook, algorithm, value, "an int >= 0")
+    if not is_int(value) or value < 0:
+        raise _bad_answer(hook, algorithm, value, int_range_text(0, None))
     return value
 
 
@@ -326,13 +335,3 @@ def _bad_answer(
         )
     )
 
-
-def _dedupe(problems: Iterable[Problem]) -> list[Problem]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for p in problems:
-        key = (p.code, p.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out

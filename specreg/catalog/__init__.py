@@ -1,23 +1,32 @@
-"""The error catalog: the single source for every code specreg or a plugin raises.
+"""The error catalog: what every code specreg or a plugin raises means, and who may use which code.
 
-The core keeps its entries here (`core`, `kernels`: SR100-SR199, SR900-SR999). Plugins register
-theirs through `specreg_register_errors` while a registry loads: the plugins shipped in
-specreg's own distribution use SR200-SR499, third parties SR500-SR899. A plugin package may also
-register its entries when imported, so its kernels raise coded errors without a registry. The
-pages under `docs/errors/` are generated from the core entries and the shipped plugins'
-(`python -m specreg.docgen`) and a test keeps them in sync.
+The core keeps its entries as module constants (`core`, `usage`, `kernels`, `frameworks`:
+SR100-SR199, SR900-SR999); they never change. Plugins register theirs through
+`specreg_register_errors` into the `Catalog` of the registry that loads them: the plugins
+shipped in specreg's own distribution use SR200-SR499, third parties SR500-SR899. No table is
+shared between registries: `registry.catalog` answers for one registry, `lookup` for the core.
+A `Problem` checks its code's shape and range when it is created (`check_code`), so a plugin's
+kernels raise coded errors without a registry. The pages under `docs/errors/` are generated
+from the core entries and the shipped plugins' (`python -m specreg.docgen`) and a test keeps
+them in sync.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import re
-import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 
 _CODE_RE = re.compile(r"^SR\d{3}$")
+
+#: Codes third-party plugins may register through `specreg_register_errors` (SR500-SR899).
+PLUGIN_CODES = range(500, 900)
+#: Codes the plugins shipped in specreg's own distribution register (SR200-SR499).
+SHIPPED_PLUGIN_CODES = range(200, 500)
+#: Codes of specreg's core (SR100-SR199 and SR900-SR999), all defined in this package.
+CORE_CODES = (range(100, 200), range(900, 1000))
 
 
 def _texts(values: Iterable[str]) -> tuple[str, ...]:
@@ -62,40 +71,45 @@ def _collect() -> dict[str, ErrorEntry]:
     return dict(sorted(table.items()))
 
 
-_TABLE: dict[str, ErrorEntry] | None = None
-
-#: Codes third-party plugins may register through `specreg_register_errors` (SR500-SR899).
-PLUGIN_CODES = range(500, 900)
-#: Codes the plugins shipped in specreg's own distribution register (SR200-SR499).
-SHIPPED_PLUGIN_CODES = range(200, 500)
-_PLUGIN_ENTRIES: dict[str, tuple[ErrorEntry, str, bool]] = {}  # code -> (entry, plugin, shipped)
-_PLUGIN_LOCK = threading.Lock()
+_CORE: Mapping[str, ErrorEntry] | None = None  # built once from the module constants
 
 
-def core_entries() -> dict[str, ErrorEntry]:
-    """The entries of specreg's core, by code, sorted."""
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _collect()
-    return _TABLE
+def core_entries() -> Mapping[str, ErrorEntry]:
+    """The entries of specreg's core, by code, sorted (read-only)."""
+    global _CORE
+    if _CORE is None:
+        from types import MappingProxyType
+
+        _CORE = MappingProxyType(_collect())
+    return _CORE
 
 
-def builtin_entries() -> dict[str, ErrorEntry]:
-    """The core's entries and those the shipped plugins registered so far, sorted by code.
-
-    Load a registry first (`Registry.load()`) to include every shipped plugin's entries."""
-    table = dict(core_entries())
-    with _PLUGIN_LOCK:
-        table.update({c: e for c, (e, _, shipped) in _PLUGIN_ENTRIES.items() if shipped})
-    return dict(sorted(table.items()))
+def _is_core(number: int) -> bool:
+    return any(number in codes for codes in CORE_CODES)
 
 
-def entries() -> dict[str, ErrorEntry]:
-    """Every entry: the core's and those loaded plugins registered, sorted by code."""
-    table = dict(core_entries())
-    with _PLUGIN_LOCK:
-        table.update({code: entry for code, (entry, _, _) in _PLUGIN_ENTRIES.items()})
-    return dict(sorted(table.items()))
+def check_code(code: str) -> None:
+    """Raise `KeyError` unless `code` can be raised: a core code the catalog defines, or a code
+    in the plugins' ranges (SR200-SR899). Whether a plugin registered it is checked where its
+    registry is known: at registration (SR119) and by `specreg explain`."""
+    if not isinstance(code, str) or not _CODE_RE.match(code):
+        raise KeyError(f"unknown specreg error code {code!r}")
+    number = int(code[2:])
+    if _is_core(number):
+        if code not in core_entries():
+            raise KeyError(f"unknown specreg error code {code!r}")
+    elif number not in SHIPPED_PLUGIN_CODES and number not in PLUGIN_CODES:
+        raise KeyError(f"unknown specreg error code {code!r}")
+
+
+def lookup(code: str) -> ErrorEntry:
+    """The core entry for `code` (case-insensitive). Raises `KeyError` for any other code; a
+    plugin's entries are in the `catalog` of the registry that loaded it."""
+    key = code.strip().upper()
+    table = core_entries()
+    if key in table:
+        return table[key]
+    raise KeyError(f"unknown specreg error code {code!r}")
 
 
 def shipped_packages() -> frozenset[str]:
@@ -107,43 +121,94 @@ def shipped_packages() -> frozenset[str]:
     return frozenset(text.split())
 
 
-def register_plugin_entry(
-    entry: ErrorEntry, plugin: str, *, package: str | None = None
-) -> str | None:
-    """Add the entry of `plugin`, whose code lives in top-level `package`. Returns None, or why
-    the entry was refused. Packages shipped with specreg use SR200-SR499, others SR500-SR899."""
+def plugin_code_range(package: str | None) -> range:
+    """The codes a plugin defined in top-level `package` may register: SR200-SR499 for the
+    packages shipped with specreg, SR500-SR899 for everyone else."""
     shipped = package is not None and package != "specreg" and package in shipped_packages()
-    allowed = SHIPPED_PLUGIN_CODES if shipped else PLUGIN_CODES
-    number = int(entry.code[2:])
-    if number not in allowed:
-        return (
-            f"code {entry.code} is outside the range plugins may use "
-            f"(SR{allowed.start}-SR{allowed.stop - 1})"
-        )
-    with _PLUGIN_LOCK:
-        taken = _PLUGIN_ENTRIES.get(entry.code)
-        if taken is not None and taken[0] != entry:  # the same entry again is fine
-            return f"code {entry.code} is already registered by plugin {taken[1]!r}"
-        if taken is None:
-            _PLUGIN_ENTRIES[entry.code] = (entry, plugin, shipped)
-    return None
+    return SHIPPED_PLUGIN_CODES if shipped else PLUGIN_CODES
+
+
+def range_problem(entry: ErrorEntry, allowed: range) -> str | None:
+    """Why `entry` may not be registered with codes `allowed`, or None."""
+    if int(entry.code[2:]) in allowed:
+        return None
+    return (
+        f"code {entry.code} is outside the range plugins may use "
+        f"(SR{allowed.start}-SR{allowed.stop - 1})"
+    )
+
+
+@attrs.frozen
+class PluginEntry:
+    """A catalog entry one plugin registered, and whether that plugin ships with specreg."""
+
+    entry: ErrorEntry
+    plugin: str
+    shipped: bool
+
+
+class Catalog:
+    """The entries one registry knows: the core's and those its plugins registered.
+
+    A registry builds a new catalog every time its plugins change (`add` while it builds, then
+    only reads), so two registries never see each other's plugin codes.
+    """
+
+    def __init__(self) -> None:
+        self._plugins: dict[str, PluginEntry] = {}
+
+    def refusal(self, entry: ErrorEntry, plugin: str, *, package: str | None = None) -> str | None:
+        """Why `plugin` (defined in top-level `package`) may not register `entry`, or None."""
+        reason = range_problem(entry, plugin_code_range(package))
+        if reason is not None:
+            return reason
+        taken = self._plugins.get(entry.code)
+        if taken is not None and taken.entry != entry:  # the same entry again is fine
+            return f"code {entry.code} is already registered by plugin {taken.plugin!r}"
+        return None
+
+    def add(self, entry: ErrorEntry, plugin: str, *, package: str | None = None) -> None:
+        """Store an entry `refusal` accepted; a code keeps its first owner."""
+        shipped = plugin_code_range(package) is SHIPPED_PLUGIN_CODES
+        self._plugins.setdefault(entry.code, PluginEntry(entry, plugin, shipped))
+
+    def lookup(self, code: str) -> ErrorEntry:
+        """The entry for `code` (case-insensitive), the core's or a plugin's; `KeyError` else."""
+        key = code.strip().upper()
+        found = self._plugins.get(key)
+        return found.entry if found is not None else lookup(key)
+
+    def owner(self, code: str) -> str | None:
+        """The plugin that registered `code`, or None (a core code or an unknown one)."""
+        found = self._plugins.get(code.strip().upper())
+        return found.plugin if found is not None else None
+
+    def entries(self) -> dict[str, ErrorEntry]:
+        """Every entry: the core's and this registry's plugins', sorted by code."""
+        table = dict(core_entries())
+        table.update({code: p.entry for code, p in self._plugins.items()})
+        return dict(sorted(table.items()))
+
+    def builtin_entries(self) -> dict[str, ErrorEntry]:
+        """The core's entries and the shipped plugins' (the ones documented under docs/errors)."""
+        table = dict(core_entries())
+        table.update({code: p.entry for code, p in self._plugins.items() if p.shipped})
+        return dict(sorted(table.items()))
 
 
 def register_package_entries(entries: Iterable[ErrorEntry], plugin: str, package: str) -> None:
-    """Register a plugin package's entries when it is imported, so its kernels raise coded
-    errors without a registry; a refusal is a bug in the package (RuntimeError)."""
-    refused = [r for r in (register_plugin_entry(e, plugin, package=package) for e in entries) if r]
+    """Check a plugin package's entries when it is imported (each code in the package's range,
+    once); a refusal is a bug in the package (RuntimeError). Nothing is stored: the entries reach
+    a registry's catalog through the plugin's `specreg_register_errors`."""
+    allowed = plugin_code_range(package)
+    seen: set[str] = set()
+    refused = []
+    for entry in entries:
+        reason = range_problem(entry, allowed)
+        if reason is None and entry.code in seen:
+            reason = f"code {entry.code} is defined twice"
+        seen.add(entry.code)
+        if reason is not None:
+            refused.append(reason)
     if refused:
-        raise RuntimeError(f"{package}: " + "; ".join(refused))
-
-
-def lookup(code: str) -> ErrorEntry:
-    """The entry for `code` (case-insensitive). Raises `KeyError` for an unknown code."""
-    key = code.strip().upper()
-    table = core_entries()
-    if key in table:
-        return table[key]
-    with _PLUGIN_LOCK:
-        if key in _PLUGIN_ENTRIES:
-            return _PLUGIN_ENTRIES[key][0]
-    raise KeyError(f"unknown specreg error code {code!r}")
+        raise RuntimeError(f"{package} ({plugin}): " + "; ".join(refused))

@@ -152,6 +152,26 @@ ENTRIES = (
         example_fix="# before\n--kv-cache-option hot=4096\n# after\n--kv-cache-option hot_size=4096",
     ),
     ErrorEntry(
+        code="SR109",
+        title="Shared registry is read-only",
+        meaning=(
+            "Registry.load() returns one registry to every caller that passes the same "
+            "arguments (it is cached). Adding or removing a plugin on it would change what "
+            "every other caller resolves, so register_plugin, unregister_plugin and "
+            "load_entrypoints refuse it."
+        ),
+        when="register_plugin, unregister_plugin or load_entrypoints on a registry from "
+        "Registry.load() without fresh=True.",
+        solutions=(
+            "Build a registry of your own with Registry.load(fresh=True) and change that one.",
+            "Start from Registry() (only the default rules) and register the plugins you need.",
+        ),
+        example_fix=(
+            "registry = Registry.load(fresh=True)\n"
+            "registry.register_plugin(my_plugin, 'mine')"
+        ),
+    ),
+    ErrorEntry(
         code="SR110",
         title="Plugin failed to import",
         meaning=(

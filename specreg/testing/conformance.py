@@ -18,8 +18,8 @@ from typing import Any
 import attrs
 import torch
 
-from specreg.catalog import lookup
 from specreg.errors import Problem, SpecRegError, problem
+from specreg.integers import is_int
 from specreg.phase import PHASES, Phase
 from specreg.plan import SpecPlan
 from specreg.protocols import (
@@ -135,7 +135,7 @@ def check_algorithm(
             width = plan.num_tokens_per_req(phase, is_draft_worker=is_draft)
             report.clause(
                 f"width {phase.value} ({'draft' if is_draft else 'target'}) > 0 for {config}",
-                isinstance(width, int) and width > 0,
+                is_int(width) and width > 0,
                 f"got {width!r}",
             )
         report.clause(
@@ -148,7 +148,7 @@ def check_algorithm(
     for config in out_of_range_configs(algorithm, base):
         # An error, or a warning where the algorithm fixes the parameter and ignores the value.
         problems = registry.check(config)
-        reported = bool(problems) and all(_known(p.code) and p.fix for p in problems)
+        reported = bool(problems) and all(_known(registry, p.code) and p.fix for p in problems)
         report.clause(
             f"reports a coded problem with a fix for {config}",
             reported,
@@ -273,9 +273,10 @@ def _spread(items: list[Any], count: int) -> Iterable[Any]:
     return [items[round(i * step)] for i in range(count)]
 
 
-def _known(code: str) -> bool:
+def _known(registry: Registry, code: str) -> bool:
+    """Whether `registry`'s catalog (the core's and its plugins' entries) defines `code`."""
     try:
-        lookup(code)
+        registry.catalog.lookup(code)
     except KeyError:
         return False
     return True

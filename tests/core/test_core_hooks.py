@@ -96,8 +96,12 @@ def test_hook_specreg_register_errors():
             return []
 
     registry = make_registry(Errors())
-    assert catalog.lookup("sr512") is entry
-    assert "SR512" in catalog.entries() and "SR512" not in catalog.builtin_entries()
+    assert registry.catalog.lookup("sr512") is entry
+    assert "SR512" in registry.catalog.entries()
+    assert "SR512" not in registry.catalog.builtin_entries()
+    with pytest.raises(KeyError):  # the entry lives on that registry, not in a global table
+        catalog.lookup("SR512")
+    assert "SR512" not in Registry().catalog.entries()
     with pytest.raises(ConfigError) as info:
         registry.resolve({"algorithm": "treealgo", "topk": 7})
     assert info.value.code == "SR512"
@@ -122,7 +126,8 @@ def test_hook_specreg_register_errors():
     assert "owner" not in found  # the same entry again (another registry) is fine
     assert found["squatter"].code == "SR119" and "already registered" in found["squatter"].message
     assert found["outofrange"].code == "SR119" and "SR500-SR899" in found["outofrange"].message
-    assert catalog.lookup("SR512") is entry  # the first owner keeps its code
+    assert registry.catalog.lookup("SR512") is entry  # the first owner keeps its code
+    assert registry.catalog.owner("SR512") == "owner"
 
 
 def test_hook_specreg_resolve_config():

@@ -5,7 +5,8 @@ import pytest
 
 from specreg import AlgorithmSpec, ParamRange, Phase, Registry, SpecConfig, hookimpl
 from specreg import resolve_num_tokens_per_req as sglang_style_width
-from specreg.errors import UnknownPhaseError
+from specreg.backend import triton_available
+from specreg.errors import ConfigError, UnknownPhaseError
 
 TREE = AlgorithmSpec(
     name="treealgo",
@@ -95,6 +96,33 @@ def test_fingerprint_lists_plugins_widths_and_backends(registry):
     assert "tree==None" in fp["plugins"]
     assert fp["widths"]["target"]["target_verify"] == 4
     assert set(fp["kernel_backends"]) == {"cpu", "cuda"}
+
+
+def test_the_kernel_backend_is_fixed_when_the_plan_is_resolved(registry, monkeypatch):
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "torch")
+    plan = registry.resolve({"algorithm": "treealgo"})
+    assert plan.kernel_backend == "torch"
+    assert plan.kernel_backends() == {"cpu": "torch", "cuda": "torch"}  # torch even for cuda
+    before = (plan.fingerprint(), plan.to_dict()["kernel_backends"])
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "auto")
+    assert (plan.fingerprint(), plan.to_dict()["kernel_backends"]) == before
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "cuda")  # even a bad value no longer matters
+    assert plan.fingerprint() == before[0]
+    monkeypatch.delenv("SPECREG_KERNEL_BACKEND")
+    auto = registry.resolve({"algorithm": "treealgo"})
+    assert auto.kernel_backend == "auto" and auto != plan
+    assert auto.kernel_backends()["cuda"] == ("triton" if triton_available() else "torch")
+
+
+def test_a_bad_backend_variable_is_a_resolve_time_error(registry, monkeypatch):
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "cuda")
+    with pytest.raises(ConfigError) as info:
+        registry.resolve({"algorithm": "treealgo"})
+    assert info.value.codes == ("SR116",)
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "cuda")
+    with pytest.raises(ConfigError) as info:  # reported with the config's own problems
+        registry.resolve({"algorithm": "treealgo", "num_steps": -1})
+    assert "SR116" in info.value.codes and len(info.value.codes) > 1
 
 
 def test_sglang_style_function(registry):

@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from specreg import ConfigError, PluginError, Registry, UnknownNameError
+from specreg.registry import SHARED_REGISTRIES, RegistryCache
 
 TEST_DIST = "specreg-testplugins"
 
@@ -109,7 +110,7 @@ def test_in_process_plugin_name_clash_is_refused(load_registry):
 
 def test_load_is_idempotent_and_shared(load_registry, monkeypatch):
     monkeypatch.setenv("SPECREG_PLUGINS", "toy")
-    Registry._shared.clear()
+    SHARED_REGISTRIES.clear()
     first = Registry.load()
     assert Registry.load() is first
     results = []
@@ -120,7 +121,39 @@ def test_load_is_idempotent_and_shared(load_registry, monkeypatch):
         t.join()
     assert all(r is first for r in results)
     assert Registry.load(fresh=True) is not first
-    Registry._shared.clear()
+    SHARED_REGISTRIES.clear()
+
+
+def test_a_shared_registry_is_read_only(load_registry, monkeypatch):
+    """register_plugin on the registry every Registry.load() caller shares is SR109; a fresh
+    registry is the caller's own and takes the plugin."""
+    import specreg_testplugins.dupe as dupe
+
+    monkeypatch.setenv("SPECREG_PLUGINS", "toy")
+    shared = Registry.load(cache=RegistryCache())
+    assert shared.shared
+    before = [a.name for a in shared.algorithms()]
+    for change in (
+        lambda: shared.register_plugin(dupe, name="mine"),
+        lambda: shared.unregister_plugin("toy"),
+        lambda: shared.load_entrypoints(allowlist=frozenset({"toy"})),
+    ):
+        with pytest.raises(PluginError) as info:
+            change()
+        assert info.value.code == "SR109" and "fresh=True" in str(info.value)
+    assert [a.name for a in shared.algorithms()] == before and shared.failures == []
+    own = Registry.load(fresh=True)
+    assert not own.shared and own.register_plugin(dupe, name="mine") == "mine"
+
+
+def test_a_registry_cache_belongs_to_its_owner(load_registry, monkeypatch):
+    monkeypatch.setenv("SPECREG_PLUGINS", "toy")
+    mine, theirs = RegistryCache(), RegistryCache()
+    first = Registry.load(cache=mine)
+    assert Registry.load(cache=mine) is first and len(mine) == 1
+    assert Registry.load(cache=theirs) is not first
+    mine.clear()
+    assert len(mine) == 0 and Registry.load(cache=mine) is not first
 
 
 def test_loading_twice_into_one_registry_does_not_duplicate(load_registry):

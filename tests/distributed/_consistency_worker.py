@@ -92,14 +92,30 @@ def main() -> None:
     odd = {**base, "num_draft_tokens": 6} if rank == 0 else base
     results["rank0_odd"] = outcome(lambda: check_consistent(toy_registry().resolve(odd)))
 
+    # The backend is fixed when a plan is resolved: the last rank resolves under torch.
     backend = "torch" if rank == world - 1 else None
     results["backend"] = outcome(
+        with_env(
+            "SPECREG_KERNEL_BACKEND", backend,
+            lambda: check_consistent(toy_registry().resolve(base)),
+        )
+    )
+
+    # Changing the variable after the resolve changes nothing.
+    results["backend_after_resolve"] = outcome(
         with_env("SPECREG_KERNEL_BACKEND", backend, lambda: check_consistent(plan))
     )
 
-    broken = "cuda" if rank == world - 1 else None
+    # The last rank resolves with triton forced, then has no interpreter for CPU tensors: its
+    # plan cannot say which kernels run on the CPU, so its fingerprint fails (SR116).
+    last = rank == world - 1
+
+    def unfingerprintable() -> None:
+        forced = toy_registry().resolve(base)
+        with_env("TRITON_INTERPRET", "0" if last else None, lambda: check_consistent(forced))()
+
     results["fingerprint_error"] = outcome(
-        with_env("SPECREG_KERNEL_BACKEND", broken, lambda: check_consistent(plan))
+        with_env("SPECREG_KERNEL_BACKEND", "triton" if last else None, unfingerprintable)
     )
 
     members = list(range(1, world))

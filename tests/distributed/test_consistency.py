@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from _consistency_plugins import ToyPlugin
 
-from specreg import ConsistencyError, Registry
+from specreg import ConfigError, ConsistencyError, Registry
 from specreg.distributed import check_consistent, compare_fingerprints
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +28,7 @@ SCENARIOS = (
     "config",
     "rank0_odd",
     "backend",
+    "backend_after_resolve",
     "fingerprint_error",
 )
 
@@ -147,6 +148,10 @@ def test_rank_with_another_kernel_backend_is_named(results):
     assert "'torch'" in message and "'triton'" in message
 
 
+def test_kernel_backend_is_fixed_when_the_plan_is_resolved(results):
+    assert all(r["backend_after_resolve"] == {"ok": True} for r in results)
+
+
 def test_rank_that_cannot_fingerprint_fails_every_rank(results):
     message, field = _single(results[0]["fingerprint_error"])
     assert message.startswith(f"rank {WORLD - 1} ") and field == "fingerprint"
@@ -183,9 +188,18 @@ def test_multi_process_job_without_process_group_is_an_error(monkeypatch):
 
 def test_single_process_reports_a_fingerprint_it_cannot_compute(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "cuda")
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "triton")
+    plan = _plan()  # triton forced at resolve; then no interpreter for CPU tensors
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ConsistencyError, match="SR116"):
-        check_consistent(_plan())
+        check_consistent(plan)
+
+
+def test_a_bad_backend_variable_fails_the_resolve(monkeypatch):
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "cuda")
+    with pytest.raises(ConfigError) as info:
+        _plan()
+    assert info.value.code == "SR116" and "SPECREG_KERNEL_BACKEND" in str(info.value)
 
 
 # -------------------------------------------------------------------------- pure comparison

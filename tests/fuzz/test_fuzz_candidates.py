@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specreg import ConfigError, Phase, Registry
-from specreg.catalog import lookup
 
 VOCAB = 16
 DRAFT_CONFIG = {"vocab_size": VOCAB, "markov_rank": 4, "markov_head_type": "vanilla",
@@ -84,7 +83,7 @@ def test_plan_widths_and_gamma_are_what_its_verifier_and_drafter_accept(registry
     try:
         plan = registry.resolve(config)
     except ConfigError as exc:
-        assert all(lookup(p.code) and p.fix for p in exc.problems)
+        assert all(registry.catalog.lookup(p.code) and p.fix for p in exc.problems)
         return
     sizes = [plan.resolution.main, *(c.sizes for c in plan.candidates)]
     verifier, drafter = plan.verifier, plan.drafter
