@@ -1,6 +1,6 @@
 """Catalog entries SR300–SR399: the DSpark plugin and its DFlash base."""
 
-from specreg.catalog import ErrorEntry, register_package_entries
+from specreg.catalog import ErrorEntry
 
 ENTRIES: tuple[ErrorEntry, ...] = (
     ErrorEntry(
@@ -222,6 +222,3 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         example_fix="drafts, q = plan.drafter.propose(logits, anchor, head=head, gamma=3)",
     ),
 )
-
-# Registered on import too, so the kernels raise coded errors without a registry.
-register_package_entries(ENTRIES, plugin="dspark", package=__name__.split(".")[0])

@@ -1,6 +1,6 @@
 """Catalog entries SR200–SR299: the EAGLE plugin (tree drafting and verification)."""
 
-from specreg.catalog import ErrorEntry, register_package_entries
+from specreg.catalog import ErrorEntry
 
 ENTRIES: tuple[ErrorEntry, ...] = (
     ErrorEntry(
@@ -138,6 +138,3 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ),
     ),
 )
-
-# Registered on import too, so the kernels raise coded errors without a registry.
-register_package_entries(ENTRIES, plugin="eagle", package=__name__.split(".")[0])

@@ -1,6 +1,6 @@
 """Catalog entries SR400–SR499: the HiSparse sparse-attention KV cache."""
 
-from specreg.catalog import ErrorEntry, register_package_entries
+from specreg.catalog import ErrorEntry
 
 ENTRIES: tuple[ErrorEntry, ...] = (
     ErrorEntry(
@@ -173,6 +173,3 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         example_fix="# before\n--kv-cache-option top_k=1024   # indexer selects 2048\n# after\n--kv-cache-option top_k=2048",
     ),
 )
-
-# Registered on import too, so the kernels raise coded errors without a registry.
-register_package_entries(ENTRIES, plugin="hisparse", package=__name__.split(".")[0])

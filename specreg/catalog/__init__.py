@@ -194,21 +194,3 @@ class Catalog:
         table = dict(core_entries())
         table.update({code: p.entry for code, p in self._plugins.items() if p.shipped})
         return dict(sorted(table.items()))
-
-
-def register_package_entries(entries: Iterable[ErrorEntry], plugin: str, package: str) -> None:
-    """Check a plugin package's entries when it is imported (each code in the package's range,
-    once); a refusal is a bug in the package (RuntimeError). Nothing is stored: the entries reach
-    a registry's catalog through the plugin's `specreg_register_errors`."""
-    allowed = plugin_code_range(package)
-    seen: set[str] = set()
-    refused = []
-    for entry in entries:
-        reason = range_problem(entry, allowed)
-        if reason is None and entry.code in seen:
-            reason = f"code {entry.code} is defined twice"
-        seen.add(entry.code)
-        if reason is not None:
-            refused.append(reason)
-    if refused:
-        raise RuntimeError(f"{package} ({plugin}): " + "; ".join(refused))
