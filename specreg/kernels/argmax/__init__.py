@@ -4,11 +4,14 @@
 every value (ties to the lowest index; a row holding NaN gives its first NaN; an all -inf row
 gives 0). On CPU, `torch.argmax` is compute-bound (about 5x a read of the row on one thread);
 `row_argmax_folded_torch` reads each row once at reduction speed and touches a small remainder.
-On other devices torch's argmax already runs at memory speed, and the GPU verify kernels take
-their argmax inside their own Triton programs, so there is no separate Triton implementation.
+On other devices torch's argmax already runs at memory speed, so `row_argmax` dispatches to torch
+there; the GPU verify kernels fuse the one Triton device function of this family,
+`triton_impl.row_argmax_tiles`, into their own programs.
 
 - `reference.row_argmax_reference`: the plain per-row rule (test oracle).
 - `torch_impl.row_argmax_folded_torch`: the CPU implementation.
+- `triton_impl.row_argmax_tiles` / `row_argmax_triton`: the Triton device function and its
+  launcher over every row.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The vocabulary is streamed in BLOCK_V tiles (`vocab_tile`) with int64 offsets; residual sampling
 makes two passes (total mass, then inverse CDF); no [b, n, V] temporaries and no host
-synchronisation. `streamed_row_argmax` and `write_result` are shared with the
+synchronisation. The row argmax is the core's one device function
+(`specreg.kernels.argmax.triton_impl.row_argmax_tiles`); `write_result` is shared with the
 sampling-parameter kernel (`specreg.kernels.chain_params.triton_impl`).
 """
 
@@ -14,27 +15,7 @@ from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:
-
-    @triton.jit
-    def streamed_row_argmax(row_ptr, stride_v, vocab, BLOCK_V: tl.constexpr):
-        """Argmax of one row streamed in tiles; ties go to the lowest index. Returns int64."""
-        offs = tl.arange(0, BLOCK_V)
-        best_val = tl.max(tl.full([BLOCK_V], float("-inf"), tl.float32), axis=0)
-        best_idx = tl.min(tl.zeros([BLOCK_V], tl.int64), axis=0)
-        for start in range(0, vocab, BLOCK_V):
-            cols = start + offs
-            inside = cols < vocab
-            values = tl.load(
-                row_ptr + cols.to(tl.int64) * stride_v, mask=inside, other=float("-inf")
-            ).to(tl.float32)
-            tile_max = tl.max(values, axis=0)
-            tile_idx = tl.min(
-                tl.where(inside & (values == tile_max), cols, vocab), axis=0
-            ).to(tl.int64)
-            better = tile_max > best_val
-            best_val = tl.where(better, tile_max, best_val)
-            best_idx = tl.where(better, tile_idx, best_idx)
-        return best_idx
+    from specreg.kernels.argmax.triton_impl import row_argmax_tiles
 
     @triton.jit
     def write_result(
@@ -68,12 +49,12 @@ if triton is not None:
             limit = tl.minimum(tl.maximum(tl.load(vlens_ptr + row).to(tl.int64) - 1, 0), n - 1)
         base = logits_ptr + row * stride_lb
         i = limit * 0
-        predict = streamed_row_argmax(base, stride_lv, vocab, BLOCK_V)
+        predict = row_argmax_tiles(base, stride_lv, vocab, BLOCK_V)
         nxt = tl.load(cand_ptr + row * stride_cb + stride_cn, mask=n > 1, other=-1).to(tl.int64)
         go = (i < limit) & (nxt == predict)
         while go:
             i += 1
-            predict = streamed_row_argmax(base + i * stride_ln, stride_lv, vocab, BLOCK_V)
+            predict = row_argmax_tiles(base + i * stride_ln, stride_lv, vocab, BLOCK_V)
             nxt = tl.load(
                 cand_ptr + row * stride_cb + (i + 1) * stride_cn, mask=(i + 1) < n, other=-1
             ).to(tl.int64)

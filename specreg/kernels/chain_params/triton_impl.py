@@ -13,7 +13,8 @@ from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:
-    from specreg.kernels.chain.triton_impl import streamed_row_argmax, write_result
+    from specreg.kernels.argmax.triton_impl import row_argmax_tiles
+    from specreg.kernels.chain.triton_impl import write_result
     from specreg.kernels.filtering.triton_impl import filtered_tile, row_stats
 
 
@@ -59,7 +60,7 @@ if triton is not None:
             valid = (token >= 0) & (token < vocab)
             safe = tl.where(valid, token, 0)
             if greedy:
-                predict = streamed_row_argmax(p_base + i * stride_pn, stride_pv, vocab, BLOCK_V)
+                predict = row_argmax_tiles(p_base + i * stride_pn, stride_pv, vocab, BLOCK_V)
                 accepted = token == predict
             else:
                 p_shift, p_thr, p_norm = row_stats(
@@ -86,7 +87,7 @@ if triton is not None:
         p_row = p_base + i * stride_pn
         if greedy:
             if i >= limit:
-                predict = streamed_row_argmax(p_row, stride_pv, vocab, BLOCK_V)
+                predict = row_argmax_tiles(p_row, stride_pv, vocab, BLOCK_V)
             token_out = predict
         else:
             if i >= limit:
