@@ -1,4 +1,5 @@
-"""Test-session setup shared by every test directory.
+"""Test-session setup shared by every test directory: the Triton interpreter, the `--fuzz-long`
+option with the hypothesis profile it selects, and the fixtures several folders use.
 
 Triton's interpreter must be switched on before triton is first imported, so it happens here, at
 the top of the root conftest. CPU tensors still dispatch to the torch path unless a test forces
@@ -10,6 +11,9 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from tests.support.models import model_dirs  # noqa: E402, F401 - tests/core, tests/adapters
 
 
 @pytest.fixture
@@ -29,3 +33,18 @@ def pytest_addoption(parser):
         default=False,
         help="run every fuzz target with >= 10,000 hypothesis examples and the long load tests",
     )
+
+
+def pytest_configure(config) -> None:
+    """Register the fuzz profiles; `--fuzz-long` loads the long one (tests.support.fuzz)."""
+    from tests.support.fuzz import LONG_PROFILE, register_profiles
+
+    register_profiles()
+    if config.getoption("--fuzz-long", default=False):
+        settings.load_profile(LONG_PROFILE)
+
+
+@pytest.fixture
+def fuzz_long(request) -> bool:
+    """Whether `--fuzz-long` was given (the long load tests run longer under it)."""
+    return bool(request.config.getoption("--fuzz-long", default=False))

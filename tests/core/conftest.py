@@ -10,7 +10,7 @@ import pytest
 
 from specreg import Registry
 
-TESTPLUGINS_SRC = Path(__file__).parents[1] / "plugins" / "specreg-testplugins"
+TESTPLUGINS_SRC = Path(__file__).parent / "data" / "specreg-testplugins"
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,6 @@
 """Draft config parsing: every resolution path and every error, from config.json files."""
 
 import pytest
-from dspark_helpers import DATA, load
 from specreg_dspark.checkpoint import (
     DFlashDraftConfig,
     DSparkDraftConfig,
@@ -10,6 +9,7 @@ from specreg_dspark.checkpoint import (
 from specreg_dspark.runtime import gamma_from_num_draft_tokens, resolve_runtime_config
 
 from specreg import ConfigError
+from tests.support.dspark import DATA, load
 
 
 def test_prefixed_keys_win_and_mark_a_bundled_vanilla_head():

@@ -2,10 +2,11 @@
 q = softmax(corrected / T). Statistical tests use fixed seeds."""
 
 import torch
-from dspark_helpers import load
 from scipy.stats import chisquare
 from specreg_dspark.kernels.markov_head import make_markov_head
 from specreg_dspark.kernels.markov_head.torch_impl import ExponentialRaceSampler
+
+from tests.support.dspark import load
 
 VOCAB, GAMMA, ROWS, T = 6, 3, 40_000, 1.0
 

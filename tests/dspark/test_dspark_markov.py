@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from dspark_helpers import load
 from specreg_dspark.kernels.markov_head import make_markov_head
 from specreg_dspark.kernels.markov_head.torch_impl import (
     ExponentialRaceSampler,
@@ -13,6 +12,7 @@ from specreg_dspark.kernels.markov_head.torch_impl import (
 )
 
 from specreg import ConfigError, KernelInputError
+from tests.support.dspark import load
 
 
 def _head(kind, vocab=11, rank=4, hidden=6, seed=0):

@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
-from dspark_helpers import load
 
 from specreg import ConfigError, Phase, SpecConfig
+from tests.support.dspark import load
 
 VANILLA = {"vocab_size": 64, "markov_rank": 8, "markov_head_type": "vanilla", "mask_token_id": 4}
 

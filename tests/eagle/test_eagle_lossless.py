@@ -8,9 +8,10 @@ an unrelated distribution for the target-only rule (any distinct candidates are 
 
 import pytest
 import torch
-from eagle_helpers import full_tree_links
 from scipy.stats import chisquare
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+
+from tests.support.eagle import full_tree_links
 
 V = 5
 SAMPLES = 30000

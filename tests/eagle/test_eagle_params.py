@@ -4,7 +4,6 @@ independent of the batch, Triton equal to torch, bad parameters flagged."""
 
 import pytest
 import torch
-from eagle_helpers import full_tree_links
 from scipy.stats import chisquare
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
@@ -14,6 +13,7 @@ from test_eagle_verify import RESULT_FIELDS, links, make_tree
 from specreg.errors import KernelInputError
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.sampling_params import SamplingParams, mixed_demo_params
+from tests.support.eagle import full_tree_links
 
 V = 6
 SAMPLES = 12_000

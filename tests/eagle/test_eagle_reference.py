@@ -5,7 +5,6 @@ import functools
 
 import pytest
 import torch
-from eagle_helpers import random_draft
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
 from specreg_eagle.kernels.select_topk.reference import (
     organize_draft_results_reference,
@@ -41,6 +40,7 @@ from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
 from specreg.kernels.sampling import request_coins
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 from specreg.sampling_params import SamplingParams
+from tests.support.eagle import random_draft
 
 TREE_FIELDS = ("tree_mask", "positions", "retrieve_index", "retrieve_next_token",
                "retrieve_next_sibling", "draft_tokens", "invalid")

@@ -1,6 +1,5 @@
 import pytest
 import torch
-from eagle_helpers import naive_build_tree, random_draft
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
@@ -8,6 +7,7 @@ from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
 from specreg_eagle.kernels.tree_build.types import TreeBuildInputs, bitpacked_dtype
 
 from specreg.errors import KernelInputError
+from tests.support.eagle import naive_build_tree, random_draft
 
 FIELDS = ("tree_mask", "positions", "retrieve_index", "retrieve_next_token",
           "retrieve_next_sibling", "draft_tokens", "invalid")

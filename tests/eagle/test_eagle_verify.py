@@ -1,6 +1,5 @@
 import pytest
 import torch
-from eagle_helpers import random_draft
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
@@ -12,6 +11,7 @@ from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 from specreg_eagle.verifier import EagleVerifier
 
 from specreg.errors import KernelInputError
+from tests.support.eagle import random_draft
 
 RESULT_FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
 

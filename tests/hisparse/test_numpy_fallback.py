@@ -2,7 +2,8 @@
 
 import specreg_hisparse.kernels.swap.torch_impl as kernels
 import torch
-from hisparse_helpers import make_cache, small_layout
+
+from tests.support.hisparse import make_cache, small_layout
 
 
 def _run(calls, monkeypatch, use_numpy: bool):

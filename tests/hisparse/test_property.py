@@ -1,11 +1,12 @@
 """Property test: random call sequences keep every swap invariant (torch path)."""
 
 import torch
-from hisparse_helpers import ROW_ELEMS, host_rows_of, make_cache, small_layout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specreg_hisparse.kernels.planned_copy import copy_cache_planned
 from specreg_hisparse.swapper import PADDED_ROW_LOCATION
+
+from tests.support.hisparse import ROW_ELEMS, host_rows_of, make_cache, small_layout
 
 PROFILE = settings(max_examples=60, derandomize=True, deadline=None)
 

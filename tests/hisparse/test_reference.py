@@ -4,7 +4,6 @@ both planned-copy implementations make exactly the plain reference rule's decisi
 import pytest
 import specreg_hisparse.kernels.swap.torch_impl as swap_torch_impl
 import torch
-from hisparse_helpers import ROW_ELEMS, make_cache, small_layout
 from specreg_hisparse.kernels.planned_copy import copy_cache_planned
 from specreg_hisparse.kernels.planned_copy.reference import (
     copy_planned_reference,
@@ -17,6 +16,7 @@ from specreg_hisparse.kernels.swap.reference import swap_reference
 from specreg_hisparse.kernels.swap.types import SwapCall
 
 from specreg.errors import CacheMissError
+from tests.support.hisparse import ROW_ELEMS, make_cache, small_layout
 
 STATE = ("slot_tokens", "slot_stamp", "clock", "tail_tokens", "host_cache_locs")
 IMPLS = ["torch", "torch-no-numpy", "triton"]

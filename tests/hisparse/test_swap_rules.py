@@ -2,11 +2,11 @@
 
 import pytest
 import torch
-from hisparse_helpers import ROW_ELEMS, host_rows_of, make_cache, small_layout
 from specreg_hisparse.kernels.planned_copy import copy_cache_planned
 from specreg_hisparse.swapper import PADDED_ROW_LOCATION
 
 from specreg.errors import CacheMissError, KernelInputError
+from tests.support.hisparse import ROW_ELEMS, host_rows_of, make_cache, small_layout
 
 
 def t32(rows):

@@ -1,9 +1,10 @@
 """End to end: a toy decode loop with two layers sharing one top-k selection (anchor + replay)."""
 
 import torch
-from hisparse_helpers import ROW_ELEMS, small_layout
 from specreg_hisparse.kernels.planned_copy import copy_cache_planned
 from specreg_hisparse.swapper import HiSparseSwapper
+
+from tests.support.hisparse import ROW_ELEMS, small_layout
 
 
 def test_anchor_swap_and_sharing_layer_replay_read_the_written_kv():

@@ -2,13 +2,13 @@
 
 import pytest
 import torch
-from hisparse_helpers import ROW_ELEMS, make_cache, small_layout
 from specreg_hisparse.kernels.planned_copy import copy_cache_planned
 from specreg_hisparse.kernels.planned_copy.torch_impl import copy_planned_torch
 from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_triton
 from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
 
 from specreg.errors import CacheMissError
+from tests.support.hisparse import ROW_ELEMS, make_cache, small_layout
 
 
 def _run(backend, monkeypatch, layout, calls, host_tokens=None):

@@ -1,0 +1,101 @@
+"""Fuzz `registry.resolve` / `registry.check` with random configs for every built-in algorithm,
+alone and with the hisparse cache: a plan with positive widths, or a ConfigError."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specreg import ConfigError, Phase, Registry, SpecConfig
+from tests.support.fuzz import coded_or_result, fuzz_settings, scalars, structured_drafts
+
+pytestmark = pytest.mark.fuzz
+
+ALGORITHMS = ["eagle", "eagle3", "nextn", "dspark", "dflash", "EAGLE", "medusa", "ngram"]
+HISPARSE_KEYS = [
+    "top_k", "hot_size", "page_size", "tokens_per_step", "max_steps", "scratch_rows",
+    "req_slots", "row_bytes", "max_seq_len", "host_rows", "device_rows", "layers", "policy",
+    "device", "bogus",
+]  # fmt: skip
+# Pool sizes stay small enough that a plan's swapper state fits in memory (see the report: the
+# layout has no upper bound on req_slots x max_seq_len).
+option_values = st.one_of(
+    st.integers(-2, 64),
+    st.sampled_from(["8", " 16 ", "x", "lru", "clock", "cpu", "0", None, True, 2.5, [4]]),
+)
+small_ints = st.one_of(st.none(), st.integers(-2, 12), st.sampled_from([2**31, 2**40]))
+
+
+@st.composite
+def configs(draw):
+    data = {"algorithm": draw(st.sampled_from(ALGORITHMS))}
+    with_cache = draw(st.booleans())
+    # Huge widths only without the cache: hisparse sizes its pools from the verify width with no
+    # upper bound (reported), so a 2**31-token step would try to allocate terabytes.
+    widths = st.integers(-2, 12) if with_cache else st.one_of(small_ints, scalars)
+    for key in ("num_steps", "topk", "num_draft_tokens"):
+        value = draw(st.one_of(st.none(), widths))
+        if value is not None:
+            data[key] = value
+    if draw(st.booleans()):
+        data["candidate_steps"] = draw(
+            st.one_of(st.lists(st.integers(-1, 9), max_size=4), scalars)
+        )
+    if draw(st.booleans()):
+        data["draft_config"] = draw(structured_drafts)
+    if with_cache:
+        data["cache"] = draw(st.sampled_from(["hisparse", "HiSparse", "paged"]))
+        opts = draw(
+            st.dictionaries(st.sampled_from(HISPARSE_KEYS[:12]), option_values, max_size=5)
+        )
+        opts.setdefault("max_seq_len", 256)
+        opts.setdefault("req_slots", 4)
+        data["cache_options"] = opts
+    return data
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return Registry.load()
+
+
+def _check_plan(plan) -> None:
+    assert plan.gamma >= 0
+    for phase in Phase:
+        assert plan.num_tokens_per_req(phase) >= 1
+        assert plan.num_tokens_per_req(phase, is_draft_worker=True) >= 1
+    assert plan.verifier is not None
+    if plan.cache is not None:
+        assert plan.cache_swapper is not None
+        assert plan.cache_swapper.layout.max_steps >= plan.num_tokens_per_req(Phase.TARGET_VERIFY)
+    plan.to_dict()
+
+
+@fuzz_settings(250)
+@given(data=configs())
+def test_resolve_gives_plan_or_config_error(registry, data):
+    plan, error = coded_or_result(lambda: registry.resolve(data))
+    problems = registry.check(data)
+    assert all(p.code.startswith("SR") for p in problems)
+    if error is not None:
+        assert isinstance(error, ConfigError), error
+        assert any(p.is_error for p in problems)
+        return
+    _check_plan(plan)
+    assert not any(p.is_error for p in problems)
+    # resolving the resolved config again gives the same widths
+    again = registry.resolve(plan.config)
+    assert again.resolution.widths_dict() == plan.resolution.widths_dict()
+
+
+@fuzz_settings(100)
+@given(data=configs())
+def test_resolve_accepts_spec_config_objects(registry, data):
+    config, error = coded_or_result(lambda: SpecConfig.from_dict(data))
+    if error is None:
+        plan, error = coded_or_result(lambda: registry.resolve(config))
+        if error is None:
+            _check_plan(plan)
+        else:
+            assert isinstance(error, ConfigError), error

@@ -1,0 +1,104 @@
+"""The built-in plugins pass the conformance kit that third-party plugins run."""
+
+import pytest
+
+from specreg import Registry, hookimpl
+from specreg.demo import toy_draft_checkpoint
+from specreg.testing import ConformanceError, ToyConfig, ToyLM, check_algorithm, check_cache
+from specreg.testing.kv import toy_cache_options
+from tests.support.plugins import SpecPlugin
+
+TOY = ToyConfig()
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return Registry.load(allowlist={"eagle", "dspark", "hisparse"}, fresh=True)
+
+
+@pytest.mark.parametrize(
+    "name, base",
+    [
+        ("eagle", {}),
+        ("eagle3", {}),
+        ("dspark", {"draft_config": toy_draft_checkpoint(TOY)}),
+        ("dflash", {"draft_config": toy_draft_checkpoint(TOY)}),
+    ],
+)
+def test_builtin_algorithms_conform(registry, name, base):
+    report = check_algorithm(registry, name, base_config=base, samples=2000)
+    assert len(report.checked) > 10 and not report.failures
+    # the per-step protocols were checked, and the verify ran at every candidate width
+    assert any("plan.verifier satisfies" in c for c in report.checked)
+    assert any("plan.drafter satisfies" in c for c in report.checked)
+    assert any(c.startswith("greedy output at candidate step") for c in report.checked)
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        {"algorithm": "eagle", "num_steps": 3, "topk": 1},
+        {"algorithm": "dspark", "draft_config": toy_draft_checkpoint(TOY)},
+    ],
+)
+def test_hisparse_conforms_with_eagle_and_dspark(registry, algorithm):
+    options = toy_cache_options(8, 128, ToyLM(TOY))
+    report = check_cache(registry, "hisparse", algorithm_config={**algorithm, "cache_options": options})
+    assert "nothing lost over random swap calls" in report.checked
+
+
+def test_kit_catches_a_plugin_whose_widths_lie():
+    """A broken plugin fails the kit: its draft_decode width is 0 and its ranges are unchecked."""
+
+    class Liar(SpecPlugin):
+        algorithms = ("liar",)
+
+        @hookimpl
+        def specreg_num_tokens_per_req(self, algorithm, phase):
+            return 0 if algorithm.name == "liar" and phase == "draft_decode" else None
+
+    registry = Registry()
+    registry.register_plugin(Liar(), "liar")
+    with pytest.raises(ConformanceError) as info:
+        check_algorithm(registry, "liar", lossless=False)
+    assert any("draft_decode" in f for f in info.value.failures)
+
+
+def test_kit_catches_a_lossy_verifier():
+    class Lossy(SpecPlugin):
+        """Accepts every draft: fast, and wrong."""
+
+        algorithms = ("lossy",)
+
+        @hookimpl
+        def specreg_make_verifier(self, config, algorithm):
+            if algorithm.name != "lossy":
+                return None
+            import torch
+
+            from specreg.protocols import VerifyResult
+
+            class AcceptAll:
+                """Meets the protocol's shape, and accepts everything."""
+
+                rules = ("greedy",)
+                num_draft_tokens = config.num_draft_tokens
+                widths = (config.num_draft_tokens,)
+
+                def verify_greedy(self, candidates, target_logits, **kwargs):
+                    b, n = candidates.shape
+                    bonus = target_logits[:, -1].argmax(-1)
+                    out = torch.cat([candidates[:, 1:], bonus[:, None]], 1)
+                    return VerifyResult(num_accepted=torch.full((b,), n - 1, dtype=torch.int32),
+                                        bonus=bonus, output_tokens=out, width=n)
+
+                def verify_sampling(self, candidates, target_probs, draft_probs, **kwargs):
+                    return self.verify_greedy(candidates, target_probs)
+
+            return AcceptAll()
+
+    registry = Registry()
+    registry.register_plugin(Lossy(), "lossy")
+    with pytest.raises(ConformanceError) as info:
+        check_algorithm(registry, "lossy")
+    assert any("greedy output equals plain greedy" in f for f in info.value.failures)
