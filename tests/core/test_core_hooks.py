@@ -18,6 +18,7 @@ from specreg import (
     hookimpl,
     problem,
 )
+from tests.support.plugins import SpecAndCachePlugin
 
 TREE = AlgorithmSpec(
     name="treealgo",
@@ -30,21 +31,11 @@ TREE = AlgorithmSpec(
 CACHE = CacheSpec(name="memcache", options={"rows": 16})
 
 
-class TreePlugin:
-    """Registers TREE and CACHE; each test adds the hook it exercises."""
-
-    @hookimpl
-    def specreg_register_algorithms(self, register):
-        register(TREE)
-
-    @hookimpl
-    def specreg_register_caches(self, register):
-        register(CACHE)
-
-
 def make_registry(*plugins) -> Registry:
+    """A registry of the plugin "tree" (registers TREE and CACHE) and the plugins holding the hook
+    each test exercises."""
     registry = Registry()
-    registry.register_plugin(TreePlugin(), "tree")
+    registry.register_plugin(SpecAndCachePlugin(TREE, caches=(CACHE,)), "tree")
     for i, plugin in enumerate(plugins):
         assert registry.register_plugin(plugin, f"extra{i}") == f"extra{i}", registry.failures
     return registry

@@ -7,6 +7,7 @@ from specreg import AlgorithmSpec, ParamRange, Phase, Registry, SpecConfig, hook
 from specreg import resolve_num_tokens_per_req as sglang_style_width
 from specreg.backend import triton_available
 from specreg.errors import ConfigError, UnknownPhaseError
+from tests.support.plugins import SpecPlugin
 
 TREE = AlgorithmSpec(
     name="treealgo",
@@ -18,10 +19,8 @@ TREE = AlgorithmSpec(
 )
 
 
-class TreePlugin:
-    @hookimpl
-    def specreg_register_algorithms(self, register):
-        register(TREE)
+class TreePlugin(SpecPlugin):
+    algorithms = (TREE,)
 
     @hookimpl
     def specreg_resolve_config(self, config, algorithm):

@@ -2,33 +2,26 @@
 
 import subprocess
 import sys
-import types
 
 import pytest
 import specreg_hisparse.plugin as hisparse_plugin
 
-from specreg import AlgorithmSpec, ConfigError, ParamRange, Phase, Registry, hookimpl
+from specreg import AlgorithmSpec, ConfigError, ParamRange, Phase, Registry
+from tests.support.plugins import SpecPlugin
 
 SMALL = {"top_k": 4, "hot_size": 8, "req_slots": 2, "max_seq_len": 32}
 
 
 def _chain_plugin():
-    module = types.ModuleType("hisparse_test_chain")
-
-    @hookimpl
-    def specreg_register_algorithms(register):
-        register(
-            AlgorithmSpec(
-                name="toychain",
-                drafting="chain",
-                verify_rules=("greedy",),
-                num_steps=ParamRange(minimum=0, default=3),
-                num_draft_tokens=ParamRange(minimum=1, maximum=16, default=4),
-            )
+    return SpecPlugin(
+        AlgorithmSpec(
+            name="toychain",
+            drafting="chain",
+            verify_rules=("greedy",),
+            num_steps=ParamRange(minimum=0, default=3),
+            num_draft_tokens=ParamRange(minimum=1, maximum=16, default=4),
         )
-
-    module.specreg_register_algorithms = specreg_register_algorithms
-    return module
+    )
 
 
 @pytest.fixture
