@@ -1,7 +1,7 @@
 """The committed table of where specreg deliberately differs from SGLang and vLLM, and its docs page.
 
 Each row of `deviations.json` names a framework, the algorithms and case conditions it covers,
-the kind of difference (see `difference`) and one reason. The parity tests in tests/frameworks/
+the kind of difference (see `difference`) and one reason. The parity tests in tests/adapters/
 fail on a difference no row covers and on a row that covers no difference; the page
 docs/frameworks/deviations.md is rendered from the table (`python -m specreg.adapters.deviations`).
 """
