@@ -6,13 +6,13 @@ as a step count or a width.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from specreg.errors import KernelInputError, Problem, problem
 
 
-def is_int(value: Any) -> bool:
-    """True for an int that is not a bool."""
+def is_int(value: Any) -> TypeGuard[int]:
+    """True for an int that is not a bool (a type guard, so callers' checks narrow to int)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

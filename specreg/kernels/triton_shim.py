@@ -7,12 +7,8 @@ vocabulary tile (BLOCK_V) every Triton kernel streams the vocabulary in.
 
 from __future__ import annotations
 
-from typing import Any
-
 from specreg.errors import KernelInputError, problem
 
-triton: Any
-tl: Any
 try:
     import triton
     import triton.language as tl
