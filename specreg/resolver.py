@@ -86,9 +86,10 @@ class _Pass:
 def check_config(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> list[Problem]:
     """Every problem with `config` (errors and warnings), without raising."""
     try:
-        return _run_pass(tables, config).problems
+        found = _run_pass(tables, config).problems
     except SpecRegError as exc:
-        return list(exc.problems)
+        found = list(exc.problems)
+    return found + _requested_backend()[1]
 
 
 def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> SpecPlan:
@@ -97,11 +98,8 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
     Raises one `ConfigError` listing every problem found.
     """
     found = _run_pass(tables, config)
-    errors, warnings = split_problems(found.problems)
-    try:
-        backend = requested_backend()  # read once: the plan and its objects keep this choice
-    except KernelInputError as exc:
-        errors += exc.problems  # SR116: a bad SPECREG_KERNEL_BACKEND fails the resolve
+    backend, backend_problems = _requested_backend()  # read once: the plan keeps this choice
+    errors, warnings = split_problems([*found.problems, *backend_problems])
     if errors:
         raise ConfigError(errors)
     resolution = found.resolution
@@ -133,6 +131,15 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
         plugins=tuple(tables.plugins()),
         kernel_backend=backend,
     )
+
+
+def _requested_backend() -> tuple[str, list[Problem]]:
+    """SPECREG_KERNEL_BACKEND as the plan will keep it, and SR116 when it names no backend (an
+    environment problem, reported with the config's, by `check` and `resolve` alike)."""
+    try:
+        return requested_backend(), []
+    except KernelInputError as exc:
+        return "auto", list(exc.problems)
 
 
 def _build(

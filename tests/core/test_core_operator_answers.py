@@ -288,3 +288,19 @@ def test_lazy_swap_state_first_used_inside_inference_mode_serves_outside_it():
         assert swapper.slot_tokens.shape[1] == 2  # first use allocates
     swapper.reset_request(1)  # in-place updates outside inference mode still work
     assert int(swapper.host_cache_locs[1].max()) == -1
+
+
+# ------------------------------------------------------- the kernel backend, an environment input
+def test_check_reports_a_bad_kernel_backend_variable_with_the_configs_problems(monkeypatch):
+    """`check` answers what `resolve` would refuse: SR116 for SPECREG_KERNEL_BACKEND, beside the
+    config's own problems, and nothing for a sound config under a valid backend."""
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "cuda")
+    result = specreg("check", "--speculative-algorithm", "dspark", "--speculative-num-draft-tokens", "1")
+    assert result.returncode == 1
+    assert "[SR300]" in result.stdout and "[SR116]" in result.stdout
+    assert fix_line(result.stdout, "SR116").startswith(
+        "set SPECREG_KERNEL_BACKEND to one of them, or unset it"
+    )
+    monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "torch")
+    result = specreg("check", "--speculative-algorithm", "eagle", "--speculative-num-steps", "3")
+    assert result.returncode == 0, result.stdout
