@@ -3,7 +3,8 @@
 The vocabulary is streamed in BLOCK_V tiles (`vocab_tile`) with int64 offsets; residual sampling
 makes two passes (total mass, then inverse CDF); no [b, n, V] temporaries and no host
 synchronisation. The row argmax is the core's one device function
-(`specreg.kernels.argmax.triton_impl.row_argmax_tiles`); `write_result` is shared with the
+(`specreg.kernels.argmax.triton_impl.row_argmax_tiles`); `emit_token` (the two-pass draw of
+the emitted token, from stored or filtered rows) and `write_result` are shared with the
 sampling-parameter kernel (`specreg.kernels.chain_params.triton_impl`).
 """
 
@@ -16,6 +17,85 @@ from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:
     from specreg.kernels.argmax.triton_impl import row_argmax_tiles
+    from specreg.kernels.filtering.triton_impl import filtered_tile
+
+    @triton.jit
+    def tile_probs(row_ptr, cols, inside, stride_v, temperature, shift, threshold, norm, min_p,
+                   FILTERED: tl.constexpr, PROBS: tl.constexpr):
+        """One tile of a row's probabilities: as stored, or filtered by the request's sampling
+        parameters (`FILTERED`, with the row's statistics from `row_stats`)."""
+        if FILTERED:
+            values = filtered_tile(row_ptr, cols, inside, stride_v, temperature, shift,
+                                   threshold, norm, min_p, PROBS)
+        else:
+            values = tl.load(row_ptr + cols * stride_v, mask=inside, other=0.0).to(tl.float32)
+        return values
+
+    @triton.jit
+    def residual_tile(
+        p_row, stride_pv, q_row, stride_qv, cols, inside, read_q, excluded, temperature, min_p,
+        p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
+        HAS_Q: tl.constexpr, FILTERED: tl.constexpr, PROBS: tl.constexpr,
+    ):
+        """p of one tile and its residual: max(p - q, 0) (q read only where `read_q`), or p
+        without the `excluded` token (the target-only rule)."""
+        pv = tile_probs(p_row, cols, inside, stride_pv, temperature, p_shift, p_thr, p_norm,
+                        min_p, FILTERED, PROBS)
+        if HAS_Q:
+            qv = tile_probs(q_row, cols, inside & read_q, stride_qv, temperature, q_shift, q_thr,
+                            q_norm, min_p, FILTERED, PROBS)
+            rv = tl.maximum(pv - qv, 0.0)
+        else:
+            rv = tl.where(cols == excluded, 0.0, pv)
+        return pv, rv
+
+    @triton.jit
+    def emit_token(
+        cand_base, stride_cn, p_row, stride_pv, q_row, stride_qv, i, n, vocab, rejected,
+        temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, coin,
+        HAS_Q: tl.constexpr, FILTERED: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
+    ):
+        """The token a request emits at row i: an inverse-CDF draw (by `coin`) from the
+        residual after a rejection, from p otherwise (and from p when the residual has no
+        mass), in two passes over the vocabulary; both chain kernels share it."""
+        excluded = tl.load(
+            cand_base + (i + 1) * stride_cn, mask=rejected & ((i + 1) < n), other=-1
+        ).to(tl.int64)
+        offs = tl.arange(0, BLOCK_V)
+        sum_p = tl.zeros([BLOCK_V], tl.float32)
+        sum_r = tl.zeros([BLOCK_V], tl.float32)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            pv, rv = residual_tile(
+                p_row, stride_pv, q_row, stride_qv, cols, inside, rejected, excluded,
+                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
+                HAS_Q, FILTERED, PROBS,
+            )
+            sum_p += pv
+            sum_r += rv
+        total_r = tl.sum(sum_r, axis=0)
+        use_residual = rejected & (total_r > 0)
+        total = tl.where(use_residual, total_r, tl.sum(sum_p, axis=0))
+        threshold = coin * total
+        running = tl.sum(tl.zeros([BLOCK_V], tl.float32), axis=0)
+        first = tl.min(tl.full([BLOCK_V], vocab, tl.int64), axis=0)
+        last = tl.max(tl.full([BLOCK_V], -1, tl.int64), axis=0)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            pv, rv = residual_tile(
+                p_row, stride_pv, q_row, stride_qv, cols, inside, use_residual, excluded,
+                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
+                HAS_Q, FILTERED, PROBS,
+            )
+            weights = tl.where(use_residual, rv, pv)
+            cdf = tl.cumsum(weights, axis=0) + running
+            hit = (cdf > threshold) & (weights > 0)
+            first = tl.minimum(first, tl.min(tl.where(hit, cols, vocab), axis=0))
+            last = tl.maximum(last, tl.max(tl.where(weights > 0, cols, -1), axis=0))
+            running += tl.sum(weights, axis=0)
+        return tl.where(first < vocab, first, tl.maximum(last, 0))
 
     @triton.jit
     def write_result(
@@ -104,53 +184,13 @@ if triton is not None:
             go = accepted & (i < limit)
 
         # The emitted token: residual of row i after a rejection, p of row i otherwise.
-        rejected = i < limit
-        p_row = p_base + i * stride_pn
-        q_row = q_base + tl.minimum(i, n - 2) * stride_qn
-        excluded = tl.load(
-            cand_base + (i + 1) * stride_cn, mask=rejected & ((i + 1) < n), other=-1
-        ).to(tl.int64)
-        offs = tl.arange(0, BLOCK_V)
-        zero = tl.sum(tl.zeros([BLOCK_V], tl.float32), axis=0)
-        sum_p = zero
-        sum_r = zero
-        last_p = tl.max(tl.full([BLOCK_V], -1, tl.int64), axis=0)
-        last_r = last_p
-        for start in range(0, vocab, BLOCK_V):
-            cols = (start + offs).to(tl.int64)
-            inside = cols < vocab
-            pv = tl.load(p_row + cols * stride_pv, mask=inside, other=0.0).to(tl.float32)
-            if HAS_Q:
-                qv = tl.load(q_row + cols * stride_qv, mask=inside & rejected, other=0.0)
-                rv = tl.maximum(pv - qv.to(tl.float32), 0.0)
-            else:
-                rv = tl.where(cols == excluded, 0.0, pv)
-            sum_p += tl.sum(pv, axis=0)
-            sum_r += tl.sum(rv, axis=0)
-            last_p = tl.maximum(last_p, tl.max(tl.where(pv > 0, cols, -1), axis=0))
-            last_r = tl.maximum(last_r, tl.max(tl.where(rv > 0, cols, -1), axis=0))
-        use_residual = rejected & (sum_r > 0)
-        total = tl.where(use_residual, sum_r, sum_p)
-        last = tl.where(use_residual, last_r, last_p)
-        threshold = tl.load(final_ptr + row * stride_f).to(tl.float32) * total
-
-        running = zero
-        first = tl.min(tl.full([BLOCK_V], vocab, tl.int64), axis=0)
-        for start in range(0, vocab, BLOCK_V):
-            cols = (start + offs).to(tl.int64)
-            inside = cols < vocab
-            pv = tl.load(p_row + cols * stride_pv, mask=inside, other=0.0).to(tl.float32)
-            if HAS_Q:
-                qv = tl.load(q_row + cols * stride_qv, mask=inside & use_residual, other=0.0)
-                rv = tl.maximum(pv - qv.to(tl.float32), 0.0)
-            else:
-                rv = tl.where(cols == excluded, 0.0, pv)
-            weights = tl.where(use_residual, rv, pv)
-            cdf = tl.cumsum(weights, axis=0) + running
-            hit = (cdf > threshold) & (weights > 0)
-            first = tl.minimum(first, tl.min(tl.where(hit, cols, vocab), axis=0))
-            running += tl.sum(weights, axis=0)
-        token = tl.where(first < vocab, first, tl.maximum(last, 0))
+        token = emit_token(
+            cand_base, stride_cn, p_base + i * stride_pn, stride_pv,
+            q_base + tl.minimum(i, n - 2) * stride_qn, stride_qv, i, n, vocab, i < limit,
+            1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0,
+            tl.load(final_ptr + row * stride_f).to(tl.float32),
+            HAS_Q, False, False, BLOCK_V,
+        )
         write_result(
             cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
             row, n, i, token, BLOCK_N,

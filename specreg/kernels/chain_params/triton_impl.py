@@ -14,7 +14,7 @@ from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:
     from specreg.kernels.argmax.triton_impl import row_argmax_tiles
-    from specreg.kernels.chain.triton_impl import write_result
+    from specreg.kernels.chain.triton_impl import emit_token, write_result
     from specreg.kernels.filtering.triton_impl import filtered_tile, row_stats
 
 
@@ -94,78 +94,17 @@ if triton is not None:
                 p_shift, p_thr, p_norm = row_stats(
                     p_row, stride_pv, vocab, safe_t, top_k, top_p, min_p, PROBS, BLOCK_V
                 )
-            token_out = _emit_filtered(
+            token_out = emit_token(
                 cand_base, stride_cn, p_row, stride_pv, q_base + tl.minimum(i, n - 2) * stride_qn,
                 stride_qv, i, n, vocab, rejected, safe_t, min_p,
                 p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
-                tl.load(final_ptr + row).to(tl.float32), HAS_Q, PROBS, BLOCK_V,
+                tl.load(final_ptr + row).to(tl.float32), HAS_Q, True, PROBS, BLOCK_V,
             )
         token_out = tl.where(bad, -1, token_out)
         write_result(
             cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
             row, n, i, token_out, BLOCK_N,
         )
-
-    @triton.jit
-    def _residual_tile(
-        p_row, stride_pv, q_row, stride_qv, cols, inside, read_q, excluded, temperature, min_p,
-        p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q: tl.constexpr, PROBS: tl.constexpr,
-    ):
-        """Filtered p of one tile and its residual: max(p - q, 0) (q read only when `read_q`),
-        or p without the `excluded` token (target-only rule)."""
-        pv = filtered_tile(p_row, cols, inside, stride_pv, temperature, p_shift, p_thr, p_norm,
-                           min_p, PROBS)
-        if HAS_Q:
-            qv = filtered_tile(q_row, cols, inside & read_q, stride_qv, temperature, q_shift,
-                               q_thr, q_norm, min_p, PROBS)
-            rv = tl.maximum(pv - qv, 0.0)
-        else:
-            rv = tl.where(cols == excluded, 0.0, pv)
-        return pv, rv
-
-    @triton.jit
-    def _emit_filtered(
-        cand_base, stride_cn, p_row, stride_pv, q_row, stride_qv, i, n, vocab, rejected,
-        temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, coin,
-        HAS_Q: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
-    ):
-        """Inverse-CDF draw from the filtered residual (after a rejection) or p, in two passes."""
-        excluded = tl.load(
-            cand_base + (i + 1) * stride_cn, mask=rejected & ((i + 1) < n), other=-1
-        ).to(tl.int64)
-        offs = tl.arange(0, BLOCK_V)
-        sum_p = tl.zeros([BLOCK_V], tl.float32)
-        sum_r = tl.zeros([BLOCK_V], tl.float32)
-        for start in range(0, vocab, BLOCK_V):
-            cols = (start + offs).to(tl.int64)
-            inside = cols < vocab
-            pv, rv = _residual_tile(
-                p_row, stride_pv, q_row, stride_qv, cols, inside, rejected, excluded,
-                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q, PROBS,
-            )
-            sum_p += pv
-            sum_r += rv
-        total_r = tl.sum(sum_r, axis=0)
-        use_residual = rejected & (total_r > 0)
-        total = tl.where(use_residual, total_r, tl.sum(sum_p, axis=0))
-        threshold = coin * total
-        running = tl.sum(tl.zeros([BLOCK_V], tl.float32), axis=0)
-        first = tl.min(tl.full([BLOCK_V], vocab, tl.int64), axis=0)
-        last = tl.max(tl.full([BLOCK_V], -1, tl.int64), axis=0)
-        for start in range(0, vocab, BLOCK_V):
-            cols = (start + offs).to(tl.int64)
-            inside = cols < vocab
-            pv, rv = _residual_tile(
-                p_row, stride_pv, q_row, stride_qv, cols, inside, use_residual, excluded,
-                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, HAS_Q, PROBS,
-            )
-            weights = tl.where(use_residual, rv, pv)
-            cdf = tl.cumsum(weights, axis=0) + running
-            hit = (cdf > threshold) & (weights > 0)
-            first = tl.minimum(first, tl.min(tl.where(hit, cols, vocab), axis=0))
-            last = tl.maximum(last, tl.max(tl.where(weights > 0, cols, -1), axis=0))
-            running += tl.sum(weights, axis=0)
-        return tl.where(first < vocab, first, tl.maximum(last, 0))
 
 
 def verify_chain_with_params_triton(
