@@ -14,6 +14,38 @@ from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 if triton is not None:
 
     @triton.jit
+    def walk_step(
+        ridx_ptr, nt_ptr, ns_ptr, predicts_ptr, acc_ptr, out_ptr,
+        base, out_base, last, node, cur, count, token, take, active,
+    ):
+        """One step of a tree walk (greedy and sampling kernels alike): when `take`, record the
+        accepted `token` under its parent's row and move down to `node`'s first child;
+        otherwise move right to `node`'s sibling (while `active`). Returns (last, cur, count)."""
+        last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
+        tl.store(predicts_ptr + last_row, token, mask=take)
+        tl.store(out_ptr + out_base + count, token, mask=take)
+        node_row = tl.load(ridx_ptr + base + node).to(tl.int64)
+        tl.store(acc_ptr + out_base + count + 1, node_row, mask=take)
+        count += take.to(tl.int64)
+        child = tl.load(nt_ptr + base + node).to(tl.int64)
+        sibling = tl.load(ns_ptr + base + node).to(tl.int64)
+        last = tl.where(take, node, last)
+        cur = tl.where(take, child, tl.where(active, sibling, cur))
+        return last, cur, count
+
+    @triton.jit
+    def write_bonus(
+        ridx_ptr, predicts_ptr, out_ptr, num_ptr, bonus_ptr, base, r, out_base, last, count,
+        bonus,
+    ):
+        """The end of a tree walk: the bonus token after the last accepted node, and the count."""
+        last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
+        tl.store(predicts_ptr + last_row, bonus)
+        tl.store(out_ptr + out_base + count, bonus)
+        tl.store(num_ptr + r, count.to(tl.int32))
+        tl.store(bonus_ptr + r, bonus)
+
+    @triton.jit
     def _tree_greedy_kernel(
         cand_ptr, ridx_ptr, nt_ptr, ns_ptr, predict_ptr,
         predicts_ptr, acc_ptr, num_ptr, bonus_ptr, out_ptr,
@@ -32,22 +64,15 @@ if triton is not None:
             tok = tl.load(cand_ptr + base + safe).to(tl.int64)
             want = tl.load(predict_ptr + base + last).to(tl.int64)
             hit = active & (tok == want)
-            last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
-            tl.store(predicts_ptr + last_row, tok, mask=hit)
-            tl.store(out_ptr + r * slots + count, tok, mask=hit)
-            cur_row = tl.load(ridx_ptr + base + safe).to(tl.int64)
-            tl.store(acc_ptr + r * slots + count + 1, cur_row, mask=hit)
-            count += hit.to(tl.int64)
-            nxt = tl.load(nt_ptr + base + safe).to(tl.int64)
-            sib = tl.load(ns_ptr + base + safe).to(tl.int64)
-            last = tl.where(hit, safe, last)
-            cur = tl.where(hit, nxt, tl.where(active, sib, cur))
+            last, cur, count = walk_step(
+                ridx_ptr, nt_ptr, ns_ptr, predicts_ptr, acc_ptr, out_ptr,
+                base, r * slots, last, safe, cur, count, tok, hit, active,
+            )
         bonus = tl.load(predict_ptr + base + last).to(tl.int64)
-        last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
-        tl.store(predicts_ptr + last_row, bonus)
-        tl.store(out_ptr + r * slots + count, bonus)
-        tl.store(num_ptr + r, count.to(tl.int32))
-        tl.store(bonus_ptr + r, bonus)
+        write_bonus(
+            ridx_ptr, predicts_ptr, out_ptr, num_ptr, bonus_ptr, base, r, r * slots, last, count,
+            bonus,
+        )
 
 
 def triton_outputs(b: int, n: int, depth: int, device: torch.device) -> tuple[torch.Tensor, ...]:

@@ -11,6 +11,7 @@ from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 if triton is not None:
+    from specreg_eagle.kernels.verify_greedy.triton_impl import walk_step, write_bonus
 
     @triton.jit
     def _row_sums(p_ptr, q_ptr, row, vocab, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
@@ -23,6 +24,20 @@ if triton is not None:
             if HAS_Q:
                 q_sum += tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
         return tl.sum(p_sum, axis=0), tl.sum(q_sum, axis=0)
+
+    @triton.jit
+    def _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta,
+                    HAS_Q: tl.constexpr):
+        """One tile of the final draw's row: p, and the weights the draw uses (the residual
+        max(p - coef q, 0) where it has mass, less the tried siblings' share)."""
+        pv = tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+        w = pv
+        if HAS_Q:
+            qv = tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
+            w = tl.where(rrs, tl.maximum(pv - coef * qv, 0.0), pv)
+        hit = (v[:, None] == tried_tok[None, :]) & live[None, :]
+        w = tl.maximum(w + tl.sum(tl.where(hit, delta[None, :], 0.0), axis=1), 0.0)
+        return pv, w
 
     @triton.jit
     def _tree_sampling_kernel(
@@ -102,16 +117,10 @@ if triton is not None:
                     moving = tl.maximum(tried_p - coef * tried_q, 0.0)
                     norm = tl.sum(dense, axis=0) + tl.sum(tl.where(live2, frozen - moving, 0.0), axis=0)
             # Move down on acceptance, right on rejection.
-            last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
-            tl.store(predicts_ptr + last_row, xs, mask=accept)
-            tl.store(out_ptr + r * slots + count, xs, mask=accept)
-            cur_row = tl.load(ridx_ptr + base + safe).to(tl.int64)
-            tl.store(acc_ptr + r * slots + count + 1, cur_row, mask=accept)
-            count += accept.to(tl.int64)
-            nxt = tl.load(nt_ptr + base + safe).to(tl.int64)
-            sib = tl.load(ns_ptr + base + safe).to(tl.int64)
-            last = tl.where(accept, safe, last)
-            cur = tl.where(accept, nxt, tl.where(active, sib, cur))
+            last, cur, count = walk_step(
+                ridx_ptr, nt_ptr, ns_ptr, predicts_ptr, acc_ptr, out_ptr,
+                base, r * slots, last, safe, cur, count, xs, accept, active,
+            )
             prob_acc = tl.where(accept, 0.0, prob_acc)
             cnt = tl.where(accept, 0, cnt)
             coef = tl.where(accept, 0.0, coef)
@@ -134,13 +143,8 @@ if triton is not None:
         p_acc = tl.zeros([BLOCK_V], tl.float32)
         for v0 in range(0, vocab, BLOCK_V):
             v = v0 + offs
-            pv = tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
-            w = pv
-            if HAS_Q:
-                qv = tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
-                w = tl.where(rrs, tl.maximum(pv - coef * qv, 0.0), pv)
-            hit = (v[:, None] == tried_tok[None, :]) & live[None, :]
-            w = tl.maximum(w + tl.sum(tl.where(hit, delta[None, :], 0.0), axis=1), 0.0)
+            pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta,
+                                HAS_Q)
             total_acc += w
             p_acc += pv
         total = tl.sum(total_acc, axis=0)
@@ -152,13 +156,8 @@ if triton is not None:
         last_pos = tl.full([], -1, tl.int64)
         for v0 in range(0, vocab, BLOCK_V):
             v = v0 + offs
-            pv = tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
-            w = pv
-            if HAS_Q:
-                qv = tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
-                w = tl.where(rrs, tl.maximum(pv - coef * qv, 0.0), pv)
-            hit = (v[:, None] == tried_tok[None, :]) & live[None, :]
-            w = tl.maximum(w + tl.sum(tl.where(hit, delta[None, :], 0.0), axis=1), 0.0)
+            pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta,
+                                HAS_Q)
             w = tl.where(use_p, pv, w)
             cdf = tl.cumsum(w, axis=0) + running
             ok = (cdf > target) & (w > 0)
@@ -167,11 +166,10 @@ if triton is not None:
             last_pos = tl.maximum(last_pos, tl.max(tl.where(w > 0, v, -1), axis=0).to(tl.int64))
             running += tl.sum(w, axis=0)
         bonus = tl.where(found >= 0, found, tl.maximum(last_pos, 0))
-        last_row = tl.load(ridx_ptr + base + last).to(tl.int64)
-        tl.store(predicts_ptr + last_row, bonus)
-        tl.store(out_ptr + r * slots + count, bonus)
-        tl.store(num_ptr + r, count.to(tl.int32))
-        tl.store(bonus_ptr + r, bonus)
+        write_bonus(
+            ridx_ptr, predicts_ptr, out_ptr, num_ptr, bonus_ptr, base, r, r * slots, last, count,
+            bonus,
+        )
 
 
 def verify_tree_sampling_triton(
