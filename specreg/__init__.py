@@ -19,6 +19,7 @@ from specreg.errors import (
     UnknownPhaseError,
     problem,
 )
+from specreg.framework_args.translate import config_from_flags
 from specreg.hookspecs import hookimpl, hookspec
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
@@ -51,6 +52,7 @@ __all__ = [
     "UnknownNameError",
     "UnknownPhaseError",
     "VerifyResult",
+    "config_from_flags",
     "hookimpl",
     "hookspec",
     "problem",

@@ -14,9 +14,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from specreg.config import SGLANG_FLAGS, SGLANG_SWITCHES, load_json_object
+from specreg.config import load_json_object
 from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
-from specreg.framework_args import framework_findings
+from specreg.framework_args.findings import framework_findings
+from specreg.framework_args.flags import COMMAND_LINE
 from specreg.integers import is_int
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -25,10 +26,11 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 # --------------------------------------------------------------------------------- arguments
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("speculative config (SGLang flag spellings)")
-    for flag, key in SGLANG_FLAGS.items():
-        group.add_argument(flag, dest=key, default=None, metavar=key.upper())
-    for flag in SGLANG_SWITCHES:
-        group.add_argument(flag, action="store_true", default=None)
+    for flag in COMMAND_LINE:
+        if flag.switch:
+            group.add_argument(flag.flag, dest=flag.key, action="store_true", default=None)
+        else:
+            group.add_argument(flag.flag, dest=flag.key, default=None, metavar=flag.key.upper())
     group.add_argument(
         "--kv-cache-option",
         dest="cache_option",
@@ -88,20 +90,16 @@ def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[P
             data.update(load_json_object(args.config_file, flag="--config"))
         except ConfigError as exc:
             problems += exc.problems
-    for flag in SGLANG_SWITCHES:
-        key = flag.lstrip("-").replace("-", "_")
-        if getattr(args, key):
-            data[key] = True
-    for flag, key in SGLANG_FLAGS.items():
-        value = getattr(args, key)
-        if value is None:
+    for flag in COMMAND_LINE:
+        value = getattr(args, flag.key)
+        if value is None or (flag.switch and not value):
             continue
-        if key.endswith(("_num_steps", "_topk", "_num_draft_tokens", "_block_size")):
+        if flag.integer:
             value = _coerce(value)
             if not is_int(value):
-                problems.append(whole_number_problem(flag, value, key))
+                problems.append(whole_number_problem(flag.flag, value, flag.key))
                 continue
-        data[key] = value
+        data[flag.key] = value
     options = dict(data.get("cache_options") or {})
     for item in args.cache_option:
         key, sep, value = item.partition("=")

@@ -30,6 +30,7 @@ from specreg.errors import (
     problem,
     split_problems,
 )
+from specreg.framework_args.translate import config_from_flags
 from specreg.integers import int_range_text, is_int
 from specreg.phase import PHASES
 from specreg.plan import SpecPlan
@@ -166,7 +167,7 @@ def _build(
 
 def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pass:
     if not isinstance(config, SpecConfig):
-        config = SpecConfig.from_dict(config)
+        config = config_from_flags(config)
     algorithm, cache, lookup_problems = _lookup(tables, config)
     skip = tables.shadowed(algorithm.name)
     skip |= tables.shadowed(cache.name) if cache else frozenset()

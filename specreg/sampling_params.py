@@ -18,7 +18,7 @@ batch of `specreg demo` and the benchmarks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import torch
@@ -92,12 +92,9 @@ class SamplingParams:
     def invalid_rows(self, vocab: int) -> torch.Tensor:
         """bool [b]: requests with a value outside its range (NaN and inf included). Pure tensor
         ops: no host synchronisation, usable as the GPU per-request error flag."""
-        t, p, m = self.temperature, self.top_p, self.min_p
-        bad = ~torch.isfinite(t) | (t < 0)
-        bad |= ~torch.isfinite(p) | (p <= 0) | (p > 1)
-        bad |= ~torch.isfinite(m) | (m < 0) | (m > 1)
-        bad |= (self.top_k < 0) | (self.top_k > vocab)
-        bad |= self.seed < UNSEEDED
+        bad = torch.zeros_like(self.temperature, dtype=torch.bool)
+        for rule in RANGE_RULES:
+            bad |= rule.invalid(getattr(self, rule.name), vocab)
         return bad
 
     def validate(self, batch: int, vocab: int, device: torch.device, *, values: bool) -> None:
@@ -134,39 +131,67 @@ class SamplingParams:
                 raise KernelInputError(problems)
 
     def _range_problems(self, vocab: int) -> list[Problem]:
-        rules = (
-            ("temperature", "SR911", ~torch.isfinite(self.temperature) | (self.temperature < 0),
-             "a finite temperature >= 0 (0 = greedy)",
-             "pass temperature 0 for greedy requests and a positive value otherwise"),
-            ("top_k", "SR912", (self.top_k < 0) | (self.top_k > vocab),
-             f"an integer in [0, {vocab}] (0 or {vocab} = no top-k)",
-             "pass top_k=0 to disable top-k; clamp larger values to the vocab size"),
-            ("top_p", "SR913", ~torch.isfinite(self.top_p) | (self.top_p <= 0) | (self.top_p > 1),
-             "a value in (0, 1] (1 = no top-p)", "pass top_p=1.0 to disable top-p"),
-            ("min_p", "SR914", ~torch.isfinite(self.min_p) | (self.min_p < 0) | (self.min_p > 1),
-             "a value in [0, 1] (0 = no min-p)", "pass min_p=0.0 to disable min-p"),
-            ("seed", "SR915", self.seed < UNSEEDED,
-             "an integer >= 0, or -1 for an unseeded request", "pass seed=-1 for no seed"),
-        )
         problems = []
-        for name, code, bad, accepted, fix in rules:
-            rows = bad.nonzero().flatten().tolist()
+        for rule in RANGE_RULES:
+            values = getattr(self, rule.name)
+            rows = rule.invalid(values, vocab).nonzero().flatten().tolist()
             if rows:
-                values = getattr(self, name)[rows[:4]].tolist()
+                shown = values[rows[:4]].tolist()
                 problems.append(
                     problem(
-                        code,
-                        f"params.{name} is invalid for request(s) {rows[:8]}"
-                        f"{' ...' if len(rows) > 8 else ''} (values {values}"
+                        rule.code,
+                        f"params.{rule.name} is invalid for request(s) {rows[:8]}"
+                        f"{' ...' if len(rows) > 8 else ''} (values {shown}"
                         f"{' ...' if len(rows) > 4 else ''})",
-                        accepted=accepted,
-                        fix=fix,
-                        field=f"params.{name}",
+                        accepted=rule.accepted.format(vocab=vocab),
+                        fix=rule.fix,
+                        field=f"params.{rule.name}",
                     )
                 )
         return problems
 
 
+@attrs.frozen
+class RangeRule:
+    """The range of one parameter: its error code, the mask of requests outside it, and the
+    words of its error (`accepted` may name `{vocab}`)."""
+
+    name: str
+    code: str
+    invalid: Callable[[torch.Tensor, int], torch.Tensor]
+    accepted: str
+    fix: str
+
+
+def _not_finite_or(bad: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    return ~torch.isfinite(values) | bad
+
+
+#: Each parameter's range, read by both `invalid_rows` (the GPU flag) and `validate` (the error).
+RANGE_RULES: tuple[RangeRule, ...] = (
+    RangeRule(
+        "temperature", "SR911", lambda t, vocab: _not_finite_or(t < 0, t),
+        "a finite temperature >= 0 (0 = greedy)",
+        "pass temperature 0 for greedy requests and a positive value otherwise",
+    ),
+    RangeRule(
+        "top_k", "SR912", lambda k, vocab: (k < 0) | (k > vocab),
+        "an integer in [0, {vocab}] (0 or {vocab} = no top-k)",
+        "pass top_k=0 to disable top-k; clamp larger values to the vocab size",
+    ),
+    RangeRule(
+        "top_p", "SR913", lambda p, vocab: _not_finite_or((p <= 0) | (p > 1), p),
+        "a value in (0, 1] (1 = no top-p)", "pass top_p=1.0 to disable top-p",
+    ),
+    RangeRule(
+        "min_p", "SR914", lambda m, vocab: _not_finite_or((m < 0) | (m > 1), m),
+        "a value in [0, 1] (0 = no min-p)", "pass min_p=0.0 to disable min-p",
+    ),
+    RangeRule(
+        "seed", "SR915", lambda s, vocab: s < UNSEEDED,
+        "an integer >= 0, or -1 for an unseeded request", "pass seed=-1 for no seed",
+    ),
+)
 _FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
 _DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "temperature": (torch.float32,),

@@ -83,7 +83,8 @@ ENTRIES = (
             "A config mapping has a key specreg does not know, or a value of the wrong type "
             "(for example a string where an integer is needed, or a boolean)."
         ),
-        when="SpecConfig(...), SpecConfig.from_dict(...), `specreg check --config FILE` or CLI flags.",
+        when="SpecConfig(...), SpecConfig.from_dict(...), config_from_flags(...), "
+        "`specreg check --config FILE` or CLI flags.",
         solutions=(
             "Use the field names of SpecConfig (algorithm, num_steps, topk, num_draft_tokens, "
             "draft_config, cache, cache_options, candidate_steps) or SGLang's flag spellings.",

@@ -130,7 +130,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "SR174", "vLLM speculative config not understood",
         "A vLLM speculative-config dict carries method, num_speculative_tokens and model; a value "
         "has the wrong type or names a method specreg has no algorithm for.",
-        "SpecConfig.from_dict or the vLLM adapter given such a dict.",
+        "specreg.config_from_flags (so registry.resolve) or the vLLM adapter given such a dict.",
         ("Use a method listed by `specreg list`, and an integer num_speculative_tokens >= 1.",),
         "--speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 3}'",
     ),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specreg import ConfigError, Phase, Registry, SpecConfig
+from specreg import ConfigError, Phase, Registry, config_from_flags
 from tests.support.fuzz import coded_or_result, fuzz_settings, scalars, structured_drafts
 
 pytestmark = pytest.mark.fuzz
@@ -92,7 +92,7 @@ def test_resolve_gives_plan_or_config_error(registry, data):
 @fuzz_settings(100)
 @given(data=configs())
 def test_resolve_accepts_spec_config_objects(registry, data):
-    config, error = coded_or_result(lambda: SpecConfig.from_dict(data))
+    config, error = coded_or_result(lambda: config_from_flags(data))
     if error is None:
         plan, error = coded_or_result(lambda: registry.resolve(config))
         if error is None:
