@@ -19,7 +19,6 @@ from specreg.errors import (
     UnknownPhaseError,
     problem,
 )
-from specreg.framework_args.translate import config_from_flags
 from specreg.hookspecs import hookimpl, hookspec
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
@@ -27,6 +26,7 @@ from specreg.protocols import VerifyResult
 from specreg.registry import PluginFailure, PluginInfo, Registry, RegistryCache
 from specreg.resolution import Candidate, Resolution, Sizes
 from specreg.specs import AlgorithmSpec, CacheSpec, ParamRange
+from specreg.translate import config_from_flags
 
 __all__ = [
     "AlgorithmSpec",

@@ -16,8 +16,8 @@ from typing import Any
 
 from specreg.config import load_json_object
 from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
-from specreg.framework_args.findings import framework_findings
 from specreg.framework_args.flags import COMMAND_LINE
+from specreg.framework_findings import framework_findings
 from specreg.integers import is_int
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2

@@ -2,7 +2,7 @@
 
 Range and cross-field rules belong to the algorithm and cache plugins (through
 `specreg_validate_config`), so `registry.resolve` can report every problem at once. SGLang's and
-vLLM's spellings are translated onto this type by `specreg.framework_args.translate`.
+vLLM's spellings are translated onto this type by `specreg.translate`.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ from specreg.errors import (
     problem,
     split_problems,
 )
-from specreg.framework_args.translate import config_from_flags
 from specreg.integers import int_range_text, is_int
 from specreg.phase import PHASES
 from specreg.plan import SpecPlan
@@ -43,6 +42,7 @@ from specreg.protocols import (
 )
 from specreg.resolution import Candidate, Resolution, Sizes, adaptive_steps
 from specreg.specs import AlgorithmSpec, CacheSpec
+from specreg.translate import config_from_flags
 
 DEFAULT_PLUGIN = "specreg.default"
 _LEGACY_SIZE_HOOKS = ("specreg_resolve_gamma", "specreg_num_tokens_per_req")

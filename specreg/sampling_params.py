@@ -12,8 +12,8 @@ The filtering rule applied to these values is in `specreg.kernels.filtering` (do
 Checks read tensor data, so they run on the CPU path (a coded error naming every bad request at
 once) and, on GPU, only with `check_values=True`; otherwise `invalid_rows` flags bad requests
 without a host synchronisation and the verifiers never accept a draft for them. The coins of a
-batch come from `specreg.kernels.sampling.request_coins`; `mixed_demo_params` builds the mixed
-batch of `specreg demo` and the benchmarks.
+batch come from `specreg.kernels.sampling.request_coins`; `specreg.kernels.param_checks` checks a
+batch before a kernel reads it; `specreg.demo_params` builds the mixed batch of `specreg demo`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import torch
 
-from specreg.errors import KernelInputError, Problem, problem
-from specreg.kernels.checks import check_dtype, check_tensor
+from specreg.errors import Problem, problem
 
 ParamValue = float | int | Sequence[float] | Sequence[int] | torch.Tensor
 
@@ -86,7 +85,7 @@ class SamplingParams:
     def select(self, index: torch.Tensor) -> SamplingParams:
         """The parameters of the requests at `index` (int64 [k]), in that order."""
         return SamplingParams(
-            **{name: getattr(self, name).index_select(0, index) for name in _FIELDS}
+            **{name: getattr(self, name).index_select(0, index) for name in FIELDS}
         )
 
     def invalid_rows(self, vocab: int) -> torch.Tensor:
@@ -97,40 +96,8 @@ class SamplingParams:
             bad |= rule.invalid(getattr(self, rule.name), vocab)
         return bad
 
-    def validate(self, batch: int, vocab: int, device: torch.device, *, values: bool) -> None:
-        """Shapes, dtypes and device always; with `values`, every range (reads the data).
-        Raises one `KernelInputError` listing every problem found."""
-        for name in _FIELDS:
-            tensor = check_tensor(f"params.{name}", getattr(self, name))
-            if tensor.dim() != 1 or tensor.shape[0] != batch:
-                raise KernelInputError(
-                    problem(
-                        "SR910",
-                        f"params.{name} has shape {list(tensor.shape)} but the batch has "
-                        f"{batch} requests",
-                        accepted=f"one value per request: shape [{batch}]",
-                        fix="build the parameters for exactly the requests of this batch, in "
-                        "batch order (SamplingParams.of(batch, ...) or params.select(index))",
-                        field=f"params.{name}",
-                    )
-                )
-            check_dtype(f"params.{name}", tensor, _DTYPES[name])
-            if tensor.device != device:
-                raise KernelInputError(
-                    problem(
-                        "SR902",
-                        f"params.{name} is on {tensor.device} but the batch is on {device}",
-                        accepted=f"parameters on {device}",
-                        fix=f"build the parameters with device={str(device)!r}",
-                        field=f"params.{name}",
-                    )
-                )
-        if values:
-            problems = self._range_problems(vocab)
-            if problems:
-                raise KernelInputError(problems)
-
-    def _range_problems(self, vocab: int) -> list[Problem]:
+    def range_problems(self, vocab: int) -> list[Problem]:
+        """SR911-SR915 for every request with a value outside its range (reads the data)."""
         problems = []
         for rule in RANGE_RULES:
             values = getattr(self, rule.name)
@@ -192,52 +159,11 @@ RANGE_RULES: tuple[RangeRule, ...] = (
         "an integer >= 0, or -1 for an unseeded request", "pass seed=-1 for no seed",
     ),
 )
-_FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
-_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+FIELDS = ("temperature", "top_k", "top_p", "min_p", "seed")
+DTYPES: dict[str, tuple[torch.dtype, ...]] = {
     "temperature": (torch.float32,),
     "top_k": (torch.int64,),
     "top_p": (torch.float32,),
     "min_p": (torch.float32,),
     "seed": (torch.int64,),
 }
-
-
-def require_params(params: object) -> None:
-    """SR910 unless `params` is a `SamplingParams`."""
-    if not isinstance(params, SamplingParams):
-        raise KernelInputError(
-            problem(
-                "SR910",
-                f"params must be a SamplingParams, got {type(params).__name__}",
-                accepted="specreg.sampling_params.SamplingParams",
-                fix="build it with SamplingParams.of(batch, temperature=..., ...)",
-                field="params",
-            )
-        )
-
-
-#: The request kinds `mixed_demo_params` cycles through: request r has kind r % len(...).
-MIXED_DEMO_KINDS: tuple[dict[str, float], ...] = (
-    dict(temperature=0.0),
-    dict(temperature=0.7),
-    dict(temperature=1.0, top_k=20),
-    dict(temperature=0.8, top_p=0.9),
-    dict(temperature=1.3, min_p=0.1),
-    dict(temperature=0.6, top_k=50, top_p=0.95, min_p=0.05),
-)
-
-
-def mixed_demo_params(batch: int, *, device: torch.device | str = "cpu") -> SamplingParams:
-    """A batch cycling through greedy, plain temperature, top-k, top-p and min-p requests with
-    per-request seeds: the mixed-parameter row of `specreg demo` and of the benchmarks."""
-    kinds = MIXED_DEMO_KINDS
-    rows = [kinds[r % len(kinds)] for r in range(batch)]
-    return SamplingParams.of(
-        batch,
-        temperature=[row.get("temperature", 0.0) for row in rows],
-        top_k=[int(row.get("top_k", 0)) for row in rows],
-        top_p=[row.get("top_p", 1.0) for row in rows],
-        min_p=[row.get("min_p", 0.0) for row in rows],
-        seed=list(range(batch)),
-        device=device,
-    )

@@ -85,7 +85,7 @@ def resolve_for_framework(registry: Any, data: dict[str, Any]) -> tuple[SpecPlan
     HiSparse on, SGLang's runtime rules.
     """
     from specreg.framework_args.rules import hisparse_runtime_problems
-    from specreg.framework_args.translate import config_from_flags
+    from specreg.translate import config_from_flags
 
     config = config_from_flags(data)
     plan: SpecPlan = registry.resolve(config)

@@ -10,7 +10,7 @@ from typing import Any
 
 from specreg.errors import Problem, SpecRegError
 from specreg.framework_args.rules import hisparse_runtime_problems
-from specreg.framework_args.translate import config_from_flags
+from specreg.translate import config_from_flags
 
 
 def framework_findings(registry: Any, data: Mapping[str, Any]) -> list[Problem]:
