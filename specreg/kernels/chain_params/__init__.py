@@ -34,8 +34,7 @@ from specreg.kernels.chain_params.checks import check_score_values
 from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_torch
 from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.checks import should_check_values
-from specreg.kernels.param_checks import check_params
+from specreg.kernels.checks import check_params, should_check_values
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
 

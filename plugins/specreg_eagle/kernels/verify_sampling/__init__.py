@@ -41,13 +41,13 @@ from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
     check_dtype,
+    check_params,
     check_probabilities,
     check_same_device,
     check_shape,
     should_check_values,
 )
 from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
-from specreg.kernels.param_checks import check_params
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.verify_greedy.checks import (
