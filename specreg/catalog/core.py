@@ -3,7 +3,7 @@
 Phases, config fields, names, ranges, kernel backends, cache fit and ranks.
 """
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog.entry import ErrorEntry
 
 ENTRIES = (
     ErrorEntry(

@@ -1,6 +1,6 @@
 """Catalog entries SR160–SR189: serving-framework flags, model-dependent defaults and the adapters."""
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog.entry import ErrorEntry
 
 
 def _entry(code: str, title: str, meaning: str, when: str, solutions: tuple[str, ...], fix: str) -> ErrorEntry:

@@ -3,7 +3,7 @@
 Loading, registering, answering hooks and keeping the per-step contract.
 """
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog.entry import ErrorEntry
 
 ENTRIES = (
     ErrorEntry(

@@ -1,7 +1,7 @@
 """Catalog entries SR140–SR159: command-line usage, plugin loading seen by a user, memory budgets
 and the conformance kit's findings."""
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog.entry import ErrorEntry
 
 ENTRIES = (
     ErrorEntry(
