@@ -85,7 +85,8 @@ class SpecConfig:
         factory=dict, converter=_freeze, eq=False, hash=False
     )
     candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
-    #: Coded notices from translating framework spellings (aliases, adopted rewrites).
+    #: Coded findings of translating framework spellings: notices (aliases, adopted rewrites)
+    #: and errors that leave the config standing (SR178), which resolve and check report.
     notices: tuple[Problem, ...] = attrs.field(default=(), eq=False, hash=False, repr=False)
     #: Framework-side facts read with the flags (target architecture, HiSparse switches).
     framework: Mapping[str, Any] = attrs.field(

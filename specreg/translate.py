@@ -9,6 +9,7 @@ Flags specreg once invented stay as aliases with a notice.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -157,8 +158,18 @@ def _sglang(
         problems.extend([prob] if prob else [])
         if draft is not None:
             fields["draft_config"] = draft
-    elif algorithm in ("dspark",) and target is not None and "draft_config" not in fields:
-        fields["draft_config"] = target  # a draft head bundled in the target checkpoint
+    elif (
+        algorithm in BLOCK_DRAFTERS
+        and "algorithm" in fields  # named by a framework flag, so read as the framework reads it
+        and "draft_config" not in fields
+        and given.get("draft_config") is None
+    ):
+        found = _target_draft(algorithm, raw.get("model_path"), target)
+        if found is not None:
+            fields["draft_config"] = found
+        else:
+            # the config stands without it (defaults), so every other problem is found too
+            notices.append(_no_draft_problem(algorithm, framework.get("framework") == "vllm"))
     _block_sizes(raw, fields, problems, algorithm)
     sglang_spelled = any(k in raw for k in SGLANG_FIELDS)
     for flag in SGLANG:
@@ -251,3 +262,40 @@ def _eagle_defaults(
             fix="drop --speculative-num-draft-tokens or set it to steps + 1",
             field="num_draft_tokens", severity="warning",
         ))
+
+
+#: Algorithms that draft with a separate draft checkpoint, which the frameworks require.
+BLOCK_DRAFTERS = frozenset({"dspark", "dflash"})
+#: Keys on a target's config.json that mark a bundled DSpark draft head (SGLang's
+#: `checkpoint_bundles_dspark_draft`).
+BUNDLED_DSPARK_KEYS = (
+    "dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id", "dspark_target_layer_ids",
+)
+
+
+def _target_draft(
+    algorithm: str, model_path: Any, target: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The DSpark draft SGLang finds without --speculative-draft-model-path: one bundled in the
+    target checkpoint, or its dspark/ subfolder. None for DFlash, which always needs the flag."""
+    if algorithm != "dspark" or target is None:
+        return None
+    if any(target.get(key) is not None for key in BUNDLED_DSPARK_KEYS):
+        return target
+    folder = os.path.join(os.fspath(model_path), "dspark")
+    if os.path.isfile(os.path.join(folder, "config.json")):
+        found, _ = read_model_config(folder, "--model-path")
+        return found
+    return None
+
+
+def _no_draft_problem(algorithm: str, vllm: bool) -> Problem:
+    flag = "the speculative config's 'model'" if vllm else "--speculative-draft-model-path"
+    where = " (nor a draft bundled in --model-path)" if algorithm == "dspark" and not vllm else ""
+    return problem(
+        "SR178",
+        f"{algorithm} drafts with a draft checkpoint, and no {flag} is given{where}",
+        accepted=f"{flag} naming the draft checkpoint folder that holds config.json",
+        fix=f"set {flag} to the {algorithm} draft checkpoint",
+        field="draft_config",
+    )

@@ -160,4 +160,19 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "# before\n--speculative-dspark-block-size 7 --speculative-num-draft-tokens 4\n"
         "# after\n--speculative-dspark-block-size 7",
     ),
+    _entry(
+        "SR178", "DSpark or DFlash without a draft checkpoint",
+        "DSpark and DFlash draft with a separate draft model, so SGLang refuses to start without "
+        "one (\"requires setting --speculative-draft-model-path\"); vLLM needs the speculative "
+        "config's 'model'. SGLang finds a DSpark draft on its own only when the target checkpoint "
+        "bundles it (dspark_* keys in its config.json) or holds it in a dspark/ subfolder; specreg "
+        "does the same and names the flag otherwise, whatever else is set.",
+        "--speculative-algorithm dspark or dflash (vLLM: method dspark or dflash) without "
+        "--speculative-draft-model-path (vLLM: 'model'), and no draft found in --model-path.",
+        ("Pass --speculative-draft-model-path FOLDER, the draft checkpoint holding config.json.",
+         "With vLLM, set 'model' in the speculative config to the draft checkpoint."),
+        "# before\n--speculative-algorithm dspark --model-path /models/llama\n"
+        "# after\n--speculative-algorithm dspark --model-path /models/llama "
+        "--speculative-draft-model-path /models/llama-dspark",
+    ),
 )

@@ -127,7 +127,8 @@ def test_cache_typo_does_not_hide_the_algorithm_problem():
     assert "Did you mean 'hisparse'?" in result.stdout
     assert fix_line(result.stdout, "SR102").startswith("pass one of them to --kv-cache")
     assert "--speculative-num-draft-tokens" in fix_line(result.stdout, "SR300")
-    assert "2 problem(s) found." in result.stdout
+    assert "--speculative-draft-model-path" in fix_line(result.stdout, "SR178")
+    assert "3 problem(s) found." in result.stdout
 
 
 # ---------------------------------------------------------------- 4. memory of absurd configs
