@@ -79,6 +79,9 @@ def _aliases(raw: dict[str, Any], fields: dict[str, Any], notices: list[Problem]
         if alias.key not in raw:
             continue
         assert alias.field is not None and alias.real is not None
+        if alias.key == "kv_cache" and _means_none(raw[alias.key]):
+            fields["cache"] = None  # no KV-cache backend, as SGLang without --enable-hisparse
+            continue
         fields[alias.field] = raw[alias.key]
         notices.append(
             problem(
@@ -175,6 +178,10 @@ def _sglang(
     for flag in SGLANG:
         if flag.switch and flag.key in raw:
             framework[flag.key] = _as_bool(raw[flag.key])
+    if framework.get("enable_hisparse") and "kv_cache" in raw:
+        named = str(raw["kv_cache"]).strip().lower()
+        if named != "hisparse":
+            problems.append(_cache_conflict(raw["kv_cache"]))
     if framework.get("enable_hisparse"):
         options = _hisparse_options(raw.get("hisparse_config"), problems)
         framework["hisparse_config"] = options
@@ -298,4 +305,21 @@ def _no_draft_problem(algorithm: str, vllm: bool) -> Problem:
         accepted=f"{flag} naming the draft checkpoint folder that holds config.json",
         fix=f"set {flag} to the {algorithm} draft checkpoint",
         field="draft_config",
+    )
+
+
+def _means_none(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "none"
+
+
+def _cache_conflict(kv_cache: Any) -> Problem:
+    """SR179: --kv-cache names another cache (or none) while --enable-hisparse turns HiSparse on."""
+    wanted = "no KV-cache backend" if _means_none(kv_cache) else f"the cache {kv_cache!r}"
+    return problem(
+        "SR179",
+        f"--kv-cache {kv_cache} asks for {wanted}, but --enable-hisparse turns HiSparse on",
+        accepted="--enable-hisparse alone (HiSparse), --kv-cache NAME alone, or neither (none)",
+        fix="drop --kv-cache for HiSparse, or drop --enable-hisparse for "
+        + ("no cache" if _means_none(kv_cache) else f"--kv-cache {kv_cache}"),
+        field="cache",
     )

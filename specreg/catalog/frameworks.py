@@ -175,4 +175,14 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "# after\n--speculative-algorithm dspark --model-path /models/llama "
         "--speculative-draft-model-path /models/llama-dspark",
     ),
+    _entry(
+        "SR179", "--kv-cache and --enable-hisparse contradict each other",
+        "--enable-hisparse turns SGLang's HiSparse cache on; --kv-cache (specreg's alias) names a "
+        "cache too. Naming another one, or none, beside --enable-hisparse asks for two things, and "
+        "specreg will not pick one silently.",
+        "--kv-cache none (or any cache but hisparse) together with --enable-hisparse.",
+        ("For HiSparse, pass --enable-hisparse --disable-radix-cache and no --kv-cache.",
+         "For no cache, drop --enable-hisparse (--kv-cache none is then the default)."),
+        "# before\n--kv-cache none --enable-hisparse\n# after\n--enable-hisparse --disable-radix-cache",
+    ),
 )
