@@ -34,10 +34,10 @@ from specreg.kernels.chain_params.checks import check_score_values
 from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_torch
 from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.checks import should_check_values
+from specreg.kernels.checks import check_params, should_check_values
 from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.kernels.sampling import request_coins
-from specreg.sampling_params import SamplingParams, require_params
+from specreg.sampling_params import SamplingParams
 
 __all__ = ["verify_chain_with_params"]
 
@@ -71,7 +71,6 @@ def verify_chain_with_params(
     `result.param_error` and accepts nothing. `filter_order` ('specreg', 'vllm' or 'sglang';
     SR130 otherwise) says how top-k, top-p and min-p combine (`specreg.kernels.filtering`).
     """
-    require_params(params)
     filter_rule(filter_order)
     b, n, vocab = check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
@@ -79,7 +78,7 @@ def verify_chain_with_params(
     )
     device = candidates.device
     values = should_check_values(device, check_values)
-    params.validate(b, vocab, device, values=values)
+    check_params(params, b, vocab, device, values=values)
     if values and probabilities:
         check_chain(
             candidates, target, "target", verify_lens=verify_lens, draft_probs=draft,
