@@ -122,6 +122,14 @@ def architecture(model_config: Mapping[str, Any] | None) -> str | None:
     return str(archs[0]) if isinstance(archs, list) and archs else None
 
 
+def vocab_size(model_config: Mapping[str, Any] | None) -> Any:
+    """A checkpoint's vocab_size: top level, else its text_config's (multimodal checkpoints)."""
+    config = model_config or {}
+    text = config.get("text_config")
+    nested = text.get("vocab_size") if isinstance(text, Mapping) else None
+    return config.get("vocab_size", nested)
+
+
 def model_defaults(arch: str | None) -> tuple[int, int, int]:
     """SGLang's (num_steps, topk, num_draft_tokens) for an EAGLE-family draft of this target."""
     return WIDE_TREE_DEFAULTS if arch in WIDE_TREE_ARCHITECTURES else CHAIN_DEFAULTS
@@ -224,6 +232,7 @@ def _sglang(
         problems.extend([prob] if prob else [])
         framework["target_architecture"] = architecture(target)
         framework["index_topk"] = (target or {}).get("index_topk")
+        framework["target_vocab_size"] = vocab_size(target)
     draft_path = raw.get("speculative_draft_model_path")
     if draft_path is not None:
         flag = framework.pop("draft_flag", "--speculative-draft-model-path")

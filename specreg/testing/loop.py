@@ -181,6 +181,10 @@ class SpeculativeLoop:
         With a model-free `plan.drafter`, its proposals are used and q is one-hot on them
         (a deterministic proposal), which keeps rejection sampling exact."""
         b = batch.size
+        if self.plan.drafter is not None and self.plan.algorithm.owns_draft_kv:
+            from specreg.testing.draft_model_step import draft_with_model
+
+            return draft_with_model(self, batch, gamma)  # a drafter driving a draft model
         if self.plan.drafter is not None:
             drafter = cast("ChainDrafterProtocol", self.plan.drafter)
             drafts = drafter.propose(batch.seqs, batch.lengths)
@@ -317,6 +321,10 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- tree drafting
     def _step_tree(self, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.plan.algorithm.uses_target_hidden_states and not self.plan.algorithm.owns_draft_kv:
+            from specreg.testing.heads_step import heads_step
+
+            return heads_step(self, batch)  # heads on the target's hidden states (Medusa)
         from specreg.testing.tree_step import tree_step
 
         return tree_step(self, batch)
