@@ -28,14 +28,17 @@ def vocab_size_of(model_config: Mapping[str, Any]) -> tuple[Any, str]:
 def draft_vocab_size(
     draft_config: Mapping[str, Any] | None, *, draft_flag: str, algorithm: str,
     code: str = "SR471",
+    required: bool = True,
 ) -> tuple[int | None, list[Problem]]:
     """The draft checkpoint's vocabulary size (None when no checkpoint was given) and `code`
-    (SR471) when it has no usable one."""
+    (SR471) when it has no usable one (or none at all, when `required`)."""
     if draft_config is None:
         return None, []
     value, key = vocab_size_of(draft_config)
     if is_int(value) and value >= 1:
         return int(value), []
+    if value is None and not required:
+        return None, []
     got = "has none" if value is None else f"holds {value!r}"
     return None, [
         problem(
@@ -57,12 +60,15 @@ def vocab_problems(
     algorithm: str,
     codes: tuple[str, str] = ("SR470", "SR471"),
     subject: str = "the draft model",
+    required: bool = True,
 ) -> list[Problem]:
     """Every problem with the draft's vocabulary: `codes[1]` (SR471) for a bad draft config,
     `codes[0]` (SR470) when the draft's and the target's vocab_size differ (another plugin
-    passes its own codes). Nothing to compare is no problem."""
+    passes its own codes; `required=False` accepts a checkpoint without vocab_size). Nothing
+    to compare is no problem."""
     draft_vocab, problems = draft_vocab_size(
-        draft_config, draft_flag=draft_flag, algorithm=algorithm, code=codes[1]
+        draft_config, draft_flag=draft_flag, algorithm=algorithm, code=codes[1],
+        required=required,
     )
     if draft_vocab is None or not is_int(target_vocab) or draft_vocab == target_vocab:
         return problems

@@ -24,14 +24,14 @@ from collections.abc import Mapping
 
 import attrs
 import torch
+from specreg_eagle.kernels.tree_build import build_tree
+from specreg_eagle.kernels.tree_build.types import TreeBuildResult
+from specreg_eagle.runtime import tree_buffers
 
 from specreg.backend import requested_backend
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check_tensor
 from specreg.memory import PER_REQUEST, Buffer
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.tree_build.types import TreeBuildResult
-from specreg_eagle.runtime import tree_buffers
 from specreg_medusa.runtime import TreeLayout, eagle_layout
 
 

@@ -135,7 +135,7 @@ def specreg_validate_config(
     problems += vocab_problems(
         config.draft_config, config.framework.get("target_vocab_size"),
         draft_flag=draft_flag(config), algorithm=NAME, codes=("SR483", "SR484"),
-        subject="the Medusa heads",
+        subject="the Medusa heads", required=False,
     )
     effective = resolution.config if resolution is not None else config
     steps, topk, width = effective.num_steps, effective.topk, effective.num_draft_tokens

@@ -82,8 +82,8 @@ class TreeLayout:
     """A static tree in the EAGLE kernels' numbering, for one request.
 
     `encoding_topk` K of the ids; `parent_list` the K*(S-1)+1 parent ids build_tree reads
-    ([] for S = 1); `ids` the kept nodes' global ids, ascending; `heads` and `choices` the head
-    (depth - 1) and choice index of each kept node, in the same order."""
+    ([] for S = 1); `ids` the kept nodes' global ids, ascending; `paths`, `heads` and `choices`
+    each kept node's path, head (depth - 1) and choice index, in the same order."""
 
     num_steps: int
     topk: int
@@ -91,6 +91,7 @@ class TreeLayout:
     encoding_topk: int
     parent_list: tuple[int, ...]
     ids: tuple[int, ...]
+    paths: tuple[Path, ...]
     heads: tuple[int, ...]
     choices: tuple[int, ...]
 
@@ -122,7 +123,7 @@ def eagle_layout(num_steps: int, topk: int, num_draft_tokens: int) -> TreeLayout
     order = sorted(paths, key=lambda p: ids[p])
     return TreeLayout(
         num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens, encoding_topk=k,
-        parent_list=tuple(parent_list), ids=tuple(ids[p] for p in order),
+        parent_list=tuple(parent_list), ids=tuple(ids[p] for p in order), paths=tuple(order),
         heads=tuple(len(p) - 1 for p in order), choices=tuple(p[-1] for p in order),
     )
 

@@ -101,13 +101,16 @@ class DraftRunner:
     rollback), so attention reads exactly the committed prefix the drafter claims.
     """
 
-    def __init__(self, model: Any, batch: int) -> None:
+    def __init__(self, model: Any, batch: int, *, roll_back: bool = True) -> None:
+        """`roll_back=False` keeps the KV of every fed token (rejected drafts included): the
+        negative control of the rollback tests."""
         import inspect
 
         from transformers import DynamicCache
 
         self.model = model
         self.cache = DynamicCache()
+        self.roll_back = roll_back
         # transformers 5.2x renamed `past_key_values` to `cache`; older releases take the former
         params = inspect.signature(model.forward).parameters
         self.cache_keyword = "cache" if "cache" in params else "past_key_values"
@@ -115,7 +118,8 @@ class DraftRunner:
 
     def __call__(self, tokens: torch.Tensor, start: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         b, t = tokens.shape
-        held = torch.where(self.positions >= start[:, None], -1, self.positions)
+        stale = self.positions >= start[:, None]
+        held = torch.where(stale & self.roll_back, -1, self.positions)
         cached = (held >= 0).sum(1)
         if bool((cached < start).any()):
             raise AssertionError(
@@ -158,11 +162,20 @@ class CausalLM:
 
     # ----------------------------------------------------------------------------- forward
     def _final(self, seqs: torch.Tensor, lengths: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
-        """The final hidden states at column `at` [M] of right-padded `seqs` [M, L]."""
+        """The final hidden states at column `at` [M] of right-padded `seqs` [M, L].
+
+        Identical queries (the same tokens up to their length, the same column) run once:
+        a sampling check's thousands of copies of one prompt share most of them."""
         width = int(lengths.max())
+        cols = torch.arange(width)[None, :]
+        tokens = torch.where(cols < lengths[:, None], seqs[:, :width].clamp(min=0), 0)
+        keys, inverse = torch.unique(
+            torch.cat([tokens, at[:, None]], dim=1), dim=0, return_inverse=True
+        )
         self.forwards += 1
-        out = self.model.model(input_ids=seqs[:, :width].clamp(min=0), use_cache=False)
-        return out.last_hidden_state[torch.arange(seqs.shape[0]), at]
+        out = self.model.model(input_ids=keys[:, :width], use_cache=False)
+        hidden = out.last_hidden_state[torch.arange(keys.shape[0]), keys[:, width]]
+        return hidden[inverse]
 
     def next_logits(self, seqs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Logits after the last token of each sequence: the full-context forward. [M, V]."""

@@ -23,6 +23,7 @@ from specreg.testing.lossless import check_greedy, check_sampling  # noqa: E402
 from specreg.testing.toy_model import greedy_reference  # noqa: E402
 from specreg.testing.transformers_models import (  # noqa: E402
     CausalLM,
+    DraftRunner,
     checkpoint_config,
     generate_greedy,
     tiny_llama,
@@ -176,3 +177,32 @@ def test_sampling_is_lossless(cases, name, target, prompts):
     plan, draft = _case(cases, name)
     checked = check_sampling(plan, target, draft, prompts[0], samples=SAMPLES, seed=0)
     assert checked.passed, checked.p_values
+
+
+@pytest.mark.parametrize("roll_back", [True, False], ids=["rolled back", "control: kept"])
+def test_draft_kv_cache_rolls_back(registry, target_model, roll_back):
+    """Over verify rounds with random acceptance, the draft model's batched KV cache, rolled
+    back per request, drafts the q of a forward over the committed prefix alone; a cache that
+    keeps the rejected drafts' KV (the negative control) drafts something else."""
+    drafter = registry.resolve({"algorithm": "draft_model", "num_steps": 4}).drafter
+    small = truncated_draft(target_model)
+    g = torch.Generator().manual_seed(0)
+    b, gamma = 3, drafter.gamma
+    history = torch.randint(0, 255, (b, 80), generator=g)
+    lengths = torch.full((b,), PROMPT_LEN)
+    runner = DraftRunner(small, b, roll_back=roll_back)
+    cache_lens = torch.zeros(b, dtype=torch.long)
+    matched = []
+    for round_ in range(6):
+        draft = drafter.draft(runner, history, lengths, cache_lens, temperature=1.0,
+                              generator=torch.Generator().manual_seed(round_))
+        fresh = drafter.draft(DraftRunner(small, b), history, lengths, torch.zeros_like(lengths),
+                              temperature=1.0, generator=torch.Generator().manual_seed(round_))
+        matched.append(torch.allclose(draft.q, fresh.q, atol=1e-5))
+        accepted = torch.randint(0, gamma, (b,), generator=g)  # a rejection in every request
+        cols = lengths[:, None] + torch.arange(gamma)[None, :]
+        keep = torch.arange(gamma)[None, :] < accepted[:, None]
+        history[torch.arange(b)[:, None].expand_as(cols)[keep], cols[keep]] = draft.tokens[keep]
+        cache_lens = drafter.rollback(lengths, accepted)
+        lengths = lengths + accepted + 1
+    assert all(matched) if roll_back else not any(matched[1:]), matched
