@@ -148,6 +148,7 @@ class MedusaDrafter:
         return torch.topk(logits.float(), self.topk, dim=-1).indices
 
     def _draft(self, head_tokens: torch.Tensor, hidden: torch.Tensor) -> MedusaDraft:
+        """The draft over `head_tokens`; `hidden` per request [b, H] is kept per branch."""
         b, steps, k = head_tokens.shape
         return MedusaDraft(
             steps=steps, head_tokens=head_tokens,
@@ -177,10 +178,7 @@ class MedusaDrafter:
             logits = logits[::k]
         tokens = self._head_topk(logits, b, "logits")
         head_tokens = torch.cat([draft.head_tokens, tokens[:, None, :]], dim=1)
-        return attrs.evolve(
-            self._draft(head_tokens, hidden), hidden=hidden if hidden.shape[0] == b * k
-            else hidden.repeat_interleave(k, dim=0),
-        )
+        return self._draft(head_tokens, hidden)
 
     def width_for(self, steps: int) -> int:
         """The verify width of a tree over `steps` heads (SR485 if the plan serves none)."""

@@ -1,8 +1,8 @@
 """Chain drafting with a standalone draft model in the reference loop (`draft_model` and kin).
 
-For a chain algorithm whose plugin owns a draft KV (`plan.algorithm.owns_draft_kv`), the plan's
-drafter drives a draft model (`DraftModelDrafter.draft(runner, history, lengths, cache_lens)`)
-and rolls its cache back after each verify (`rollback`). The runner is the draft model's own
+For a chain algorithm whose drafter drives a draft model (`DraftModelDrafterProtocol`), the
+drafter drafts (`draft(runner, history, lengths, cache_lens)`) and rolls the draft cache back
+after each verify (`rollback`). The runner is the draft model's own
 `draft_runner(batch, capacity)` when it has one (the transformers harness: a real KV cache per
 request), else `ToyDraftRunner` over the toy draft model. Nothing here imports a plugin.
 """

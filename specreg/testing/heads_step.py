@@ -1,7 +1,7 @@
 """One draft-and-verify step for head drafters (Medusa-style) in the reference loop.
 
-An algorithm that drafts a tree from heads on the target's hidden states, with no draft model
-of its own (`uses_target_hidden_states` and not `owns_draft_kv`), reads one logits row per head.
+An algorithm whose tree drafter reads heads on the target's hidden states, with no draft model
+of its own (`HeadsDrafterProtocol`), reads one logits row per head.
 The draft model gives them through `head_logits(seqs, lengths, num_heads) -> [b, heads, V]` when
 it has heads (the transformers harness: heads on the target's last hidden state); for the toy
 draft model, head d is the toy's prediction d + 1 tokens past the root along its own greedy

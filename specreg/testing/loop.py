@@ -23,6 +23,7 @@ import torch
 
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
+from specreg.protocols import DraftModelDrafterProtocol, HeadsDrafterProtocol, missing_members
 from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.toy_model import ToyLM
@@ -181,7 +182,9 @@ class SpeculativeLoop:
         With a model-free `plan.drafter`, its proposals are used and q is one-hot on them
         (a deterministic proposal), which keeps rejection sampling exact."""
         b = batch.size
-        if self.plan.drafter is not None and self.plan.algorithm.owns_draft_kv:
+        if self.plan.drafter is not None and not missing_members(
+            self.plan.drafter, DraftModelDrafterProtocol
+        ):
             from specreg.testing.draft_model_step import draft_with_model
 
             return draft_with_model(self, batch, gamma)  # a drafter driving a draft model
@@ -321,7 +324,7 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- tree drafting
     def _step_tree(self, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.plan.algorithm.uses_target_hidden_states and not self.plan.algorithm.owns_draft_kv:
+        if not missing_members(self.plan.drafter, HeadsDrafterProtocol):
             from specreg.testing.heads_step import heads_step
 
             return heads_step(self, batch)  # heads on the target's hidden states (Medusa)
