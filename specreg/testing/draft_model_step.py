@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from specreg.testing.loop import SpeculativeLoop, _Batch
+    from specreg.testing.step_parts import Batch, LoopView
     from specreg.testing.toy_model import ToyLM
 
 
@@ -42,7 +42,7 @@ class ToyDraftRunner:
         return self.model.next_logits(self.cache, self.valid)
 
 
-def draft_with_model(loop: SpeculativeLoop, batch: _Batch, gamma: int) -> tuple[torch.Tensor, Any]:
+def draft_with_model(loop: LoopView, batch: Batch, gamma: int) -> tuple[torch.Tensor, Any]:
     """(candidates [b, gamma + 1], q [b, gamma, V] or None): roll the draft cache back to what
     the last verify accepted, then draft `gamma` tokens with the plan's drafter."""
     drafter: Any = loop.plan.drafter

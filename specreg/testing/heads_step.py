@@ -17,10 +17,10 @@ import torch
 
 if TYPE_CHECKING:
     from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
-    from specreg.testing.loop import SpeculativeLoop, _Batch
+    from specreg.testing.step_parts import Batch, LoopView
 
 
-def toy_head_logits(loop: SpeculativeLoop, batch: _Batch, num_heads: int) -> torch.Tensor:
+def toy_head_logits(loop: LoopView, batch: Batch, num_heads: int) -> torch.Tensor:
     """The toy draft model as heads: row d = its logits d + 1 tokens past the root, along its
     greedy continuation. [b, num_heads, V]."""
     b = batch.size
@@ -33,7 +33,7 @@ def toy_head_logits(loop: SpeculativeLoop, batch: _Batch, num_heads: int) -> tor
     return torch.stack(rows, dim=1)
 
 
-def heads_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
+def heads_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Read the heads, build the drafter's tree, verify it: (tokens [b, W], counts [b])."""
     drafter = cast("TreeDrafterProtocol", loop.plan.drafter)
     verifier = cast("TreeVerifierProtocol", loop.plan.verifier)
@@ -53,7 +53,7 @@ def heads_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torc
     where = ancestors.nonzero()
     rows, nodes, anc = where[:, 0], where[:, 1], where[:, 2]
     paths[rows, nodes, depths[rows, anc]] = tokens[rows, anc]
-    logits = loop._verify_logits(batch, paths, depths)
+    logits = loop.verify_logits(batch, paths, depths)
     if loop.params_verify is not None:
         out = loop.params_verify(tree, logits, params=loop.params)
     elif loop.sampling:
