@@ -11,7 +11,9 @@ this process. The snapshot (tests/adapters/snapshots/<framework>.json) pins, per
 outcomes (values and widths, or the error's type and cause) and the class of difference.
 
     python -m tests.adapters.parity report     # run both grids, print the counts per framework
-    python -m tests.adapters.parity update     # run both grids, rewrite snapshots and docs
+    python -m tests.adapters.parity report --committed   # the same from the committed snapshots
+    python -m tests.adapters.parity update     # run both grids, rewrite snapshots, row counts
+                                               # and the generated docs pages
 """
 
 from __future__ import annotations
@@ -475,14 +477,22 @@ def recount_rows(snapshots: Mapping[str, Mapping[str, Any]],
     return out
 
 
+USAGE = "usage: python -m tests.adapters.parity [report [--committed] | update]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from tests.adapters.envs import ensure_env
 
     args = list(sys.argv[1:] if argv is None else argv)
-    command = args[0] if args else "report"
-    if command not in ("report", "update"):
-        print(f"usage: python -m tests.adapters.parity [report|update]; got {command!r}", file=sys.stderr)
+    command, options = (args[0] if args else "report"), set(args[1:])
+    if command not in ("report", "update") or options - ({"--committed"} if command == "report" else set()):
+        print(f"{USAGE}; got {' '.join(args)!r}", file=sys.stderr)
         return 2
+    rows = deviations.load_table()
+    if "--committed" in options:  # the committed snapshots, without running anything
+        committed = {f: deviations.load_snapshot(f, SNAPSHOTS) for f in FRAMEWORKS}
+        print("\n".join(report_lines({f: s for f, s in committed.items() if s}, rows)))
+        return 0
     env = ensure_env()
     fresh = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -492,7 +502,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             fresh[framework] = collect(env, framework, models)
             print(f"{framework}: {len(fresh[framework]['cases'])} cases in "
                   f"{time.monotonic() - started:.1f} s", file=sys.stderr)
-    rows = deviations.load_table()
     if command == "update":
         for snapshot in fresh.values():
             print(f"wrote {write_snapshot(snapshot)}", file=sys.stderr)

@@ -113,3 +113,15 @@ def test_deviation_docs_are_generated_from_the_table_and_snapshots():
     rows = deviations.load_table()
     assert all(row["reason"].strip() for row in rows)
     assert len({row["id"] for row in rows}) == len(rows)
+
+
+def test_unknown_adapter_mode_is_a_coded_error(monkeypatch):
+    from specreg.adapters import sglang as adapter
+    from specreg.errors import ConfigError
+
+    monkeypatch.setenv("SPECREG_SGLANG", "sometimes")
+    with pytest.raises(ConfigError) as info:
+        adapter.load()
+    assert info.value.codes == ("SR176",)
+    monkeypatch.setenv("SPECREG_SGLANG", "off")
+    assert adapter.load() is None  # off: returns before importing SGLang
