@@ -170,3 +170,41 @@ def test_audit_reads_only_its_frameworks_rows():
     other = {**ROW, "framework": "vllm"}
     report = audit("sglang", planted()[:2], [other])
     assert len(report["undocumented"]) == 2 and report["stale"] == []
+
+
+def _snapshot(**cases):
+    return {"framework": "sglang", "version": "0.5.23", "cases": cases}
+
+
+def test_snapshot_diff_names_each_changed_new_and_gone_case():
+    from tests.adapters.parity import snapshot_diff
+
+    same = {"case": TREE, "framework": RESOLVED, "specreg": RESOLVED, "kind": "same"}
+    moved = {**same, "specreg": codes("SR201"), "kind": "stricter:SR201"}
+    old = _snapshot(**{"EAGLE s=3": same, "EAGLE s=4": same})
+    assert snapshot_diff(old, old) == []
+    changed = snapshot_diff(old, _snapshot(**{"EAGLE s=3": moved, "EAGLE s=5": same}))
+    assert "new case: EAGLE s=5" in changed and "case gone: EAGLE s=4" in changed
+    lines = [line for line in changed if line.startswith("case 'EAGLE s=3'")]
+    assert [line.split(":")[1].split()[0] for line in lines] == ["specreg", "kind"]
+    assert snapshot_diff(None, old) == ["no committed snapshot for sglang"]
+
+
+def test_the_report_command_refuses_unknown_arguments(capsys):
+    from tests.adapters.parity import main
+
+    assert main(["recount"]) == 2 and "usage" in capsys.readouterr().err
+    assert main(["update", "--committed"]) == 2
+
+
+def test_the_committed_report_prints_every_class_per_framework(capsys):
+    from tests.adapters.parity import main
+
+    assert main(["report", "--committed"]) == 0
+    out = capsys.readouterr().out
+    for framework in ("sglang 0.5.23", "vllm 0.33.0"):
+        line = next(line for line in out.splitlines() if line.startswith(framework))
+        for name in ("cases", "same values", "both refuse", "rescued", "stricter", "looser",
+                     "values differ", "undocumented 0"):
+            assert name in line, (name, line)
+    assert out.count("audit: clean") == 2
