@@ -137,6 +137,8 @@ def test_the_build_reports_its_steps(tmp_path, monkeypatch):
     lines = []
     log = tmp_path / "build.log"
     envs._run("slow step", [sys.executable, "-c",
-                            "import time\nprint('Collecting a', flush=True)\ntime.sleep(0.7)"],
+                            "import time\nprint('Collecting a', flush=True)\ntime.sleep(1.5)"],
               log, lines.append)
-    assert lines and all("1 packages collected" in line for line in lines), lines
+    # a loaded machine may start the child late: some report, after the print, counts it
+    assert any("1 packages collected" in line for line in lines), lines
+    assert all(line.endswith(" s") for line in lines), lines
