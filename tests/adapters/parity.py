@@ -398,7 +398,7 @@ def collect(env: FrameworkEnv, framework: str, models: Mapping[str, Path]) -> di
 #: Changes to specreg the parity tests must catch, each (what it changes, module, name, value).
 MUTATIONS = (
     ("EAGLE's default steps 3 -> 4", "specreg_eagle.plugin", "DEFAULT_NUM_STEPS", 4),
-    ("Grok loses SGLang's wide-tree default (5, 4, 8)", "specreg.framework_args",
+    ("Grok loses SGLang's wide-tree default (5, 4, 8)", "specreg.framework_args.rules",
      "WIDE_TREE_ARCHITECTURES", frozenset({"LlamaForCausalLM"})),
 )
 
