@@ -208,3 +208,16 @@ def test_the_committed_report_prints_every_class_per_framework(capsys):
                      "values differ", "undocumented 0"):
             assert name in line, (name, line)
     assert out.count("audit: clean") == 2
+
+
+def test_proposed_conditions_select_exactly_the_kinds_cases():
+    from tests.adapters.parity_rows import _selects, propose
+
+    cases = [conditions_of(case(steps=s, topk=k, draft=d)) for s in (1, 3) for k in (1, 2, 4)
+             for d in (None, 1, 5)]
+    mine = [c for c in cases if c["topk"] == "tree" and c["draft"] == "unset"]
+    others = [c for c in cases if c not in mine]
+    whens = propose(mine, others)
+    assert whens and all(name in ("topk", "draft") for w in whens for name in w)
+    assert all(any(_selects(w, c) for w in whens) for c in mine)
+    assert not any(_selects(w, c) for w in whens for c in others)
