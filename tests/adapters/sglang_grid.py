@@ -61,7 +61,8 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
         if case.get("check"):
             server_args.check_server_args()
     except BaseException as exc:  # noqa: BLE001 - AssertionError and TypeError are observations
-        return {"id": case["id"], "error": type(exc).__name__, "message": str(exc)[:2000]}
+        return {"id": case["id"], "error": type(exc).__name__, "refusal": isinstance(exc, ValueError),
+                "message": str(exc)[:2000]}
     view = resolved_view(server_args)
     values = {name: getattr(view, name) for name in FIELDS}
     result: dict[str, Any] = {"id": case["id"], "error": None, "values": values}

@@ -1,106 +1,118 @@
-"""SGLang 0.5.23 against specreg on a grid of speculative flag sets, in the pinned environment."""
+"""SGLang 0.5.23 against specreg on the parity grid, case by case against the committed
+snapshot and the deviation table (tests/adapters/parity.py builds the grid)."""
 
 from __future__ import annotations
 
-import itertools
-import json
+import importlib
+from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from specreg.adapters import deviations
 from specreg.adapters.common import outcome
-from specreg.adapters.deviations import audit, difference, load_table
-from specreg.registry import Registry
-from tests.adapters.conftest import run_in_env
+from tests.adapters import parity
 
-HERE = Path(__file__).parent
-UNSET = None
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN")
-BLOCK = ("DSPARK", "DFLASH")
-TARGETS = ("llama", "qwen2", "dsa")
-
-
-def grid(models: dict[str, Path]) -> list[dict[str, Any]]:
-    """>= 300 cases: every algorithm, set and unset values, HiSparse on and off, three targets."""
-    cases = []
-    for target, hisparse in itertools.product(TARGETS, (False, True)):
-        for algo, steps, topk, draft in itertools.product(
-            EAGLE_FAMILY, (UNSET, 1, 3), (UNSET, 1, 4), (UNSET, 1, 4, 8)
-        ):
-            cases.append(_case(models, algo, target, hisparse, steps, topk, draft, None))
-        for algo, block, draft, steps in itertools.product(BLOCK, (UNSET, 3), (UNSET, 1, 4, 8), (UNSET, 2)):
-            cases.append(_case(models, algo, target, hisparse, steps, steps, draft, block))
-        for block, draft in itertools.product((UNSET, 3), (UNSET, 1, 4, 6, 8)):
-            cases.append(_case(models, "DSPARK", target, hisparse, None, None, draft, block,
-                               checkpoint="dspark-draft-prefixed"))
-    for i, case in enumerate(cases):
-        case["id"] = i
-    return cases
-
-
-def _case(models, algo, target, hisparse, steps, topk, draft, block, checkpoint=None) -> dict[str, Any]:
-    flags: dict[str, Any] = {"model_path": str(models[target]), "speculative_algorithm": algo}
-    for key, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk),
-                       ("speculative_num_draft_tokens", draft)):
-        if value is not None:
-            flags[key] = value
-    if algo in BLOCK:
-        checkpoint = checkpoint or f"{algo.lower()}-draft"
-        flags["speculative_draft_model_path"] = str(models[checkpoint])
-        if block is not None:
-            flags[f"speculative_{algo.lower()}_block_size"] = block
-    if hisparse:
-        flags.update(enable_hisparse=True, disable_radix_cache=True)
-    return {
-        "algorithm": algo, "target": target, "hisparse": hisparse,
-        "steps_set": steps is not None, "topk_set": topk is not None, "draft_set": draft is not None,
-        "block_set": block is not None, "topk": topk, "draft": draft, "flags": flags,
-        "checkpoint": checkpoint,
-        "kwargs": {**flags, "device": "cuda"}, "check": hisparse,
-    }
-
-
-def sglang_outcome(result: dict[str, Any]) -> dict[str, Any]:
-    if result["error"]:
-        return {"error": result["error"]}
-    values = result["values"]
-    draft = values["speculative_num_draft_tokens"]
-    return {
-        "error": None,
-        "values": {"num_steps": values["speculative_num_steps"], "topk": values["speculative_eagle_topk"],
-                   "num_draft_tokens": draft},
-        "gamma": None if draft is None else draft - 1,
-        "widths": result["widths"],
-    }
+FRAMEWORK = "sglang"
 
 
 @pytest.fixture(scope="module")
-def parity(framework_env, model_dirs) -> dict[str, Any]:
-    cases = grid(model_dirs)
-    out = run_in_env(framework_env, str(HERE / "sglang_grid.py"), cases)
-    registry = Registry.load()
-    kinds = []
-    for case, result in zip(cases, out["results"], strict=True):
-        kinds.append(difference(sglang_outcome(result), outcome(registry, dict(case["flags"]))))
-    return {"version": out["version"], "cases": cases, "kinds": kinds, "results": out["results"],
-            "audit": audit("sglang", cases, kinds, load_table())}
+def fresh(parity_runs, parity_models):
+    return parity.snapshot_from_run(FRAMEWORK, parity_runs[FRAMEWORK], parity_models)
 
 
-def test_grid_is_large_enough_and_runs_the_tested_release(parity):
-    assert parity["version"] == "0.5.23"
-    assert len(parity["cases"]) >= 300
+@pytest.fixture(scope="module")
+def committed():
+    return deviations.load_snapshot(FRAMEWORK, parity.SNAPSHOTS)
 
 
-def test_every_difference_is_in_the_deviation_table(parity):
-    report = parity["audit"]
-    print(json.dumps({k: v for k, v in report.items() if k != "undocumented"}))
-    undocumented = report["undocumented"]
-    assert not undocumented, json.dumps(undocumented[:5], indent=1, default=str) + f"\n{len(undocumented)} undocumented"
+def test_the_grid_runs_the_tested_release_and_spans_sglangs_rules(fresh):
+    assert fresh["version"] == parity.VERSIONS[FRAMEWORK]
+    cases = [e["case"] for e in fresh["cases"].values()]
+    assert len(cases) >= parity.MIN_CASES[FRAMEWORK]
+    conditions = [deviations.conditions_of(c) for c in cases]
+    assert {c["topk"] for c in cases} == {None, 1, 2, 4, 8}
+    assert {c["steps"] for c in cases} >= {None, *range(1, 9)}
+    assert {c["algorithm"] for c in cases} == {
+        "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DSPARK", "DFLASH", "NGRAM", "UNO",
+        "FROZEN_KV_MTP"}
+    assert {c["target"] for c in cases} == {"llama", "qwen2", "qwen3", "dsa", "grok"}
+    # draft tokens unset, 1, and below, at and above both a tree's nodes and a block
+    for family in ("eagle", "block"):
+        seen = {c["draft"] for c in conditions if c["family"] == family}
+        assert seen >= {"unset", "one", "below", "at", "above"}, (family, seen)
+    assert {c["checkpoint_block"] for c in conditions} == set(deviations.CONDITIONS[
+        "checkpoint_block"][1])
+    hisparse = [c for c in conditions if c["hisparse"]]
+    for switch in ("radix_cache", "mixed_chunk", "adaptive", "hisparse_swap"):
+        assert len({c[switch] for c in hisparse}) >= 2, switch
 
 
-def test_every_table_row_still_differs(parity):
-    assert parity["audit"]["stale"] == []
+def test_every_case_is_as_the_snapshot_pins(fresh, committed):
+    changed = parity.snapshot_diff(committed, fresh)
+    assert not changed, "\n".join(changed[:40]) + (
+        f"\n{len(changed)} changed lines; if the change is intended, regenerate: {parity.REGENERATE}")
+
+
+def test_every_difference_is_one_row_and_every_row_holds_exactly(fresh):
+    report = deviations.audit(FRAMEWORK, deviations.entries_of(fresh), deviations.load_table())
+    print("\n".join(parity.report_lines({FRAMEWORK: fresh}, deviations.load_table())))
+    found = deviations.failures(report)
+    assert not found, f"{found}\nfix the rows in {deviations.TABLE}, then: {parity.REGENERATE}"
+
+
+@pytest.mark.parametrize("mutation", parity.MUTATIONS, ids=[m[0] for m in parity.MUTATIONS])
+def test_a_changed_rule_fails_naming_the_cases(mutation, fresh, committed, parity_models,
+                                               monkeypatch):
+    """Re-resolve specreg's side of the grid with one rule changed: the comparison with the
+    snapshot fails and names the cases that moved."""
+    _, module, name, value = mutation
+    monkeypatch.setattr(importlib.import_module(module), name, value)
+    cases = parity.cases_of(FRAMEWORK)
+    theirs = [fresh["cases"][c["id"]]["framework"] for c in cases]
+    ours = parity.specreg_side(parity.built_in_registry(), FRAMEWORK, cases, parity_models)
+    mutated = parity.build_snapshot(FRAMEWORK, fresh["version"], cases, theirs, ours)
+    changed = parity.snapshot_diff(committed, mutated)
+    moved = [cid for cid in mutated["cases"] if mutated["cases"][cid] != committed["cases"][cid]]
+    assert moved and all(any(repr(cid) in line for line in changed) for cid in moved)
+    print(f"{mutation[0]}: {len(moved)} cases change, e.g. {moved[:3]}")
+
+
+def test_enforce_mode_gives_specregs_values_on_the_whole_grid(parity_runs, parity_models, fresh):
+    """With SPECREG_SGLANG=enforce, SGLang resolves every grid case to specreg's values and
+    widths; where specreg refuses, SGLang raises specreg's coded ValueError. SGLang's own checks
+    outside specreg's scope (attention backends, HiSparse model checks) may still refuse."""
+    registry = parity.built_in_registry()
+    root = next(iter(parity_models.values())).parent
+    classes: Counter[str] = Counter()
+    cases = parity.cases_of(FRAMEWORK)
+    for case, result in zip(cases, parity_runs["sglang-enforce"]["results"], strict=True):
+        ours = outcome(registry, parity.sglang_flags(case["facts"], parity_models))
+        theirs = parity.sglang_outcome(result, root)
+        alone = fresh["cases"][case["id"]]["framework"]
+        if ours["error"]:
+            assert theirs["error"] == "ConfigError", (case["id"], result)
+            assert all(code in result["message"] for code in ours["error"]), (case["id"], result)
+            classes["specreg refuses"] += 1
+        elif theirs["error"] is None:
+            assert deviations.difference(theirs, ours) == "same", (case["id"], result, ours)
+            classes["rescued" if alone["error"] else "resolved"] += 1
+        else:  # SGLang's own checks beyond the speculative numbers (e.g. attention backends)
+            assert alone["error"] is not None, (case["id"], result)  # no new refusals
+            assert theirs["refusal"] and "[SR" not in result["message"], (case["id"], result)
+            classes["SGLang refuses"] += 1
+    print(dict(classes))
+    assert classes["rescued"] > 0
+
+
+def test_deviation_docs_are_generated_from_the_table_and_snapshots():
+    root = Path(__file__).resolve().parents[2]
+    fix = "run `python -m specreg.adapters.deviations` to regenerate the pages"
+    for path, text in deviations.pages(root):
+        assert path.read_text() == text, f"{path}: {fix}"
+    rows = deviations.load_table()
+    assert all(row["reason"].strip() for row in rows)
+    assert len({row["id"] for row in rows}) == len(rows)
 
 
 def test_unknown_adapter_mode_is_a_coded_error(monkeypatch):
@@ -113,42 +125,3 @@ def test_unknown_adapter_mode_is_a_coded_error(monkeypatch):
     assert info.value.codes == ("SR176",)
     monkeypatch.setenv("SPECREG_SGLANG", "off")
     assert adapter.load() is None  # off: returns before importing SGLang
-
-
-def test_deviation_docs_are_generated_from_the_table():
-    from specreg.adapters.deviations import DOCS_PAGE, FRAMEWORK_PAGES, embed, render
-
-    root = Path(__file__).resolve().parents[2]
-    rows = load_table()
-    fix = "run `python -m specreg.adapters.deviations` to regenerate the pages"
-    assert (root / DOCS_PAGE).read_text() == render(rows), fix
-    for framework, page in FRAMEWORK_PAGES.items():
-        text = (root / page).read_text()
-        assert text == embed(text, rows, framework), fix
-        assert all(row["id"] in text for row in rows if row["framework"] == framework)
-    assert all(row["reason"].strip() for row in rows)
-    assert len({row["id"] for row in rows}) == len(rows)
-
-
-def test_enforce_mode_gives_specregs_values_on_the_whole_grid(framework_env, parity):
-    """With SPECREG_SGLANG=enforce, SGLang resolves every grid case to specreg's values and
-    widths; where specreg refuses, SGLang raises specreg's coded ValueError. SGLang's own checks
-    outside specreg's scope (attention backends, HiSparse model checks) may still refuse."""
-    cases = parity["cases"]
-    out = run_in_env(framework_env, str(HERE / "sglang_grid.py"), cases, args=("--load-plugins",),
-                     SPECREG_SGLANG="enforce")
-    registry = Registry.load()
-    rescued = 0
-    for case, result, alone in zip(cases, out["results"], parity["results"], strict=True):
-        ours = outcome(registry, dict(case["flags"]))
-        theirs = sglang_outcome(result)
-        if ours["error"]:
-            assert theirs["error"] == "ConfigError", (case["flags"], result)
-            assert all(code in result["message"] for code in ours["error"]), (case["flags"], result)
-        elif theirs["error"] is None:
-            assert difference(theirs, ours) is None, (case["flags"], result, ours)
-            rescued += alone["error"] is not None
-        else:  # SGLang's own checks beyond the speculative numbers (e.g. attention backends)
-            assert alone["error"] is not None, (case["flags"], result)  # no new refusals
-            assert theirs["error"] == "ValueError" and "[SR" not in result["message"], result
-    assert rescued > 0

@@ -1,73 +1,63 @@
-"""vLLM 0.33.0 against specreg: speculative-config dicts, the adapter and the custom_class proposer."""
+"""vLLM 0.33.0 against specreg on the parity grid of speculative-config dicts, case by case
+against the committed snapshot and the deviation table (tests/adapters/parity.py)."""
 
 from __future__ import annotations
 
-import itertools
-import json
-from pathlib import Path
-from typing import Any
+import importlib
 
 import pytest
 
-from specreg.adapters.common import outcome
-from specreg.adapters.deviations import audit, difference, load_table
-from specreg.registry import Registry
-from tests.adapters.conftest import run_in_env
+from specreg.adapters import deviations
+from tests.adapters import parity
 
-HERE = Path(__file__).parent
-FIELDS = ("gamma", "verify_width")
-DRAFTS = {"eagle": "llama", "eagle3": "llama", "dflash": "dflash-draft", "dspark": "dspark-draft"}
-
-
-def grid(models: dict[str, Path]) -> list[dict[str, Any]]:
-    """40 cases: four draft-model methods, k unset and set, two targets."""
-    cases = []
-    for (method, draft), k, target in itertools.product(DRAFTS.items(), (None, 1, 2, 3, 7), ("llama", "qwen2")):
-        spec: dict[str, Any] = {"method": method, "model": str(models[draft])}
-        if k is not None:
-            spec["num_speculative_tokens"] = k
-        cases.append({"method": method, "k_set": k is not None, "target": str(models[target]), "spec": spec})
-    for i, case in enumerate(cases):
-        case["id"] = i
-    return cases
-
-
-def vllm_outcome(result: dict[str, Any]) -> dict[str, Any]:
-    if result["error"]:
-        return {"error": result["error"]}
-    return {"error": None, "gamma": result["k"], "verify_width": result["k"] + 1}
-
-
-def specreg_outcome(registry, spec: dict[str, Any]) -> dict[str, Any]:
-    ours = outcome(registry, dict(spec))
-    if ours["error"]:
-        return ours
-    return {"error": None, "gamma": ours["gamma"], "verify_width": ours["widths"]["target"]["target_verify"]}
+FRAMEWORK = "vllm"
 
 
 @pytest.fixture(scope="module")
-def parity(framework_env, model_dirs) -> dict[str, Any]:
-    cases = grid(model_dirs)
-    out = run_in_env(framework_env, str(HERE / "vllm_grid.py"), cases)
-    registry = Registry.load()
-    kinds = [
-        difference(vllm_outcome(result), specreg_outcome(registry, case["spec"]), FIELDS)
-        for case, result in zip(cases, out["results"], strict=True)
-    ]
-    return {"version": out["version"], "cases": cases, "kinds": kinds,
-            "audit": audit("vllm", cases, kinds, load_table())}
+def fresh(parity_runs, parity_models):
+    return parity.snapshot_from_run(FRAMEWORK, parity_runs[FRAMEWORK], parity_models)
 
 
-def test_grid_is_large_enough_and_runs_the_tested_release(parity):
-    assert parity["version"] == "0.33.0"
-    assert len(parity["cases"]) >= 30
+@pytest.fixture(scope="module")
+def committed():
+    return deviations.load_snapshot(FRAMEWORK, parity.SNAPSHOTS)
 
 
-def test_every_difference_is_in_the_deviation_table(parity):
-    report = parity["audit"]
-    print(json.dumps({k: v for k, v in report.items() if k != "undocumented"}))
-    assert not report["undocumented"], json.dumps(report["undocumented"][:5], indent=1)
+def test_the_grid_runs_the_tested_release_and_every_method(fresh):
+    assert fresh["version"] == parity.VERSIONS[FRAMEWORK]
+    cases = [e["case"] for e in fresh["cases"].values()]
+    assert len(cases) >= parity.MIN_CASES[FRAMEWORK]
+    methods = {c["algorithm"] for c in cases}
+    assert methods >= {"eagle", "eagle3", "mtp", "dspark", "dflash", "ngram", "draft_model",
+                       "suffix", "custom_class"}
+    block = [deviations.conditions_of(c) for c in cases if c["algorithm"] in ("dspark", "dflash")]
+    assert {c["draft"] for c in block} >= {"unset", "below", "at", "above"}  # k >= 1: never one
 
 
-def test_every_table_row_still_differs(parity):
-    assert parity["audit"]["stale"] == []
+def test_every_case_is_as_the_snapshot_pins(fresh, committed):
+    changed = parity.snapshot_diff(committed, fresh)
+    assert not changed, "\n".join(changed[:40]) + (
+        f"\n{len(changed)} changed lines; if the change is intended, regenerate: {parity.REGENERATE}")
+
+
+def test_every_difference_is_one_row_and_every_row_holds_exactly(fresh):
+    report = deviations.audit(FRAMEWORK, deviations.entries_of(fresh), deviations.load_table())
+    print("\n".join(parity.report_lines({FRAMEWORK: fresh}, deviations.load_table())))
+    found = deviations.failures(report)
+    assert not found, f"{found}\nfix the rows in {deviations.TABLE}, then: {parity.REGENERATE}"
+
+
+def test_eagles_default_steps_changed_fails_naming_the_cases(fresh, committed, parity_models,
+                                                             monkeypatch):
+    """vLLM refuses EAGLE without k, so the audit's class does not move, but specreg's filled k
+    does, and the snapshot names each case."""
+    _, module, name, value = parity.MUTATIONS[0]
+    monkeypatch.setattr(importlib.import_module(module), name, value)
+    cases = parity.cases_of(FRAMEWORK)
+    theirs = [fresh["cases"][c["id"]]["framework"] for c in cases]
+    ours = parity.specreg_side(parity.built_in_registry(), FRAMEWORK, cases, parity_models)
+    mutated = parity.build_snapshot(FRAMEWORK, fresh["version"], cases, theirs, ours)
+    changed = parity.snapshot_diff(committed, mutated)
+    moved = [cid for cid in mutated["cases"] if mutated["cases"][cid] != committed["cases"][cid]]
+    assert moved and all(any(repr(cid) in line for line in changed) for cid in moved)
+    assert all(cid.startswith(("eagle ", "eagle3 ", "mtp ", "deepseek_mtp ")) for cid in moved), moved

@@ -27,7 +27,8 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
         model_config = engine_args.create_model_config()
         spec = engine_args.create_speculative_config(model_config, ParallelConfig())
     except BaseException as exc:  # noqa: BLE001 - the failure is the observation
-        return {"id": case["id"], "error": type(exc).__name__, "message": str(exc)[:600]}
+        return {"id": case["id"], "error": type(exc).__name__, "refusal": isinstance(exc, ValueError),
+                "message": str(exc)[:600]}
     result: dict[str, Any] = {"id": case["id"], "error": None, "method": spec.method,
                               "k": spec.num_speculative_tokens}
     if "propose" in case:
