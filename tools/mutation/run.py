@@ -8,7 +8,9 @@ Usage (from the repository root, by hand; never part of `.ci/run`):
 Each mutant (`mutants.py`) runs in a child forked from a parent that has already imported
 torch, numpy, triton (interpreter), hypothesis and pytest, so a mutant costs one pytest
 collection of its module's test files, not an interpreter start. The child serves the mutated
-source from memory (nothing on disk changes) and runs `pytest -x` over the module's test files
+source from memory (nothing on disk changes) and runs `pytest -x --assert=plain` over the
+module's test files (plain asserts: pytest's rewriting hook would otherwise import every module
+of the specreg distribution, which provides a pytest plugin, from disk, unmutated)
 (`COVERAGE` below): exit 0 = survived, anything else (a failing test, a collection error, a
 timeout) = killed. Mutants listed in `equivalent.txt` (one key per line, `#` then the reason)
 count as equivalent. The score is killed / (all - equivalent).
@@ -21,6 +23,7 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -135,17 +138,25 @@ def _run_child(module: str, path: str, source: str | None, tests: list[str], log
 
         os.chdir(ROOT)
         code = pytest.main(
-            ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-k", DESELECT,
-             "-W", "ignore", *tests]
+            ["-x", "-q", "-p", "no:cacheprovider", "-k", DESELECT, "-W", "ignore",
+             "--assert=plain", *tests]
         )
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(int(code))
     except BaseException:  # noqa: BLE001 - a child must never return into the parent's loop
         os._exit(70)
 
 
 def _wait(pid: int, timeout: float) -> tuple[int | None, float]:
-    """(exit code or None on timeout, seconds)."""
+    """(exit code or None on timeout, seconds); the child dies with the parent."""
     start = time.monotonic()
+
+    def _stop(signum, frame):
+        os.kill(pid, signal.SIGKILL)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _stop)
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -173,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-tests", action="store_true",
                         help="leave out the tests of issue 24 (the score before them)")
     parser.add_argument("--only", type=Path, help="run only the keys listed in this file")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="per module, run a seeded sample of this many mutants (0: all)")
+    parser.add_argument("--seed", type=int, default=24)
     parser.add_argument("--timeout-factor", type=float, default=4.0)
     parser.add_argument("--out", type=Path, default=ROOT / "tools/mutation/results.jsonl")
     args = parser.parse_args(argv)
@@ -193,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
                 tests = [t for t in tests if t not in NEW_TESTS]
             todo = [m for m in mutants(module, (ROOT / path).read_text())
                     if only is None or m.key in only]  # fmt: skip
+            if args.sample and len(todo) > args.sample:
+                picked = set(random.Random(f"{args.seed}:{module}").sample(range(len(todo)),
+                                                                            args.sample))
+                todo = [m for i, m in enumerate(todo) if i in picked]
             if not todo:
                 continue
             code, base = _wait(_run_child(module, path, None, tests, log), 3600)
