@@ -177,12 +177,14 @@ def test_a_boundary_token_is_accepted_iff_the_rule_keeps_it(backend):
 
 def _binned_row():
     """V = 5121: one token of weight 1, 1024 tied at 2**-10 (mass 1), 4096 tied at 2**-11
-    (mass 2). top_p = .5 puts the goal (2) exactly at the end of the second group, past the
+    (mass 2), one at e**-40. top_p = .5 puts the goal (2) exactly at the end of the second group, past the
     sorted prefix, so the binned search (`_top_p_threshold`) meets the exact boundary."""
     weights = [1.0] + [2.0**-10] * 1024 + [2.0**-11] * 4096
     scores = torch.tensor([math.log(w) for w in weights], dtype=torch.float32)
     assert torch.equal((scores - scores.max()).exp(), torch.tensor(weights))
-    return scores
+    # and one token 40 logits below the max: past the last bin's edge (32 logits), it must fall
+    # into the open-ended last bin of its own row
+    return torch.cat([scores, torch.tensor([-40.0])])
 
 
 def test_binned_top_p_search_at_an_exact_goal_equals_the_reference():
@@ -202,7 +204,7 @@ def test_binned_top_p_search_just_past_an_exact_goal_keeps_the_next_group():
     scores = _binned_row()
     rule = dict(temperature=1.0, top_k=0, top_p=0.5000001, min_p=0.0)
     want = filtered_distribution(scores, **rule)
-    assert int((want > 0).sum()) == scores.numel()
+    assert int((want > 0).sum()) == scores.numel() - 1  # all but the far token
     got, _ = _torch_row(scores, rule, probabilities=False)
     assert torch.equal(got > 0, want > 0)
     triton, _ = _triton_row(scores, rule, probabilities=False, block_v=1024)
