@@ -209,3 +209,21 @@ def test_binned_top_p_search_just_past_an_exact_goal_keeps_the_next_group():
     assert torch.equal(got > 0, want > 0)
     triton, _ = _triton_row(scores, rule, probabilities=False, block_v=1024)
     assert torch.equal(triton > 0, want > 0)
+
+
+def test_binned_top_p_search_when_rounding_puts_the_goal_past_the_total():
+    """top_p = the largest float32 below 1 on a row whose float32 sum (the goal's base) rounds
+    above its binned total: no bin reaches the goal, the search ends in the last bin, never indexing
+    past its tokens, and keeps what the rule keeps (all but the e**-40 token)."""
+    gen = torch.Generator().manual_seed(480)
+    scores = torch.rand(3000, generator=gen) * -3.0
+    scores[0], scores[-1] = 0.0, -40.0
+    top_p = 1.0 - 2.0**-24
+    weight = (scores - scores.max()).exp()
+    binned_total = weight.double().sum().float()
+    assert float(torch.tensor(top_p) * weight.sum()) > float(binned_total)  # the premise
+    rule = dict(temperature=1.0, top_k=0, top_p=top_p, min_p=0.0)
+    want = filtered_distribution(scores, **rule)
+    got, _ = _torch_row(scores, rule, probabilities=False)
+    assert torch.equal(got > 0, want > 0) and int((want > 0).sum()) == scores.numel() - 1
+    assert torch.allclose(got.double(), want, atol=1e-7)
