@@ -102,3 +102,16 @@ def test_the_greedy_walk_checks_its_inputs_before_any_step():
     assert info.value.code == "SR903"
     with pytest.raises(KernelInputError):
         head.greedy_block(base[..., :12], torch.tensor([0, 1]), backend="torch")  # wrong vocab
+
+
+def test_the_greedy_walk_checks_what_its_fused_step_does_not_see():
+    """The vanilla walk validates the whole block up front: a hidden block of the wrong shape
+    (which the fused step never reads) and an anchor out of range in an empty block (no step
+    would run) are refused, as `sample_block` refuses them."""
+    head = _head("vanilla")
+    base = torch.randn(2, 3, 13)
+    with pytest.raises(KernelInputError):
+        head.greedy_block(base, torch.tensor([0, 1]), torch.randn(2, 2, 6), backend="torch")
+    with pytest.raises(KernelInputError) as info:
+        head.greedy_block(base[:, :0], torch.tensor([0, 13]), backend="torch")
+    assert info.value.code == "SR903"
