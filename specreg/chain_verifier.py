@@ -31,7 +31,8 @@ class ChainVerifier:
     It accepts a chain of any width in `widths` (the main config's and every adaptive
     candidate's; by default only `num_draft_tokens`) and returns `specreg.protocols.VerifyResult`.
     `backend` (None: `SPECREG_KERNEL_BACKEND` as read now) is fixed at construction and passed
-    to every kernel call.
+    to every kernel call; so is `filter_order` (how top-k, top-p and min-p combine for requests
+    with `params`; the plan's `config.filter_order`, `specreg.kernels.filtering.orders`).
     """
 
     rules = ("greedy", "chain_sampling")
@@ -43,7 +44,10 @@ class ChainVerifier:
         widths: Sequence[int] | None = None,
         backend: str | None = None,
         check_values: bool | None = None,
+        filter_order: str | None = None,
     ) -> None:
+        from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, filter_rule
+
         accepted = tuple(sorted({*(widths or ()), num_draft_tokens}))
         bad = [w for w in accepted if not is_int(w) or w < 1]
         if bad or max(accepted) != num_draft_tokens:
@@ -63,6 +67,7 @@ class ChainVerifier:
         self.gamma = num_draft_tokens - 1
         self.backend = requested_backend() if backend is None else backend
         self.check_values = check_values
+        self.filter_order = filter_rule(filter_order or DEFAULT_FILTER_ORDER).name
 
     def _check_width(self, candidates: torch.Tensor) -> None:
         if candidates.dim() == 2 and candidates.shape[1] in self.widths:
@@ -178,7 +183,8 @@ class ChainVerifier:
             )
         return self._run(
             verify_chain_with_params, candidates, target, draft, params=params,
-            probabilities=probabilities, backend=self.backend, **inputs,
+            probabilities=probabilities, backend=self.backend, filter_order=self.filter_order,
+            **inputs,
         )
 
     def memory(self) -> list[Buffer]:
@@ -194,7 +200,7 @@ class ChainVerifier:
             f"ChainVerifier(num_draft_tokens={self.num_draft_tokens}, gamma={self.gamma}, "
             f"widths={list(self.widths)}, "
             f"rules={', '.join(self.rules)}, target-only rule when draft_probs is None, "
-            f"backend={self.backend})"
+            f"backend={self.backend}, filter_order={self.filter_order})"
         )
 
     def __repr__(self) -> str:

@@ -70,7 +70,9 @@ class SpecConfig:
     Unset (None) numeric fields are inferred by the algorithm's plugin. `draft_config` is the
     draft checkpoint's config.json, as a mapping or the path of the file. `cache` names a
     KV-cache backend and `cache_options` holds its options. `candidate_steps` lists the step counts adaptive
-    speculation may switch between; widths then cover every candidate.
+    speculation may switch between; widths then cover every candidate. `filter_order` says how
+    top-k, top-p and min-p combine in the plan's verifiers ('specreg', 'vllm' or 'sglang'; unset
+    = 'specreg'; `specreg.kernels.filtering.orders`): the framework adapters set their own.
     """
 
     algorithm: str = attrs.field(converter=_lower_or_none)
@@ -85,6 +87,7 @@ class SpecConfig:
         factory=dict, converter=_freeze, eq=False, hash=False
     )
     candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
+    filter_order: str | None = None
     #: Coded findings of translating framework spellings: notices (aliases, adopted rewrites)
     #: and errors that leave the config standing (SR178), which resolve and check report.
     notices: tuple[Problem, ...] = attrs.field(default=(), eq=False, hash=False, repr=False)
@@ -174,6 +177,16 @@ class SpecConfig:
                         field="candidate_steps",
                     )
                 )
+        if self.filter_order is not None:
+            from specreg.kernels.filtering.orders import order_problem
+
+            found = order_problem(
+                self.filter_order, field="filter_order",
+                fix="leave filter_order unset (specreg's order) or pass 'vllm' or 'sglang' to "
+                "filter as that framework's sampler does",
+            )
+            if found is not None:
+                out.append(found)
         return out
 
     # ---------------------------------------------------------------- construction helpers

@@ -183,4 +183,6 @@ def specreg_make_verifier(
     from specreg.chain_verifier import ChainVerifier
 
     widths = sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
-    return ChainVerifier(num_draft_tokens=max(widths), widths=widths)
+    return ChainVerifier(
+        num_draft_tokens=max(widths), widths=widths, filter_order=config.filter_order
+    )

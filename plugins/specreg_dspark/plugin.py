@@ -214,7 +214,9 @@ def specreg_make_verifier(
         return None
     from specreg_dspark.verifier import BlockVerifier
 
-    return BlockVerifier(runtime, algorithm, widths=_verify_widths(resolution))
+    return BlockVerifier(
+        runtime, algorithm, widths=_verify_widths(resolution), filter_order=config.filter_order
+    )
 
 
 @hookimpl

@@ -42,6 +42,7 @@ class BlockVerifier:
         widths: Sequence[int] = (),
         backend: str | None = None,
         check_values: bool | None = None,
+        filter_order: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.rules = algorithm.verify_rules
@@ -52,6 +53,7 @@ class BlockVerifier:
             widths=[*widths, runtime.num_draft_tokens],
             backend=self.backend,
             check_values=check_values,
+            filter_order=filter_order,
         )
         self.num_draft_tokens = self.chain.num_draft_tokens
         self.widths = self.chain.widths

@@ -178,7 +178,7 @@ def specreg_make_verifier(
     table = widths_by_steps(resolution)
     return EagleVerifier(
         num_steps=max(table), topk=config.topk or DEFAULT_TOPK, num_draft_tokens=max(table.values()),
-        widths_by_steps=table,
+        widths_by_steps=table, filter_order=config.filter_order,
     )
 
 

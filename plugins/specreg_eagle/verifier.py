@@ -72,7 +72,10 @@ class EagleVerifier:
         threshold_acc: float = 1.0,
         check_values: bool | None = None,
         widths_by_steps: Mapping[int, int] | None = None,
+        filter_order: str | None = None,
     ) -> None:
+        from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, filter_rule
+
         table = {int(num_steps): int(num_draft_tokens), **(widths_by_steps or {})}
         self.topk = int(topk)
         self.widths_by_steps = dict(sorted(table.items()))
@@ -84,6 +87,7 @@ class EagleVerifier:
         self.threshold_single = threshold_single
         self.threshold_acc = threshold_acc
         self.check_values = check_values
+        self.filter_order = filter_rule(filter_order or DEFAULT_FILTER_ORDER).name
         if mask_mode not in MASK_MODES:
             raise KernelInputError(
                 problem("SR211", f"tree mask mode {mask_mode!r} is not known",
@@ -194,7 +198,8 @@ class EagleVerifier:
             kept = {k: v for k, v in kwargs.items() if k not in _COIN_KEYWORDS}
             found = verify_tree_with_params(
                 *self._links(tree), target_probs, params=params, draft=draft_probs,
-                probabilities=True, **self._bound(), **self._thresholds(), **kept,
+                probabilities=True, filter_order=self.filter_order, **self._bound(),
+                **self._thresholds(), **kept,
             )
             return _as_result(found, n)
         if self.topk == 1 and draft_probs is not None:
@@ -223,7 +228,7 @@ class EagleVerifier:
             kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
         found = verify_tree_with_params(
             *self._links(tree), target_logits, params=params, draft=draft_logits,
-            **self._bound(), **self._thresholds(), **kwargs,
+            filter_order=self.filter_order, **self._bound(), **self._thresholds(), **kwargs,
         )
         return _as_result(found, n)
 
@@ -271,7 +276,8 @@ class EagleVerifier:
             f"num_draft_tokens={self.num_draft_tokens}, mask_mode={self.mask_mode}, "
             f"widths by steps={self.widths_by_steps}, "
             f"rules={', '.join(self.rules)}, thresholds=({self.threshold_single}, "
-            f"{self.threshold_acc}), chain rejection sampling via ChainVerifier when topk=1)"
+            f"{self.threshold_acc}), filter_order={self.filter_order}, chain rejection sampling "
+            "via ChainVerifier when topk=1)"
         )
 
     def __repr__(self) -> str:

@@ -44,8 +44,10 @@ _DECLARED = {
 
 
 def flags_of(view: Any) -> dict[str, Any]:
-    """The speculative flags on a ServerArgs view, as `config_from_flags` reads them."""
-    return {name: getattr(view, name) for name in SGLANG_FIELDS if getattr(view, name, None) is not None}
+    """The speculative flags on a ServerArgs view, as `config_from_flags` reads them, with
+    SGLang's filter order (its torch sampler's: `specreg.kernels.filtering.orders`)."""
+    flags = {name: getattr(view, name) for name in SGLANG_FIELDS if getattr(view, name, None) is not None}
+    return flags | ({"filter_order": "sglang"} if flags else {})
 
 
 @attrs.define

@@ -80,6 +80,7 @@ class VLLMAdapter(FrameworkAdapter):
             return original(engine_args, *args, **kwargs)
         data = {k.replace("-", "_"): v for k, v in spec.items()}
         data = {k: v for k, v in data.items() if k in VLLM_FIELDS and v is not None}
+        data["filter_order"] = "vllm"  # vLLM's sampler order (specreg.kernels.filtering.orders)
         if self.mode == "shadow":
             result = original(engine_args, *args, **kwargs)
             self._compare(data, result)

@@ -241,4 +241,27 @@ ENTRIES = (
             "# after\n--speculative-algorithm eagle --speculative-candidate-steps 1,3,5"
         ),
     ),
+    ErrorEntry(
+        code="SR130",
+        title="Unknown filter order",
+        meaning=(
+            "The order in which top-k, top-p and min-p combine (`filter_order`) is not one of "
+            "specreg's three: 'specreg' (the default: top-p over the top-k survivors, then "
+            "min-p), 'vllm' (min-p, then top-k and top-p, as vLLM's sampler) or 'sglang' (top-p "
+            "over the whole distribution, as SGLang's torch sampler). See the Kernels page."
+        ),
+        when=(
+            "Building a SpecConfig with filter_order=..., or calling verify_chain_with_params / "
+            "verify_tree_with_params (or a verifier) with filter_order=..."
+        ),
+        solutions=(
+            "Leave filter_order unset for specreg's order; the SGLang and vLLM adapters set "
+            "their framework's order themselves.",
+            "Pass one of specreg, vllm, sglang (lower case).",
+        ),
+        example_fix=(
+            "# before\nSpecConfig(algorithm='eagle', filter_order='vLLM-v1')\n"
+            "# after\nSpecConfig(algorithm='eagle', filter_order='vllm')"
+        ),
+    ),
 )

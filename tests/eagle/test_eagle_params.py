@@ -153,3 +153,78 @@ def test_tree_bad_parameters():
         verify_tree_with_params(*tree_links, target, depth=depth,
                                 params=SamplingParams.of(2, temperature=1.0))
     assert err.value.code == "SR910"
+
+
+def _log(probs):
+    return torch.log(torch.tensor(probs)).tolist()
+
+
+# Per filter order, a case whose kept set differs from specreg's default order (the chain
+# tests' ORDER_CASES): vllm keeps {0, 1} where specreg keeps {0, 1, 2}; sglang the reverse.
+ORDER_CASES = {
+    "vllm": (
+        _logits(_log([0.3, 0.25, 0.2, 0.15, 0.09, 0.01])),
+        _logits([0.0, 0.4, 1.5, 1.2, 0.3, -1.0]),
+        dict(temperature=1.0, top_k=4, top_p=0.7, min_p=0.55),
+    ),
+    "sglang": (
+        _logits(_log([0.3, 0.25, 0.2, 0.15, 0.09, 0.01])),
+        _logits([1.5, -0.5, 0.2, 1.0, 0.9, 0.0]),
+        dict(temperature=1.0, top_k=3, top_p=0.58),
+    ),
+}
+
+
+def _run_in_order(order, verify_order, seed):
+    """Children drawn from q filtered in `order`; verification told `verify_order`."""
+    target_logits, draft_logits, params_kw = ORDER_CASES[order]
+    gen = torch.Generator().manual_seed(seed)
+    topk = 2
+    n, _, ridx, nt, ns = full_tree_links(SAMPLES, topk)
+    q_filtered = _table(draft_logits, order=order, **params_kw)
+    cand = torch.zeros(SAMPLES, n, dtype=torch.int64)
+    level1 = draw_without_replacement(q_filtered[cand[:, 0]], topk, gen)
+    cand[:, 1:1 + topk] = level1
+    for i in range(topk):
+        kids = draw_without_replacement(q_filtered[level1[:, i]], topk, gen)
+        cand[:, 1 + topk + i * topk:1 + topk + (i + 1) * topk] = kids
+    out = verify_tree_with_params(
+        cand, ridx, nt, ns, target_logits[cand], depth=2, draft=draft_logits[cand],
+        params=SamplingParams.of(SAMPLES, **params_kw), generator=gen,
+        filter_order=verify_order,
+    )
+    return out.output_tokens[:, 0]
+
+
+@pytest.mark.parametrize("order", sorted(ORDER_CASES))
+def test_tree_is_lossless_in_each_filter_order_and_the_wrong_order_is_detected(order):
+    target_logits, _, params_kw = ORDER_CASES[order]
+    expected = _table(target_logits, order=order, **params_kw)[0]
+    assert not torch.equal(expected > 0, _table(target_logits, **params_kw)[0] > 0)
+    seed = 80 + sorted(ORDER_CASES).index(order)
+    assert _pvalue(_run_in_order(order, order, seed), expected) > 1e-3
+    assert _pvalue(_run_in_order(order, "specreg", seed), expected) < 1e-6
+
+
+@pytest.mark.parametrize("order", ["vllm", "sglang"])
+def test_tree_rows_are_filtered_in_the_order_on_both_paths(order):
+    """The tree path hands its order to the row filter on both backends (the tree kernels
+    after it see filtered rows only, whatever the order)."""
+    from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
+
+    from specreg.kernels.filtering.orders import FILTER_RULES
+
+    _, target, _, _ = _case(3, b=1, vocab=32)
+    n = target.shape[1]
+    params = SamplingParams.of(n, temperature=1.0, top_k=5, top_p=0.6, min_p=0.3)
+    rows = torch.arange(n)
+    rule = FILTER_RULES[order]
+    on_torch = _filtered_tree_rows(target, rows, params, False, False, 16, rule)
+    on_triton = _filtered_tree_rows(target, rows, params, False, True, 16, rule)
+    want = torch.stack([
+        filtered_distribution(row, temperature=1.0, top_k=5, top_p=0.6, min_p=0.3, order=order)
+        for row in target.reshape(-1, 32)
+    ])
+    assert torch.equal(on_torch > 0, want > 0) and torch.equal(on_triton > 0, want > 0)
+    default = _filtered_tree_rows(target, rows, params, False, False, 16, FILTER_RULES["specreg"])
+    assert not torch.equal(default > 0, want > 0)

@@ -13,14 +13,17 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specreg.config import SpecConfig
 from specreg.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_greedy_from_predict
 from specreg.kernels.chain_params import verify_chain_with_params
+from specreg.kernels.filtering.orders import FILTER_RULES
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
 from specreg.kernels.filtering.triton_impl import row_stats_triton
 from specreg.kernels.sampling import exponential_race_sample
+from specreg.registry import Registry
 from specreg.sampling_params import SamplingParams
 
 P_THRESHOLD = 1e-3
@@ -591,17 +594,19 @@ sig = {"cand_ptr": "*i64", "stride_cb": "i32", "stride_cn": "i32",
        "invalid_ptr": "*i1", "accept_ptr": "*i32", "bonus_ptr": "*i64", "out_ptr": "*i64",
        "n": "i32", "vocab": "i32", "HAS_Q": "constexpr", "HAS_VLENS": "constexpr",
        "PROBS": "constexpr", "BLOCK_V": "constexpr", "BLOCK_N": "constexpr"}
-for has_q in (False, True):
-    for probs in (False, True):
-        triton.compile(ASTSource(chain_params._chain_params_kernel, sig, constexprs={
-            "HAS_Q": has_q, "HAS_VLENS": True, "PROBS": probs, "BLOCK_V": 2048,
-            "BLOCK_N": 8}), target=target)
+sig["ORDER"] = "constexpr"
+for has_q, probs, order in ((False, False, 0), (False, True, 0), (True, False, 0),
+                            (True, True, 0), (True, False, 1), (True, True, 2)):
+    triton.compile(ASTSource(chain_params._chain_params_kernel, sig, constexprs={
+        "HAS_Q": has_q, "HAS_VLENS": True, "PROBS": probs, "BLOCK_V": 2048,
+        "BLOCK_N": 8, "ORDER": order}), target=target)
 stats = {"flat_ptr": "*fp32", "stride_r": "i64", "stride_v": "i32", "index_ptr": "*i64",
          "temp_ptr": "*fp32", "k_ptr": "*i64", "p_ptr": "*fp32", "m_ptr": "*fp32",
          "shift_ptr": "*fp32", "threshold_ptr": "*fp32", "norm_ptr": "*fp32", "vocab": "i32",
-         "PROBS": "constexpr", "BLOCK_V": "constexpr"}
-triton.compile(ASTSource(triton_impl._row_stats_kernel, stats, constexprs={
-    "PROBS": False, "BLOCK_V": 1024}), target=target)
+         "PROBS": "constexpr", "BLOCK_V": "constexpr", "ORDER": "constexpr"}
+for order in (0, 1, 2):  # the filter orders' codes: specreg, vllm, sglang
+    triton.compile(ASTSource(triton_impl._row_stats_kernel, stats, constexprs={
+        "PROBS": False, "BLOCK_V": 1024, "ORDER": order}), target=target)
 print("ok")
 """
 
@@ -618,3 +623,164 @@ def test_params_kernels_compile_for_sm90():
     done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True,
                           text=True, timeout=300, env=env)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Filter orders (specreg.kernels.filtering.orders): each against its reference, Triton against
+# torch, lossless chain verification in each order, and the order reaching the plan's verifier.
+
+ORDERS = ("specreg", "vllm", "sglang")
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("seed", [0, 3])
+def test_filter_order_matches_its_reference(order, seed):
+    scores, temperature, top_k, top_p, min_p = _rows(seed, r=16)
+    min_p[1::4] = 0.4  # min-p and top-p together (the vllm order's case)
+    rule = FILTER_RULES[order]
+    stats = row_stats(scaled_scores(scores, temperature, probabilities=False), top_k, top_p,
+                      min_p, rule)
+    got = filtered_rows(scores, temperature, stats, min_p, probabilities=False)
+    for r in range(scores.shape[0]):
+        want = filtered_distribution(
+            scores[r], temperature=float(temperature[r]), top_k=int(top_k[r]),
+            top_p=float(top_p[r]), min_p=float(min_p[r]), order=order,
+        )
+        assert torch.equal(got[r] > 0, want > 0), r
+        assert torch.allclose(got[r].double(), want, atol=1e-6), r
+
+
+@pytest.mark.parametrize("order", ["vllm", "sglang"])
+def test_filter_order_binned_top_p_search_matches_its_reference(order):
+    """A nucleus longer than the sorted prefix takes the binned search in every order."""
+    gen = torch.Generator().manual_seed(6)
+    scores = 0.05 * torch.randn(3, 2000, generator=gen)
+    one = torch.ones(3)
+    top_k, top_p = torch.tensor([0, 1500, 1800]), torch.tensor([0.9, 0.8, 0.95])
+    min_p = torch.tensor([0.0, 0.97, 0.95])  # min-p cuts inside the nucleus (vllm's base set)
+    stats = row_stats(scaled_scores(scores, one, probabilities=False), top_k, top_p, min_p,
+                      FILTER_RULES[order])
+    got = filtered_rows(scores, one, stats, min_p, probabilities=False)
+    for r in range(3):
+        want = filtered_distribution(scores[r], temperature=1.0, top_k=int(top_k[r]),
+                                     top_p=float(top_p[r]), min_p=float(min_p[r]), order=order)
+        assert torch.equal(got[r] > 0, want > 0), r
+
+
+@pytest.mark.parametrize("order", ["vllm", "sglang"])
+def test_triton_row_stats_equal_torch_in_each_order(order):
+    scores, temperature, top_k, top_p, min_p = _rows(4, r=8, vocab=48)
+    min_p[1::2] = 0.3
+    rule = FILTER_RULES[order]
+    stats = row_stats(scaled_scores(scores, temperature, probabilities=False), top_k, top_p,
+                      min_p, rule)
+    shift, threshold, norm = row_stats_triton(
+        scores, torch.arange(8), temperature, top_k, top_p, min_p, probabilities=False,
+        block_v=16, rule=rule,
+    )
+    assert torch.equal(threshold, stats.threshold)
+    assert torch.allclose(norm, stats.norm, rtol=1e-5)
+
+
+@pytest.mark.parametrize("order", ["vllm", "sglang"])
+def test_triton_chain_with_params_equals_torch_in_each_order(order):
+    candidates, target, draft = _batch(11, b=4, n=3, vocab=24)
+    candidates[:, 1:] = torch.randint(0, 3, (4, 2), generator=torch.Generator().manual_seed(1))
+    target[:, :, :3] += 2.5
+    params = SamplingParams.of(4, temperature=[0.0, 0.8, 1.2, 1.0], top_k=[0, 5, 0, 4],
+                               top_p=[1.0, 0.7, 0.6, 0.8], min_p=[0.0, 0.3, 0.2, 0.1],
+                               seed=[1, 2, 3, 4])
+    kwargs = dict(params=params, filter_order=order,
+                  coins=torch.rand(4, 2, generator=torch.Generator().manual_seed(2)) * 0.5,
+                  final_coins=torch.rand(4, generator=torch.Generator().manual_seed(3)))
+    a = verify_chain_with_params(candidates, target, draft, backend="torch", **kwargs)
+    t = verify_chain_with_params(candidates, target, draft, backend="triton", block_v=16,
+                                 **kwargs)
+    assert torch.equal(a.output_tokens, t.output_tokens)
+    assert torch.equal(a.accept_len, t.accept_len)
+
+
+def _log(probs: list[float]) -> list[float]:
+    return torch.log(torch.tensor(probs)).tolist()
+
+
+# Per order, a (target, draft, parameters) case whose kept set differs from specreg's default:
+# vllm: min-p first shrinks the set top-p measures (specreg keeps {0, 1, 2}, vllm {0, 1});
+# sglang: top-p over the whole distribution (specreg keeps {0, 1}, sglang {0, 1, 2}).
+ORDER_CASES = {
+    "vllm": (
+        _logits(_log([0.3, 0.25, 0.2, 0.15, 0.09, 0.01])),
+        _logits([0.0, 0.4, 1.5, 1.2, 0.3, -1.0]),
+        dict(temperature=1.0, top_k=4, top_p=0.7, min_p=0.55),
+    ),
+    "sglang": (
+        _logits(_log([0.3, 0.25, 0.2, 0.15, 0.09, 0.01])),
+        _logits([1.5, -0.5, 0.2, 1.0, 0.9, 0.0]),
+        dict(temperature=1.0, top_k=3, top_p=0.58),
+    ),
+}
+
+
+def test_order_cases_differ_from_the_default_order():
+    for order, (target_logits, _, params_kw) in ORDER_CASES.items():
+        ours = _filtered_table(target_logits, **params_kw)[ANCHOR] > 0
+        theirs = _filtered_table(target_logits, order=order, **params_kw)[ANCHOR] > 0
+        assert not torch.equal(ours, theirs), order
+
+
+def _order_first_two(order, verify_order, seed, gamma=3):
+    """Drafts from q filtered in `order`; verification told `verify_order`."""
+    target_logits, draft_logits, params_kw = ORDER_CASES[order]
+    gen = torch.Generator().manual_seed(seed)
+    q_table = _filtered_table(draft_logits, order=order, **params_kw)
+
+    def step(anchors):
+        candidates = _draft(anchors, q_table, gamma, gen)
+        return verify_chain_with_params(
+            candidates, target_logits[candidates], draft_logits[candidates[:, :-1]],
+            params=SamplingParams.of(anchors.shape[0], **params_kw), generator=gen,
+            filter_order=verify_order,
+        ).output_tokens
+
+    out = step(torch.full((SAMPLES,), ANCHOR, dtype=torch.long))
+    first, second = out[:, 0].clone(), out[:, 1].clone()
+    need = second < 0
+    second[need] = step(first[need])[:, 0]
+    p_table = _filtered_table(target_logits, order=order, **params_kw).double()
+    joint = (p_table[ANCHOR][:, None] * p_table).ravel()
+    return _pvalue(first, p_table[ANCHOR]), _pvalue(first * V + second, joint)
+
+
+@pytest.mark.parametrize("order", sorted(ORDER_CASES))
+def test_chain_is_lossless_in_each_filter_order_and_the_wrong_order_is_detected(order):
+    seed = 700 + sorted(ORDER_CASES).index(order)
+    p_first, p_joint = _order_first_two(order, order, seed)
+    assert p_first > P_THRESHOLD and p_joint > P_THRESHOLD, (p_first, p_joint)
+    # Negative control: the same drafts verified in specreg's default order.
+    p_first, p_joint = _order_first_two(order, "specreg", seed)
+    assert p_first < 1e-6 and p_joint < 1e-6, (p_first, p_joint)
+
+
+def test_bad_filter_order_is_a_coded_error():
+    candidates, target, draft = _batch(3, b=2, n=3, vocab=16)
+    params = SamplingParams.of(2, temperature=1.0, top_p=0.9)
+    with pytest.raises(KernelInputError) as err:
+        verify_chain_with_params(candidates, target, draft, params=params, filter_order="vLLM")
+    assert err.value.code == "SR130"
+    with pytest.raises(ValueError) as err:
+        SpecConfig(algorithm="eagle", filter_order="joint")
+    assert err.value.codes == ("SR130",)
+
+
+@pytest.mark.parametrize("order", [None, *ORDERS])
+def test_the_plans_verifiers_filter_in_the_configs_order(order):
+    registry = Registry.load()
+    expected = order or "specreg"
+    eagle = registry.resolve(SpecConfig(algorithm="eagle", filter_order=order))
+    chain = registry.resolve(
+        SpecConfig(algorithm="eagle", num_steps=3, topk=1, num_draft_tokens=4, filter_order=order)
+    )
+    assert eagle.verifier.filter_order == expected
+    assert chain.verifier.filter_order == expected
+    assert f"filter_order={expected}" in eagle.verifier.describe()
+    assert eagle.config.to_dict().get("filter_order") == order

@@ -35,6 +35,7 @@ from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_tor
 from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.checks import check_params, should_check_values
+from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
 
@@ -56,6 +57,7 @@ def verify_chain_with_params(
     check_values: bool | None = None,
     backend: BackendChoice = None,
     block_v: int | None = None,
+    filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
 ) -> ChainVerifyResult:
     """Verify a batch whose requests carry their own sampling parameters (module docstring).
 
@@ -66,8 +68,10 @@ def verify_chain_with_params(
     (columns 0..n-2 the steps, column n-1 the final draw). `verify_lens` [b] caps each request
     (positions past it may hold -1 and are never read). With value checks (default on CPU) a bad
     parameter is a coded error (SR910-SR915); without them (GPU) the request is flagged in
-    `result.param_error` and accepts nothing.
+    `result.param_error` and accepts nothing. `filter_order` ('specreg', 'vllm' or 'sglang';
+    SR130 otherwise) says how top-k, top-p and min-p combine (`specreg.kernels.filtering`).
     """
+    filter_rule(filter_order)
     b, n, vocab = check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
         final_coins=final_coins, offsets=offsets, probabilities=False, check_values=False,
@@ -89,6 +93,7 @@ def verify_chain_with_params(
     inputs = ChainParamsInputs(
         candidates=candidates, target=target, draft=draft, params=params, coins=coins,
         final_coins=final_coins, verify_lens=verify_lens, probabilities=probabilities,
+        filter_order=filter_order,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_with_params_triton(inputs, block_v=block_v)

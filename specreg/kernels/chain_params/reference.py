@@ -47,6 +47,7 @@ def verify_chain_with_params_reference(inputs: ChainParamsInputs) -> ChainVerify
         rule = dict(
             temperature=temperature, top_k=int(params.top_k[r]), top_p=float(params.top_p[r]),
             min_p=float(params.min_p[r]), probabilities=inputs.probabilities,
+            order=inputs.filter_order,
         )
 
         def p_at(i: int, r: int = r, rule: dict = rule) -> list[float]:

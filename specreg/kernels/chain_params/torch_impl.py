@@ -13,6 +13,7 @@ import torch
 from specreg.kernels.chain.torch_impl import accept_limits, assemble
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
+from specreg.kernels.filtering.orders import FilterRule, filter_rule
 from specreg.kernels.filtering.torch_impl import (
     FILTER_CHUNK_ELEMENTS,
     RowStats,
@@ -27,17 +28,22 @@ from specreg.sampling_params import SamplingParams
 class _Rows:
     """One input's [b * m, V] rows with the per-request parameters, for gathered access."""
 
-    def __init__(self, scores: torch.Tensor, width: int, params: SamplingParams, probs: bool):
+    def __init__(
+        self, scores: torch.Tensor, width: int, params: SamplingParams, probs: bool,
+        rule: FilterRule,
+    ):
         self.flat = scores.reshape(-1, scores.shape[-1])
         self.width = width
         self.params = params
         self.probs = probs
+        self.rule = rule
 
     def stats(self, requests: torch.Tensor, position: int) -> RowStats:
         p = self.params
         return gathered_row_stats(
             self.flat, requests * self.width + position, p.temperature[requests],
             p.top_k[requests], p.top_p[requests], p.min_p[requests], probabilities=self.probs,
+            rule=self.rule,
         )
 
     def prob_at(
@@ -78,8 +84,11 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
     drafts = candidates[:, 1:].to(torch.int64)
     invalid = params.invalid_rows(vocab)
     greedy = params.greedy
-    p_rows = _Rows(target, n, params, probabilities)
-    q_rows = _Rows(draft, n - 1, params, probabilities) if draft is not None and n > 1 else None
+    rule = filter_rule(inputs.filter_order)
+    p_rows = _Rows(target, n, params, probabilities, rule)
+    q_rows = (
+        _Rows(draft, n - 1, params, probabilities, rule) if draft is not None and n > 1 else None
+    )
     accept_len = torch.zeros(b, dtype=torch.int64, device=device)
     bonus = torch.full((b,), -1, dtype=torch.int64, device=device)
     active = (~invalid).nonzero().flatten()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from specreg.kernels.chain.triton_impl import empty_outputs
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
+from specreg.kernels.filtering.orders import filter_rule
 from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:
@@ -29,7 +30,7 @@ if triton is not None:
         accept_ptr, bonus_ptr, out_ptr,
         n, vocab,
         HAS_Q: tl.constexpr, HAS_VLENS: tl.constexpr, PROBS: tl.constexpr,
-        BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr,
+        BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr, ORDER: tl.constexpr,
     ):
         row = tl.program_id(0).to(tl.int64)
         limit = row * 0 + (n - 1)
@@ -65,7 +66,7 @@ if triton is not None:
             else:
                 p_shift, p_thr, p_norm = row_stats(
                     p_base + i * stride_pn, stride_pv, vocab, safe_t, top_k, top_p, min_p,
-                    PROBS, BLOCK_V,
+                    PROBS, BLOCK_V, ORDER,
                 )
                 p_x = filtered_tile(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
                                     p_shift, p_thr, p_norm, min_p, PROBS)
@@ -73,7 +74,7 @@ if triton is not None:
                 if HAS_Q:
                     q_shift, q_thr, q_norm = row_stats(
                         q_base + i * stride_qn, stride_qv, vocab, safe_t, top_k, top_p, min_p,
-                        PROBS, BLOCK_V,
+                        PROBS, BLOCK_V, ORDER,
                     )
                     q_x = filtered_tile(q_base + i * stride_qn, safe, valid, stride_qv, safe_t,
                                         q_shift, q_thr, q_norm, min_p, PROBS)
@@ -92,7 +93,7 @@ if triton is not None:
         else:
             if i >= limit:
                 p_shift, p_thr, p_norm = row_stats(
-                    p_row, stride_pv, vocab, safe_t, top_k, top_p, min_p, PROBS, BLOCK_V
+                    p_row, stride_pv, vocab, safe_t, top_k, top_p, min_p, PROBS, BLOCK_V, ORDER
                 )
             token_out = emit_token(
                 cand_base, stride_cn, p_row, stride_pv, q_base + tl.minimum(i, n - 2) * stride_qn,
@@ -137,7 +138,7 @@ def verify_chain_with_params_triton(
         n, vocab,
         HAS_Q=has_q, HAS_VLENS=verify_lens is not None, PROBS=inputs.probabilities,
         BLOCK_V=vocab_tile(vocab, block_v), BLOCK_N=triton.next_power_of_2(n),
-        num_warps=4,
+        ORDER=filter_rule(inputs.filter_order).code, num_warps=4,
     )
     return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out,
                              param_error=invalid)

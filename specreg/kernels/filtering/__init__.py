@@ -5,12 +5,13 @@ inputs, s = log p, so that a probability row is treated as softmax of its logari
 
 1. z = s / T (float32; T = 0 is greedy and never reaches the filter).
 2. top-k (0 < k < V): keep v iff z_v >= the k-th largest z. Ties at the k-th value are all kept.
-3. top-p (p < 1), on the top-k survivors renormalised: keep v iff the mass of the survivors
-   with z strictly above z_v is < p. Ties at the boundary are all kept; with distinct values
-   this is the smallest most-likely prefix whose mass reaches p (vLLM's and SGLang's rule).
+3. top-p (p < 1): keep v iff the mass of the tokens with z strictly above z_v, within the set the
+   filter order names (`orders`: the top-k survivors by default), renormalised, is < p (<= p in
+   the `sglang` order). Ties at the boundary are all kept; with distinct values this is the
+   smallest most-likely prefix whose mass reaches p.
 4. min-p (m > 0): keep v iff exp(z_v - max z) >= m, i.e. its probability is at least m times the
    largest one (scale-free, so the same before or after renormalising).
-5. Renormalise: pi(v) = exp(z_v - max z) / Z over the kept tokens.
+5. Keep what passes 2-4 and renormalise: pi(v) = exp(z_v - max z) / Z over the kept tokens.
 
 Steps 2-4 keep an upper set of z, so a row is summarised by three numbers (`RowStats`): the
 shift max z, the threshold tau = max(top-k, top-p thresholds) and the normaliser Z. Any token's
@@ -19,8 +20,9 @@ filtered [b, n, V] tensor is ever built. The argmax is always kept, so pi has ma
 the row has a finite score.
 
 The verifiers call the implementations directly (this family has no wrapper of its own):
-`reference` (per row, by sorting; the test oracle), `torch_impl` (row chunks,
-top-k / top-p thresholds by `torch.topk` over a growing prefix), `triton_impl` (jit functions the
-verifier kernels call per row: thresholds by a 32-step bisection over the float32 order, so exact
-element values, in tiles with int64 offsets).
+`orders` (the filter orders `specreg`, `vllm`, `sglang` and each one's rule), `reference` (per
+row, by sorting; the test oracle), `torch_impl` (row chunks, top-k / top-p thresholds by
+`torch.topk` over a growing prefix), `triton_impl` (jit functions the verifier kernels call per
+row: thresholds by a 32-step bisection over the float32 order, so exact element values, in tiles
+with int64 offsets).
 """

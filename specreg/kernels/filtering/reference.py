@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+
 
 def filtered_distribution(
     scores: torch.Tensor,
@@ -15,11 +17,14 @@ def filtered_distribution(
     top_p: float = 1.0,
     min_p: float = 0.0,
     probabilities: bool = False,
+    order: FilterOrder = DEFAULT_FILTER_ORDER,
 ) -> torch.Tensor:
     """The filtered, temperature-scaled distribution of one row `scores` [V] as float64 [V].
 
-    Follows the rule in `specreg.kernels.filtering` step by step with a full sort; temperature 0
-    returns the one-hot of the argmax (lowest index on ties)."""
+    Follows the rule in `specreg.kernels.filtering` step by step with a full sort, top-p
+    measured as `order` says (`specreg.kernels.filtering.orders`); temperature 0 returns the
+    one-hot of the argmax (lowest index on ties)."""
+    rule = filter_rule(order)
     s = scores.to(torch.float32)
     if probabilities:
         s = torch.log(s)
@@ -29,26 +34,31 @@ def filtered_distribution(
         out[int(torch.argmax(s))] = 1.0
         return out
     z = s / torch.tensor(temperature, dtype=torch.float32)
-    keep = torch.ones(vocab, dtype=torch.bool)
     ordered = sorted(range(vocab), key=lambda v: -float(z[v]))
+    everything = torch.ones(vocab, dtype=torch.bool)
+    top_k_keep = everything
     if 0 < top_k < vocab:
-        keep &= z >= z[ordered[top_k - 1]]
+        top_k_keep = z >= z[ordered[top_k - 1]]
     shift = float(z.max())
     weight = [math.exp(float(z[v]) - shift) for v in range(vocab)]
+    min_p_keep = torch.tensor([w >= min_p for w in weight]) if min_p > 0 else everything
+    base = {
+        "top_k": top_k_keep, "top_k_min_p": top_k_keep & min_p_keep, "all": everything,
+    }[rule.top_p_over]
+    top_p_keep = everything
     if top_p < 1:
-        total = sum(weight[v] for v in range(vocab) if keep[v])
+        total = sum(weight[v] for v in range(vocab) if base[v])
+        goal = top_p * total
         above = 0.0
-        cut = torch.zeros(vocab, dtype=torch.bool)
         for position, v in enumerate(ordered):
-            if not keep[v]:
+            if not base[v]:
                 continue
             tied_before = position > 0 and float(z[ordered[position - 1]]) == float(z[v])
-            if not tied_before and above >= top_p * total:
-                cut |= z <= z[v]
+            past = above > goal if rule.keeps_top_p_boundary else above >= goal
+            if not tied_before and past:
+                top_p_keep = z > z[v]
                 break
             above += weight[v]
-        keep &= ~cut
-    if min_p > 0:
-        keep &= torch.tensor([w >= min_p for w in weight])
+    keep = top_k_keep & top_p_keep & min_p_keep
     kept = torch.tensor([weight[v] if keep[v] else 0.0 for v in range(vocab)], dtype=torch.float64)
     return kept / kept.sum()

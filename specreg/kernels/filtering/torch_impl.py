@@ -11,6 +11,7 @@ from __future__ import annotations
 import attrs
 import torch
 
+from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks
 
 #: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
@@ -82,9 +83,14 @@ def _drop_filtered(
 
 
 def row_stats(
-    z: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor
+    z: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    rule: FilterRule = FILTER_RULES[DEFAULT_FILTER_ORDER],
 ) -> RowStats:
-    """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p.
+    """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p,
+    top-p measured as `rule` says (`specreg.kernels.filtering.orders`).
 
     Top-k and top-p thresholds come from one `torch.topk` prefix (at least `TOP_P_PREFIX` long,
     and long enough for the largest k); a row whose nucleus does not fit in the prefix falls
@@ -110,22 +116,40 @@ def row_stats(
             z_p = z if every else z[p_rows]
             weight_p = weight if every else weight[p_rows]
             floor_p = floor[p_local]
-            if bool(k_rows[p_local].any()):
-                goal = torch.where(z_p >= floor_p[:, None], weight_p, 0.0).sum(-1)
-            else:
-                goal = weight_p.sum(-1)
+            # The set top-p measures: above `base_floor` and, for vLLM's order, past min-p.
+            over_k = rule.top_p_over != "all"
+            base_floor = floor_p if over_k else torch.full_like(floor_p, float("-inf"))
+            base_min_p = min_p[p_rows] if rule.top_p_over == "top_k_min_p" else None
+            if base_min_p is not None and not bool((base_min_p > 0).any()):
+                base_min_p = None
+            in_base = None
+            if over_k and bool(k_rows[p_local].any()):
+                in_base = z_p >= base_floor[:, None]
+            if base_min_p is not None:
+                past_min_p = weight_p >= base_min_p[:, None]
+                in_base = past_min_p if in_base is None else in_base & past_min_p
+            goal = (weight_p if in_base is None else torch.where(in_base, weight_p, 0.0)).sum(-1)
             goal = top_p[p_rows] * goal
             ranked = values[p_local]
             running = torch.exp(ranked - shift[p_rows, None])
-            running = running.masked_fill_(ranked < floor_p[:, None], 0.0).cumsum(-1)
-            reached = (running[:, -1] >= goal) | (prefix == vocab)
-            first = (running < goal[:, None]).sum(-1).clamp_max(prefix - 1)
+            dropped = ranked < base_floor[:, None]
+            if base_min_p is not None:
+                dropped |= running < base_min_p[:, None]
+            running = running.masked_fill_(dropped, 0.0).cumsum(-1)
+            if rule.keeps_top_p_boundary:
+                reached = (running[:, -1] > goal) | (prefix == vocab)
+                first = (running <= goal[:, None]).sum(-1).clamp_max(prefix - 1)
+            else:
+                reached = (running[:, -1] >= goal) | (prefix == vocab)
+                first = (running < goal[:, None]).sum(-1).clamp_max(prefix - 1)
             cut = ranked.gather(1, first[:, None]).squeeze(1)
             missing = (~reached).nonzero().flatten()
             if missing.numel():
+                rows_m = p_rows[missing]
                 cut[missing] = _top_p_threshold(
-                    z[p_rows[missing]], shift[p_rows[missing]], floor_p[missing],
-                    top_p[p_rows[missing]],
+                    z[rows_m], shift[rows_m], base_floor[missing], top_p[rows_m],
+                    None if base_min_p is None else base_min_p[missing],
+                    keeps_boundary=rule.keeps_top_p_boundary,
                 )
             threshold[p_rows] = torch.maximum(floor_p, cut)
     _drop_filtered(weight, z, threshold, min_p, cut=bool(need.numel()))
@@ -133,24 +157,35 @@ def row_stats(
 
 
 def _top_p_threshold(
-    z: torch.Tensor, shift: torch.Tensor, top_k_threshold: torch.Tensor, top_p: torch.Tensor
+    z: torch.Tensor,
+    shift: torch.Tensor,
+    base_floor: torch.Tensor,
+    top_p: torch.Tensor,
+    base_min_p: torch.Tensor | None,
+    *,
+    keeps_boundary: bool,
 ) -> torch.Tensor:
-    """The top-p threshold per row: the z at which the descending cumulative mass of the top-k
-    survivors first reaches p * their total.
+    """The top-p threshold per row: the z at which the descending cumulative mass of the set
+    top-p measures (z >= `base_floor`, weight >= `base_min_p` when given) first reaches
+    (`keeps_boundary`: passes) p * its total.
 
-    No full sort: the survivors' mass is binned by distance below the max (`TOP_P_BINS` bins of
+    No full sort: the set's mass is binned by distance below the max (`TOP_P_BINS` bins of
     1/`TOP_P_BINS_PER_UNIT` logit, the last one open-ended), the bin where the cumulative mass
-    reaches the goal is found, and only that bin's tokens are sorted."""
+    crosses the goal is found, and only that bin's tokens are sorted."""
     rows, _ = z.shape
-    survivors = z >= top_k_threshold[:, None]
-    weight = torch.where(survivors, torch.exp(z - shift[:, None]), 0.0)
+    weight = torch.exp(z - shift[:, None])
+    survivors = z >= base_floor[:, None]
+    if base_min_p is not None:
+        survivors &= weight >= base_min_p[:, None]
+    weight = torch.where(survivors, weight, 0.0)
     goal = top_p * weight.sum(-1)
     bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
     bins = bins.to(torch.int64)
     flat = bins + torch.arange(rows, device=z.device)[:, None] * TOP_P_BINS
     mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
     cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
-    crossing = (cum < goal[:, None]).sum(-1).clamp_max(TOP_P_BINS - 1)
+    below = (cum <= goal[:, None]) if keeps_boundary else (cum < goal[:, None])
+    crossing = below.sum(-1).clamp_max(TOP_P_BINS - 1)
     before = torch.where(
         crossing > 0, cum.gather(1, (crossing - 1).clamp_min(0)[:, None]).squeeze(1), 0.0
     )
@@ -158,7 +193,8 @@ def _top_p_threshold(
     width = max(int(in_bin.sum(-1).max()), 1)
     values = torch.topk(torch.where(in_bin, z, float("-inf")), width, dim=-1).values
     running = before[:, None] + torch.exp(values - shift[:, None]).cumsum(-1)
-    first = (running < goal[:, None]).sum(-1).clamp_max(width - 1)
+    below = (running <= goal[:, None]) if keeps_boundary else (running < goal[:, None])
+    first = below.sum(-1).clamp_max(width - 1)
     return values.gather(1, first[:, None]).squeeze(1)
 
 
@@ -171,6 +207,7 @@ def gathered_row_stats(
     min_p: torch.Tensor,
     *,
     probabilities: bool,
+    rule: FilterRule = FILTER_RULES[DEFAULT_FILTER_ORDER],
 ) -> RowStats:
     """`RowStats` of the rows `flat[index]` ([R, V] scores, per-row parameters [len(index)]),
     computed chunk by chunk (never more than a chunk of rows in float32 at once)."""
@@ -183,7 +220,7 @@ def gathered_row_stats(
         z = scaled_scores(
             flat.index_select(0, index[part]), temperature[part], probabilities=probabilities
         )
-        stats = row_stats(z, top_k[part], top_p[part], min_p[part])
+        stats = row_stats(z, top_k[part], top_p[part], min_p[part], rule)
         shift[part], threshold[part], norm[part] = stats.shift, stats.threshold, stats.norm
     return RowStats(shift=shift, threshold=threshold, norm=norm)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
@@ -40,11 +41,12 @@ if triton is not None:
 
     @triton.jit
     def _bisect(
-        row_ptr, stride_v, vocab, temperature, shift, floor, goal, top_key,
-        MASS: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
+        row_ptr, stride_v, vocab, temperature, shift, floor, min_p, goal, top_key,
+        MASS: tl.constexpr, ABOVE: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
     ):
-        """The largest key t with count (MASS=False) or mass (MASS=True) of {z >= max(t, floor)}
-        at least `goal`; searched in [min int32, top_key]."""
+        """The largest key t with count (MASS=False) or mass (MASS=True) of {z >= max(t, floor),
+        exp(z - shift) >= min_p} at least `goal` (ABOVE: more than `goal`); searched in
+        [min int32, top_key]."""
         offs = tl.arange(0, BLOCK_V)
         lo = tl.full([], _KEY_MIN, tl.int64)
         hi = top_key.to(tl.int64)
@@ -57,10 +59,14 @@ if triton is not None:
                 z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
                 hit = inside & (_key(z).to(tl.int64) >= mid) & (z >= floor)
                 if MASS:
-                    total += tl.where(hit, tl.exp(z - shift), 0.0)
+                    weight = tl.exp(z - shift)
+                    total += tl.where(hit & (weight >= min_p), weight, 0.0)
                 else:
                     total += hit.to(tl.float32)
-            ok = tl.sum(total, axis=0) >= goal
+            if ABOVE:
+                ok = tl.sum(total, axis=0) > goal
+            else:
+                ok = tl.sum(total, axis=0) >= goal
             lo = tl.where(ok, mid, lo)
             hi = tl.where(ok, hi, mid - 1)
         return lo
@@ -80,8 +86,9 @@ if triton is not None:
 
     @triton.jit
     def row_stats(row_ptr, stride_v, vocab, temperature, top_k, top_p, min_p,
-                  PROBS: tl.constexpr, BLOCK_V: tl.constexpr):
-        """(shift, threshold, norm) of one row: see `specreg.kernels.filtering`."""
+                  PROBS: tl.constexpr, BLOCK_V: tl.constexpr, ORDER: tl.constexpr):
+        """(shift, threshold, norm) of one row: see `specreg.kernels.filtering`; `ORDER` is the
+        filter order's `FilterRule.code` (0 specreg, 1 vllm, 2 sglang)."""
         offs = tl.arange(0, BLOCK_V)
         best = tl.full([BLOCK_V], float("-inf"), tl.float32)
         for start in range(0, vocab, BLOCK_V):
@@ -92,14 +99,22 @@ if triton is not None:
         top_key = _key(shift)
         threshold = tl.full([], float("-inf"), tl.float32)
         if (top_k > 0) & (top_k < vocab):
-            key = _bisect(row_ptr, stride_v, vocab, temperature, shift, threshold,
-                          top_k.to(tl.float32), top_key, False, PROBS, BLOCK_V)
+            key = _bisect(row_ptr, stride_v, vocab, temperature, shift, threshold, 0.0,
+                          top_k.to(tl.float32), top_key, False, False, PROBS, BLOCK_V)
             threshold = _value(key)
         if top_p < 1.0:
-            survivors = _kept_mass(row_ptr, stride_v, vocab, temperature, shift, threshold, 0.0,
-                                   PROBS, BLOCK_V)
-            key = _bisect(row_ptr, stride_v, vocab, temperature, shift, threshold,
-                          top_p * survivors, top_key, True, PROBS, BLOCK_V)
+            # The set top-p measures (`FilterRule.top_p_over`): the top-k survivors (specreg),
+            # those also past min-p (vllm), or every token (sglang).
+            base_floor = threshold
+            base_min_p = min_p * 0.0
+            if ORDER == 1:
+                base_min_p = min_p
+            if ORDER == 2:
+                base_floor = tl.full([], float("-inf"), tl.float32)
+            survivors = _kept_mass(row_ptr, stride_v, vocab, temperature, shift, base_floor,
+                                   base_min_p, PROBS, BLOCK_V)
+            key = _bisect(row_ptr, stride_v, vocab, temperature, shift, base_floor, base_min_p,
+                          top_p * survivors, top_key, True, ORDER == 2, PROBS, BLOCK_V)
             threshold = tl.maximum(threshold, _value(key))
         norm = _kept_mass(row_ptr, stride_v, vocab, temperature, shift, threshold, min_p,
                           PROBS, BLOCK_V)
@@ -118,13 +133,13 @@ if triton is not None:
     def _row_stats_kernel(
         flat_ptr, stride_r, stride_v, index_ptr, temp_ptr, k_ptr, p_ptr, m_ptr,
         shift_ptr, threshold_ptr, norm_ptr, vocab,
-        PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
+        PROBS: tl.constexpr, BLOCK_V: tl.constexpr, ORDER: tl.constexpr,
     ):
         r = tl.program_id(0).to(tl.int64)
         row = tl.load(index_ptr + r).to(tl.int64)
         shift, threshold, norm = row_stats(
             flat_ptr + row * stride_r, stride_v, vocab, tl.load(temp_ptr + r),
-            tl.load(k_ptr + r), tl.load(p_ptr + r), tl.load(m_ptr + r), PROBS, BLOCK_V,
+            tl.load(k_ptr + r), tl.load(p_ptr + r), tl.load(m_ptr + r), PROBS, BLOCK_V, ORDER,
         )
         tl.store(shift_ptr + r, shift)
         tl.store(threshold_ptr + r, threshold)
@@ -141,14 +156,15 @@ def row_stats_triton(
     *,
     probabilities: bool,
     block_v: int,
+    rule: FilterRule = FILTER_RULES[DEFAULT_FILTER_ORDER],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(shift, threshold, norm) float32 [len(index)] of the rows `flat[index]` (`flat` [R, V]);
-    per-row parameters [len(index)] (temperatures > 0)."""
+    per-row parameters [len(index)] (temperatures > 0); top-p measured as `rule` says."""
     count = index.shape[0]
     out = [torch.empty(count, dtype=torch.float32, device=flat.device) for _ in range(3)]
     if count:
         _row_stats_kernel[(count,)](
             flat, flat.stride(0), flat.stride(1), index, temperature, top_k, top_p, min_p,
-            *out, flat.shape[1], PROBS=probabilities, BLOCK_V=block_v,
+            *out, flat.shape[1], PROBS=probabilities, BLOCK_V=block_v, ORDER=rule.code,
         )
     return out[0], out[1], out[2]

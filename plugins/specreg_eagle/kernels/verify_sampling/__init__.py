@@ -47,6 +47,12 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
+from specreg.kernels.filtering.orders import (
+    DEFAULT_FILTER_ORDER,
+    FilterOrder,
+    FilterRule,
+    filter_rule,
+)
 from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
@@ -177,6 +183,7 @@ def verify_tree_with_params(
     check_values: bool | None = None,
     block_v: int | None = None,
     backend: str | None = None,
+    filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
 ) -> TreeVerifyResult:
     """Tree verification of a batch whose requests carry their own sampling parameters.
 
@@ -189,10 +196,12 @@ def verify_tree_with_params(
     the final draw), so a seeded request's tokens do not depend on the rest of the batch.
     `retrieve_index[r]` must address request r's own rows (r*N .. r*N + N - 1), as `build_tree`
     makes it. Bad parameters: SR910-SR915 with value checks, else `result.param_error`.
-    `backend` as in `verify_tree_sampling`.
+    `backend` as in `verify_tree_sampling`. `filter_order` ('specreg', 'vllm' or 'sglang';
+    SR130 otherwise) says how top-k, top-p and min-p combine (`specreg.kernels.filtering`).
     """
     from specreg.kernels.chain_params.checks import check_scores
 
+    rule = filter_rule(filter_order)
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     b, n = check_tree_inputs(*links, depth)
     vocab = check_tree_rows(b, n, target=target, draft=draft)
@@ -235,7 +244,7 @@ def verify_tree_with_params(
         local = _sampled_chunk(
             links, target, draft, params, drawn, chunk_requests, depth=depth,
             probabilities=probabilities, triton_path=triton_path, block_v=block_v,
-            thresholds=(threshold_single, threshold_acc),
+            thresholds=(threshold_single, threshold_acc), rule=rule,
         )
         _merge_chunk(parts, local, retrieve_index, chunk_requests, sampled, n)
     predicts, accept_index, num, bonus, out = parts
@@ -263,6 +272,7 @@ def _sampled_chunk(
     triton_path: bool,
     block_v: int | None,
     thresholds: tuple[float, float],
+    rule: FilterRule,
 ) -> TreeVerifyResult:
     """Tree sampling of `requests` on their filtered rows (local row numbering)."""
     candidates, _, next_token, next_sibling = links
@@ -278,7 +288,7 @@ def _sampled_chunk(
     )
     rows = (requests[:, None] * n + torch.arange(n, device=requests.device)).flatten()
     filtered = [
-        _filtered_tree_rows(scores, rows, row_params, probabilities, triton_path, block_v)
+        _filtered_tree_rows(scores, rows, row_params, probabilities, triton_path, block_v, rule)
         .view(count, n, vocab) if scores is not None else None
         for scores in (target, draft)
     ]
@@ -297,6 +307,7 @@ def _filtered_tree_rows(
     probabilities: bool,
     triton_path: bool,
     block_v: int | None,
+    rule: FilterRule,
 ) -> torch.Tensor:
     """Filtered float32 rows `scores.view(-1, V)[rows]` under per-row parameters."""
     flat = scores.reshape(-1, scores.shape[-1])
@@ -306,12 +317,12 @@ def _filtered_tree_rows(
 
         shift, threshold, norm = row_stats_triton(
             flat, rows, p.temperature, p.top_k, p.top_p, p.min_p, probabilities=probabilities,
-            block_v=verify_tile(flat.shape[-1], block_v),
+            block_v=verify_tile(flat.shape[-1], block_v), rule=rule,
         )
         stats = RowStats(shift=shift, threshold=threshold, norm=norm)
     else:
         stats = gathered_row_stats(flat, rows, p.temperature, p.top_k, p.top_p, p.min_p,
-                                   probabilities=probabilities)
+                                   probabilities=probabilities, rule=rule)
     return filtered_rows(flat.index_select(0, rows), p.temperature, stats, p.min_p,
                          probabilities=probabilities)
 

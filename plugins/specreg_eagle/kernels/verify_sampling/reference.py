@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.argmax.reference import row_argmax_reference
+from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.verify_greedy.reference import greedy_walk, path_result
@@ -145,6 +146,7 @@ def verify_tree_with_params_reference(
     draft: torch.Tensor | None = None,
     probabilities: bool = False,
     thresholds: tuple[float, float] = (1.0, 1.0),
+    filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
 ) -> TreeVerifyResult:
     """`verify_tree_with_params` given the coins [b, N + 1] (`request_coins`: columns 0..N-1
     the node coins, column N the final draw). Requests with invalid parameters emit -1."""
@@ -163,7 +165,7 @@ def verify_tree_with_params_reference(
             continue
         rule = dict(temperature=temperature, top_k=int(params.top_k[r]),
                     top_p=float(params.top_p[r]), min_p=float(params.min_p[r]),
-                    probabilities=probabilities)
+                    probabilities=probabilities, order=filter_order)
         p_rows = [filtered_distribution(target[r, i], **rule).tolist() for i in range(n)]
         q_rows = None if draft is None else [
             filtered_distribution(draft[r, i], **rule).tolist() for i in range(n)
