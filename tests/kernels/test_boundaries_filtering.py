@@ -227,3 +227,18 @@ def test_binned_top_p_search_when_rounding_puts_the_goal_past_the_total():
     got, _ = _torch_row(scores, rule, probabilities=False)
     assert torch.equal(got > 0, want > 0) and int((want > 0).sum()) == scores.numel() - 1
     assert torch.allclose(got.double(), want, atol=1e-7)
+
+
+def test_binned_top_p_search_of_several_rows_at_once_keeps_each_rows_bins_apart():
+    """Two rows through the binned search in one call, at and just past the exact goal: each
+    row's mass bins are its own (flat bin index = row * TOP_P_BINS + bin)."""
+    scores = torch.stack([_binned_row(), _binned_row()])
+    one, zero = torch.ones(2), torch.zeros(2)
+    top_p = torch.tensor([0.5, 0.5000001])
+    stats = row_stats(scaled_scores(scores, one, probabilities=False), torch.zeros(2).long(),
+                      top_p, zero)  # fmt: skip
+    got = filtered_rows(scores, one, stats, zero, probabilities=False)
+    for r in range(2):
+        want = filtered_distribution(scores[r], temperature=1.0, top_p=float(top_p[r]))
+        assert torch.equal(got[r] > 0, want > 0), r
+    assert [int((got[r] > 0).sum()) for r in range(2)] == [1025, scores.shape[1] - 1]
