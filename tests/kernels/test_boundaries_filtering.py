@@ -242,3 +242,16 @@ def test_binned_top_p_search_of_several_rows_at_once_keeps_each_rows_bins_apart(
         want = filtered_distribution(scores[r], temperature=1.0, top_p=float(top_p[r]))
         assert torch.equal(got[r] > 0, want > 0), r
     assert [int((got[r] > 0).sum()) for r in range(2)] == [1025, scores.shape[1] - 1]
+
+
+def test_binned_top_p_search_crossing_in_the_first_bin():
+    """A nucleus of more than TOP_P_PREFIX tokens within 1/8 logit of the max: the goal is
+    reached inside bin 0, with no mass before it."""
+    gen = torch.Generator().manual_seed(7)
+    near, far = torch.rand(700, generator=gen), torch.rand(300, generator=gen)
+    scores = torch.cat([-0.1 * near, -5.0 - far])
+    rule = dict(temperature=1.0, top_k=0, top_p=0.5, min_p=0.0)
+    want = filtered_distribution(scores, **rule)
+    got, _ = _torch_row(scores, rule, probabilities=False)
+    assert int((want > 0).sum()) > TOP_P_PREFIX
+    assert torch.equal(got > 0, want > 0)
