@@ -88,10 +88,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps(data | {"ok": not registry.failures, "exit_status": status}, indent=2))
         return status
     print("Algorithms")
+    width = max([10, *(len(a.name) for a in registry.algorithms())])
     for a in registry.algorithms():
         aliases = f" (aliases: {', '.join(a.aliases)})" if a.aliases else ""
         origin = a.origin.plugin if a.origin else "?"
-        print(f"  {a.name:<10} {a.drafting:<6} {', '.join(a.verify_rules):<40} [{origin}]{aliases}")
+        print(f"  {a.name:<{width}} {a.drafting:<6} {', '.join(a.verify_rules):<40} "
+              f"[{origin}]{aliases}")
     if not registry.algorithms():
         print("  (none)")
     print("Caches")

@@ -194,6 +194,40 @@ class BlockDrafterProtocol(Protocol):
     def candidates(self, anchor: torch.Tensor, draft_tokens: torch.Tensor) -> torch.Tensor: ...
 
 
+@runtime_checkable
+class DraftModelDrafterProtocol(Protocol):
+    """A chain drafter driving a draft model the framework runs (a standalone draft model).
+
+    `draft(model, history [b, L], lengths [b], cache_lens [b], *, gamma=, temperature=,
+    generator=)` feeds the draft model (`model(tokens, start, counts) -> logits [b, V]`) what
+    its KV lacks up to the anchor, then drafts `gamma` tokens: a draft with `tokens` [b, gamma],
+    `q` (None at temperature 0) and `candidates(anchor)`. `rollback(lengths, num_accepted,
+    gamma)` gives the draft KV lengths to keep after verification.
+    """
+
+    gamma: int
+
+    def draft(
+        self, model: Any, history: torch.Tensor, lengths: torch.Tensor,
+        cache_lens: torch.Tensor, **kwargs: Any,
+    ) -> Any: ...
+
+    def rollback(self, lengths: torch.Tensor, num_accepted: torch.Tensor, *args: Any) -> Any: ...
+
+
+@runtime_checkable
+class HeadsDrafterProtocol(Protocol):
+    """A tree drafter reading heads on the target's hidden states (Medusa): one logits row
+    per head, `tree_from_heads(head_logits [b, heads, V], bonus_tokens, seq_lens)`, besides
+    the `TreeDrafterProtocol` steps."""
+
+    num_steps: int
+
+    def tree_from_heads(
+        self, head_logits: torch.Tensor, bonus_tokens: torch.Tensor, seq_lens: torch.Tensor,
+    ) -> Any: ...
+
+
 # -------------------------------------------------------------------------------- cache swapper
 @runtime_checkable
 class CacheSwapperProtocol(Protocol):

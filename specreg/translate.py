@@ -25,7 +25,7 @@ from specreg.framework_args.flags import (
     is_framework_key,
     key_of,
 )
-from specreg.framework_args.model_config import architecture, read_model_config
+from specreg.framework_args.model_config import architecture, read_model_config, vocab_size
 from specreg.framework_args.rules import EAGLE_FAMILY, VLLM_METHODS, model_defaults
 from specreg.integers import is_int
 
@@ -154,6 +154,7 @@ def _sglang(
         problems.extend([prob] if prob else [])
         framework["target_architecture"] = architecture(target)
         framework["index_topk"] = (target or {}).get("index_topk")
+        framework["target_vocab_size"] = vocab_size(target)
     draft_path = raw.get("speculative_draft_model_path")
     if draft_path is not None:
         flag = framework.pop("draft_flag", "--speculative-draft-model-path")

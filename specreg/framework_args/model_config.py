@@ -50,3 +50,11 @@ def architecture(model_config: Mapping[str, Any] | None) -> str | None:
     """The first of a config.json's `architectures`, or None."""
     archs = (model_config or {}).get("architectures") or []
     return str(archs[0]) if isinstance(archs, list) and archs else None
+
+
+def vocab_size(model_config: Mapping[str, Any] | None) -> Any:
+    """A config.json's vocab_size: top level, else its text_config's (multimodal checkpoints)."""
+    config = model_config or {}
+    text = config.get("text_config")
+    nested = text.get("vocab_size") if isinstance(text, Mapping) else None
+    return config.get("vocab_size", nested)

@@ -23,7 +23,10 @@ import torch
 
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
+from specreg.protocols import DraftModelDrafterProtocol, HeadsDrafterProtocol, missing_members
+from specreg.testing.draft_model_step import draft_with_model
 from specreg.testing.drafter_checks import check_proposals
+from specreg.testing.heads_step import heads_step
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.step_parts import Batch
 from specreg.testing.toy_model import ToyLM
@@ -168,6 +171,10 @@ class SpeculativeLoop:
         With a model-free `plan.drafter`, its proposals are used and q is one-hot on them
         (a deterministic proposal), which keeps rejection sampling exact."""
         b = batch.size
+        if self.plan.drafter is not None and not missing_members(
+            self.plan.drafter, DraftModelDrafterProtocol
+        ):
+            return draft_with_model(self, batch, gamma)  # a drafter driving a draft model
         if self.plan.drafter is not None:
             drafter = cast("ChainDrafterProtocol", self.plan.drafter)
             drafts = drafter.propose(batch.seqs, batch.lengths)
@@ -304,6 +311,8 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- tree drafting
     def _step_tree(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        if not missing_members(self.plan.drafter, HeadsDrafterProtocol):
+            return heads_step(self, batch)  # heads on the target's hidden states (Medusa)
         return tree_step(self, batch)
 
 

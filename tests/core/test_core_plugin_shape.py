@@ -19,6 +19,8 @@ PACKAGES = {
     "specreg_eagle": ROOT / "plugins" / "specreg_eagle",
     "specreg_dspark": ROOT / "plugins" / "specreg_dspark",
     "specreg_hisparse": ROOT / "plugins" / "specreg_hisparse",
+    "specreg_draft_model": ROOT / "plugins" / "specreg_draft_model",
+    "specreg_medusa": ROOT / "plugins" / "specreg_medusa",
     "specreg_ngram": ROOT / "examples" / "specreg-ngram" / "specreg_ngram",
 }
 TOP_LEVEL = {

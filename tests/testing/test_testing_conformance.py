@@ -13,7 +13,9 @@ TOY = ToyConfig()
 
 @pytest.fixture(scope="module")
 def registry():
-    return Registry.load(allowlist={"eagle", "dspark", "hisparse"}, fresh=True)
+    return Registry.load(
+        allowlist={"eagle", "dspark", "hisparse", "draft_model", "medusa"}, fresh=True
+    )
 
 
 @pytest.mark.parametrize(
@@ -23,6 +25,8 @@ def registry():
         ("eagle3", {}),
         ("dspark", {"draft_config": toy_draft_checkpoint(TOY)}),
         ("dflash", {"draft_config": toy_draft_checkpoint(TOY)}),
+        ("draft_model", {"draft_config": {"vocab_size": TOY.vocab_size}}),
+        ("medusa", {}),
     ],
 )
 def test_builtin_algorithms_conform(registry, name, base):

@@ -1,0 +1,64 @@
+"""One draft-and-verify step for head drafters (Medusa-style) in the reference loop.
+
+An algorithm whose tree drafter reads heads on the target's hidden states, with no draft model
+of its own (`HeadsDrafterProtocol`), reads one logits row per head.
+The draft model gives them through `head_logits(seqs, lengths, num_heads) -> [b, heads, V]` when
+it has heads (the transformers harness: heads on the target's last hidden state); for the toy
+draft model, head d is the toy's prediction d + 1 tokens past the root along its own greedy
+chain. `plan.drafter` turns them into its tree (start, step, tree) and `plan.verifier` verifies
+it as in `tree_step`. Nothing here imports a plugin.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import torch
+
+if TYPE_CHECKING:
+    from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
+    from specreg.testing.step_parts import Batch, LoopView
+
+
+def toy_head_logits(loop: LoopView, batch: Batch, num_heads: int) -> torch.Tensor:
+    """The toy draft model as heads: row d = its logits d + 1 tokens past the root, along its
+    greedy continuation. [b, num_heads, V]."""
+    b = batch.size
+    ext = torch.cat([batch.seqs, torch.zeros(b, num_heads, dtype=torch.long)], dim=1)
+    rows = []
+    for d in range(num_heads):
+        logits = loop.draft.next_logits(ext, batch.lengths + d)
+        ext[torch.arange(b), batch.lengths + d] = logits.argmax(-1)
+        rows.append(logits.float())
+    return torch.stack(rows, dim=1)
+
+
+def heads_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Read the heads, build the drafter's tree, verify it: (tokens [b, W], counts [b])."""
+    drafter = cast("TreeDrafterProtocol", loop.plan.drafter)
+    verifier = cast("TreeVerifierProtocol", loop.plan.verifier)
+    steps, n, b = loop.steps, loop.verify_width, batch.size
+    reader = getattr(loop.draft, "head_logits", None)
+    heads = reader(batch.seqs, batch.lengths, steps) if reader else toy_head_logits(loop, batch, steps)
+    hidden = torch.zeros(b, 1)
+    draft = drafter.start(heads[:, 0], hidden)
+    for d in range(1, steps):
+        draft = drafter.step(draft, heads[:, d], hidden)
+    tree = drafter.tree(draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only")
+    assert tree.num_verify_tokens == n, (tree.num_verify_tokens, n)
+    tokens = tree.draft_tokens.view(b, n)
+    depths = tree.positions.view(b, n) - (batch.lengths - 1)[:, None]
+    ancestors = tree.tree_mask.view(b, n, n)
+    paths = torch.full((b, n, n), -1, dtype=torch.long)
+    where = ancestors.nonzero()
+    rows, nodes, anc = where[:, 0], where[:, 1], where[:, 2]
+    paths[rows, nodes, depths[rows, anc]] = tokens[rows, anc]
+    logits = loop.verify_logits(batch, paths, depths)
+    if loop.params_verify is not None:
+        out = loop.params_verify(tree, logits, params=loop.params)
+    elif loop.sampling:
+        probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
+        out = verifier.verify_sampling(tree, probs, generator=loop.generator)
+    else:
+        out = verifier.verify_greedy(tree, logits)
+    return out.output_tokens, out.num_accepted.long() + 1
