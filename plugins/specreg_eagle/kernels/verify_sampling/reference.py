@@ -59,7 +59,7 @@ class _Parent:
             assert self.q is not None
             p_mass, q_mass = sum(self.residual), sum(self.q)
             accepted = child_coin * self.q[token] * p_mass < self.residual[token] * q_mass
-            if not accepted and q_mass > 0:
+            if not accepted and q_mass > 0 and p_mass > 0:  # a residual without mass stays so
                 self.residual = [max(r / p_mass - q / q_mass, 0.0)
                                  for r, q in zip(self.residual, self.q, strict=True)]
             if not accepted:

@@ -1,0 +1,136 @@
+"""EAGLE's tree verification at its boundaries, torch and Triton (interpreter) against the plain
+references: a tree deeper than `depth` on the `target_predict` path (every output compared), a
+coin of exactly 0 against a child of probability 0 (both rules: strict inequalities), a child
+whose probability equals `threshold_single` exactly, and final draws whose residual has no
+mass (the fallback to p)."""
+
+import pytest
+import torch
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_reference
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+
+BACKENDS = ["torch", "triton"]
+FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
+ALMOST_ONE = 1.0 - 2.0**-24
+
+
+def _same(got, want):
+    for field in FIELDS:
+        assert torch.equal(getattr(got, field).long(), getattr(want, field).long()), field
+
+
+def _links(first, sibling, b):
+    n = len(first)
+    next_token = torch.tensor([first] * b)
+    next_sibling = torch.tensor([sibling] * b)
+    retrieve_index = torch.arange(b * n).view(b, n)
+    return retrieve_index, next_token, next_sibling
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_greedy_walk_on_predictions_stops_at_depth_in_a_deeper_tree(backend, depth):
+    """A chain of 6 nodes (5 levels) whose every draft matches: the walk stops after `depth`
+    drafts with the bonus of the node at the depth. A second request branches (the match is the
+    second sibling) and a third stops early on a mismatch."""
+    first = [1, 2, 3, 4, 5, -1]
+    sibling = [-1, -1, -1, -1, -1, -1]
+    retrieve_index, next_token, next_sibling = _links(first, sibling, 3)
+    candidates = torch.tensor([[9, 11, 12, 13, 14, 15]] * 3)
+    predict = torch.tensor([[11, 12, 13, 14, 15, 16]] * 3)
+    next_token[1] = torch.tensor([1, -1, 3, 4, 5, -1])  # root -> {1, 2}; 2 -> 3 -> 4 -> 5
+    next_sibling[1] = torch.tensor([-1, 2, -1, -1, -1, -1])
+    candidates[1] = torch.tensor([9, 7, 11, 12, 13, 14])
+    predict[1] = torch.tensor([11, 0, 12, 13, 14, 15])
+    predict[2, 1] = 99  # request 2: node 2 (token 12) does not match
+    want = verify_tree_greedy_reference(candidates, retrieve_index, next_token, next_sibling,
+                                        predict, depth=depth)  # fmt: skip
+    assert want.accept_token_num.tolist() == [depth, depth, 1]
+    got = verify_tree_greedy(candidates, retrieve_index, next_token, next_sibling, depth=depth,
+                             target_predict=predict, backend=backend)  # fmt: skip
+    _same(got, want)
+    logits = torch.nn.functional.one_hot(predict, 100).float()
+    from_logits = verify_tree_greedy(candidates, retrieve_index, next_token, next_sibling,
+                                     depth=depth, target_logits=logits, backend=backend)
+    _same(from_logits, want)
+
+
+# Sampling trees: root 0 -> children 1, 2 (siblings); 1 -> 3.
+FIRST, SIBLING = [1, 3, -1, -1], [-1, 2, -1, -1]
+VOCAB = 8
+
+
+def _sample(backend, candidates, target, draft, coins, final_coins, **kwargs):
+    b = candidates.shape[0]
+    retrieve_index, next_token, next_sibling = _links(FIRST, SIBLING, b)
+    inputs = TreeSamplingInputs(
+        candidates, retrieve_index, next_token, next_sibling, target, draft, coins, final_coins,
+        depth=2, threshold_single=kwargs.get("threshold_single", 1.0),
+        threshold_acc=kwargs.get("threshold_acc", 1.0),
+    )
+    want = verify_tree_sampling_reference(inputs)
+    got = verify_tree_sampling(candidates, retrieve_index, next_token, next_sibling, target,
+                               depth=2, draft_probs=draft, coins=coins, final_coins=final_coins,
+                               backend=backend, block_v=16, **kwargs)  # fmt: skip
+    _same(got, want)
+    return want
+
+
+def _rows(b, root):
+    """target / draft [b, 4, VOCAB]: row 0 (the root's) given, the others uniform."""
+    rows = torch.full((b, 4, VOCAB), 1.0 / VOCAB)
+    rows[:, 0] = torch.tensor(root)
+    return rows
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_coin_of_zero_never_accepts_a_child_of_probability_zero(backend):
+    """Node 1 drafts token 5 with p(5) = 0 and every coin is 0: `0 < 0` is false under both
+    rules, so node 1 is rejected and node 2 (token 6, p = .5) accepted. Request 0: target-only;
+    with recursive rejection sampling (q(5) = .5, q(6) = .25) node 1 is rejected the same way
+    and node 2 accepted (its residual .5 - .25 > 0)."""
+    p_root = [0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.25]
+    target = _rows(2, p_root)
+    draft = _rows(2, [0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.25, 0.25])
+    candidates = torch.tensor([[0, 5, 6, 1]] * 2)
+    coins, final_coins = torch.zeros(2, 4), torch.tensor([0.5, 0.5])
+    for q in (None, draft):
+        want = _sample(backend, candidates, target, q, coins, final_coins)
+        assert want.accept_index[:, 1].tolist() == [2, 6]  # node 2 of each request
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_threshold_single_accepts_a_child_whose_probability_equals_it(backend):
+    """Target-only rule with a parent coin (0.9) the cumulative test fails: a child with p(c)
+    exactly threshold_single (0.25) is accepted, one with p(c) = 0.125 below it is not."""
+    target = _rows(2, [0.25, 0.25, 0.125, 0.375, 0.0, 0.0, 0.0, 0.0])
+    candidates = torch.tensor([[0, 1, 2, 3], [0, 2, 4, 3]])
+    coins, final_coins = torch.tensor([[0.9, 0.0, 0.0, 0.0]] * 2), torch.tensor([0.3, 0.3])
+    want = _sample(backend, candidates, target, None, coins, final_coins,
+                   threshold_single=0.25, threshold_acc=1.0)  # fmt: skip
+    assert want.accept_token_num.tolist()[0] >= 1 and want.accept_index[0, 1] == 1
+    assert want.accept_index[1, 1] == -1  # neither 0.125 nor 0 reaches 0.25
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_final_draws_without_residual_mass_fall_back_to_p(backend):
+    """Request 0 (target-only): p(4) = ALMOST_ONE, the root's coin equals it, both children
+    draft token 4 (the second a duplicate, counting 0): both rejected, p without 4 has no mass,
+    so the final token is 4. Request 1 (recursive rejection): q = p, children draft tokens of
+    probability 0 under both: rejected, max(p - q, 0) is all zero, the final token comes from p
+    (token 4 again), never index 0."""
+    root = [0.0] * VOCAB
+    root[4] = ALMOST_ONE
+    target = _rows(2, root)
+    draft = target.clone()
+    draft[0, 0] = 0.0  # request 0: no q at the root -> the target-only rule
+    candidates = torch.tensor([[0, 4, 4, 1], [0, 3, 5, 1]])
+    coins = torch.tensor([[ALMOST_ONE, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0]])
+    final_coins = torch.tensor([0.999, 0.0])
+    for q in (None, draft):
+        want = _sample(backend, candidates, target, q, coins, final_coins)
+        assert want.output_tokens[:, 0].tolist() == [4, 4]
+        assert want.accept_token_num.tolist() == [0, 0]

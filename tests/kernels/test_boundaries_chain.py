@@ -1,0 +1,141 @@
+"""Chain verification at its boundaries, torch and Triton (interpreter) against the plain
+references: residuals without mass (the fallback to p), the strict acceptance test with a coin
+exactly at p(x), and a -1 draft met by a -1 prediction without `vocab_size`.
+
+Each input is built for its boundary: p one-hot (or within one float32 ulp of it) at a token
+the coin rejects, q equal to p, a draft outside the support of both.
+"""
+
+import pytest
+import torch
+
+from specreg.kernels.chain import (
+    verify_chain_greedy_from_predict,
+    verify_chain_sampling,
+    verify_chain_target_only,
+)
+from specreg.kernels.chain.reference import (
+    verify_chain_greedy_from_predict_reference,
+    verify_chain_sampling_reference,
+)
+from specreg.kernels.chain.types import ChainSamplingInputs
+from specreg.kernels.chain_params import verify_chain_with_params
+from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
+from specreg.kernels.chain_params.types import ChainParamsInputs
+from specreg.sampling_params import SamplingParams
+
+ALMOST_ONE = 1.0 - 2.0**-24  # the largest float32 below 1
+BACKENDS = ["torch", "triton"]
+
+
+def _same(got, want):
+    assert torch.equal(got.accept_len, want.accept_len)
+    assert torch.equal(got.output_tokens, want.output_tokens)
+
+
+def _target_only_case():
+    """Request 0: p(x) = ALMOST_ONE, every other token 0, and a coin of exactly p(x): the strict
+    test rejects x, and p without x has no mass, so the emitted token is x itself (drawn from p).
+    Request 1: the same row with a coin just below p(x): accepted, the bonus row is one-hot.
+    Request 2: a one-hot row at 0 and x = 0 with coin 0.75 of a p(x) = 1: accepted."""
+    vocab, n = 7, 3
+    target = torch.zeros(3, n, vocab)
+    target[:2, 0, 4] = ALMOST_ONE
+    target[:2, 1, 5] = 1.0
+    target[:2, 2, 6] = 1.0
+    target[2, :, 0] = 1.0
+    candidates = torch.tensor([[1, 4, 5], [1, 4, 5], [1, 0, 0]])
+    coins = torch.tensor([[ALMOST_ONE, 0.0], [ALMOST_ONE - 2.0**-24, 0.0], [0.75, 0.75]])
+    final_coins = torch.tensor([0.999, 0.5, 0.25])
+    return candidates, target, coins, final_coins
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_target_only_rejection_without_residual_mass_draws_from_p(backend):
+    candidates, target, coins, final_coins = _target_only_case()
+    want = verify_chain_sampling_reference(ChainSamplingInputs(
+        candidates=candidates, target_probs=target, draft_probs=None, coins=coins,
+        final_coins=final_coins,
+    ))  # fmt: skip
+    assert want.accept_len.tolist() == [0, 2, 2]
+    assert want.output_tokens[0].tolist() == [4, -1, -1]  # x again: the only token p allows
+    got = verify_chain_target_only(candidates, target, coins=coins, final_coins=final_coins,
+                                   backend=backend, block_v=16)  # fmt: skip
+    _same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_classic_rejection_without_residual_mass_draws_from_p(backend):
+    """q = p one-hot at 3 and the draft x = 1 outside both supports (q(x) = p(x) = 0): rejected,
+    max(p - q, 0) is all zero, so the correction is drawn from p: token 3, never the first
+    index or x. A second request has the same rows with x = 3: accepted."""
+    vocab = 6
+    target = torch.zeros(2, 2, vocab)
+    target[:, :, 3] = 1.0
+    draft = target[:, :1].clone()
+    candidates = torch.tensor([[0, 1], [0, 3]])
+    coins, final_coins = torch.tensor([[0.0], [0.5]]), torch.tensor([0.0, 0.999])
+    want = verify_chain_sampling_reference(ChainSamplingInputs(
+        candidates=candidates, target_probs=target, draft_probs=draft, coins=coins,
+        final_coins=final_coins,
+    ))  # fmt: skip
+    assert want.output_tokens.tolist() == [[3, -1], [3, 3]]
+    got = verify_chain_sampling(candidates, target, draft, coins=coins, final_coins=final_coins,
+                                backend=backend, block_v=16)  # fmt: skip
+    _same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_top_k_1_residual_without_mass_is_a_token_of_positive_probability(backend):
+    """Target and draft share their scores under top_k = 1, so p = q = one-hot(argmax = 4), and
+    the draft token (2) lies outside the kept set: p - q is all zero and the correction must be
+    drawn from p (token 4). With a draft (classic rule) and without (target-only rule)."""
+    vocab = 8
+    row = torch.tensor([0.1, 0.5, 1.0, -1.0, 3.0, 0.0, 2.0, -2.0])
+    target = torch.stack([row, row.roll(2)])[None].expand(2, 2, vocab).contiguous()
+    draft = target[:, :1].clone()
+    candidates = torch.tensor([[0, 2], [0, 4]])
+    params = SamplingParams.of(2, temperature=0.7, top_k=1)
+    coins, final_coins = torch.tensor([[0.0], [0.9]]), torch.tensor([0.0, 0.999])
+    for q in (draft, None):
+        want = verify_chain_with_params_reference(ChainParamsInputs(
+            candidates=candidates, target=target, draft=q, params=params, coins=coins,
+            final_coins=final_coins,
+        ))  # fmt: skip
+        assert want.output_tokens.tolist() == [[4, -1], [4, 6]]
+        got = verify_chain_with_params(candidates, target, q, params=params, coins=coins,
+                                       final_coins=final_coins, backend=backend, block_v=16)
+        _same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_coin_exactly_at_p_over_q_rejects(backend):
+    """coin * q(x) == p(x) exactly (dyadic values): the strict test rejects; one float32 ulp
+    below it accepts."""
+    vocab = 4
+    target = torch.tensor([[0.25, 0.25, 0.5, 0.0], [0.0, 0.0, 0.0, 1.0]]).expand(2, 2, vocab)
+    draft = torch.tensor([[0.0, 0.5, 0.5, 0.0]]).expand(2, 1, vocab).contiguous()
+    candidates = torch.tensor([[0, 1], [0, 1]])
+    coins = torch.tensor([[0.5], [0.5 - 2.0**-25]])
+    final_coins = torch.tensor([0.3, 0.3])
+    want = verify_chain_sampling_reference(ChainSamplingInputs(
+        candidates=candidates, target_probs=target.contiguous(), draft_probs=draft,
+        coins=coins, final_coins=final_coins,
+    ))  # fmt: skip
+    assert want.accept_len.tolist() == [0, 1]
+    got = verify_chain_sampling(candidates, target.contiguous(), draft, coins=coins,
+                                final_coins=final_coins, backend=backend, block_v=16)
+    _same(got, want)
+
+
+def test_a_minus_one_draft_never_matches_a_minus_one_prediction():
+    """Without `vocab_size` nothing checks the ids: a -1 draft against a -1 prediction (padding
+    on both sides) is still a mismatch, and the bonus is that prediction."""
+    candidates = torch.tensor([[7, -1, 3], [7, 2, -1], [7, 2, 3]])
+    predict = torch.tensor([[-1, 3, 9], [2, -1, 5], [2, 3, 8]])
+    want = verify_chain_greedy_from_predict_reference(candidates, predict, verify_lens=None)
+    assert want.accept_len.tolist() == [0, 1, 2]
+    for check_values in (None, False):
+        got = verify_chain_greedy_from_predict(candidates, predict, check_values=check_values)
+        _same(got, want)
+        assert torch.equal(got.bonus, want.bonus)
