@@ -28,3 +28,12 @@ def fix_line(text: str, code: str) -> str:
     match = re.search(rf"\[{code}\][^\n]*?Fix: (.*?)\(specreg explain {code}\)", text)
     assert match, f"no {code} with a fix in:\n{text}"
     return match.group(1)
+
+
+def plan_json(*args: str) -> dict:
+    """`specreg plan ARGS --json`, which must succeed, as data."""
+    import json
+
+    result = specreg("plan", *args, "--json", plugins=None)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
