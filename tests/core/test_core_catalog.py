@@ -1,5 +1,7 @@
 """The catalog is the single source: codes used in code exist, docs are generated from it."""
 
+from __future__ import annotations
+
 import re
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import pytest
 from specreg import catalog
 from specreg.cli import main
 from specreg.registry import Registry
+from tests.support.cli import specreg
 
 ROOT = Path(__file__).parents[2]
 CODE_RE = re.compile(r"[\"'](SR\d{3})[\"']")
@@ -82,7 +85,6 @@ def test_every_entry_is_complete(loaded):
 def test_seed_failures_have_reserved_codes(loaded):
     seeds = {e.code for e in loaded.builtin_entries().values() if e.seed}
     assert seeds == {"SR100", "SR300", "SR400"}
-
 
 
 def test_explain_prints_an_entry(capsys):
@@ -159,3 +161,9 @@ def test_a_refused_plugin_keeps_none_of_its_entries():
     assert registry.register_plugin(HalfGood(), "half") is None
     assert [f.problem.code for f in registry.failures] == ["SR119"]
     assert "SR641" not in registry.catalog.entries()
+
+
+def test_core_explain_and_suggestion():
+    assert specreg("explain", "SR100").returncode == 0
+    result = specreg("check", "--speculative-algorithm", "eaglee")
+    assert result.returncode == 1 and "Did you mean 'eagle'" in result.stdout

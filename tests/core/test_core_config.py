@@ -1,9 +1,13 @@
+
+from __future__ import annotations
+
 import json
 
 import pytest
 
 from specreg import ConfigError, SpecConfig, config_from_flags
 from specreg.framework_args.flags import COMMAND_LINE
+from tests.support.cli import fix_line, specreg
 
 
 def test_config_from_flags_accepts_fields_and_sglang_spellings():
@@ -105,3 +109,27 @@ def test_candidate_steps_rules():
         with pytest.raises(ConfigError) as info:
             SpecConfig(algorithm="eagle", candidate_steps=bad)
         assert info.value.codes == ("SR105",)
+
+
+def test_missing_config_file_hint_names_the_config_file(tmp_path):
+    result = specreg("check", "--config", "missing.json", cwd=tmp_path)
+    assert result.returncode == 1
+    fix = fix_line(result.stdout, "SR106")
+    assert fix.startswith("point --config at a JSON file of speculative settings")
+    assert "checkpoint" not in fix
+
+
+def test_draft_config_path_is_accepted_as_the_fix_says(tmp_path):
+    from specreg import Registry, SpecConfig
+    from specreg.demo import toy_draft_checkpoint
+    from specreg.testing import ToyConfig
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(toy_draft_checkpoint(ToyConfig())))
+    config = SpecConfig(algorithm="dspark", draft_config=str(path))
+    assert config.draft_config["block_size"] == 4
+    registry = Registry.load(allowlist={"dspark"}, fresh=True)
+    assert not [p for p in registry.check(config) if p.is_error]
+    with pytest.raises(ValueError) as info:
+        SpecConfig(algorithm="dspark", draft_config=str(tmp_path / "nope" / "config.json"))
+    assert info.value.code == "SR106"

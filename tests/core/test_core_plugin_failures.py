@@ -1,10 +1,15 @@
-"""A plugin raising in any hook gives a coded error naming the plugin (SR114), never a bare one."""
+"""Plugins that fail: a plugin raising in any hook gives a coded error naming the plugin (SR114),
+never a bare one; plugins that failed to load are named, in `specreg check` and `specreg list`,
+as the likely cause of an unknown name (SR140, SR141)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from specreg import AlgorithmSpec, CacheSpec, ParamRange, Registry, SpecRegError, hookimpl
+from tests.support.cli import BUILTIN, fix_line, specreg
 from tests.support.plugins import SpecAndCachePlugin
 
 ALGO = AlgorithmSpec(
@@ -75,3 +80,43 @@ def test_hook_raising_a_coded_error_keeps_its_code(hook):
     with pytest.raises(SpecRegError) as info:
         registry.resolve({"algorithm": "hardalgo"})
     assert "SR104" in info.value.codes
+
+
+def test_unknown_algorithm_names_the_plugins_that_failed_to_load(testplugins_site):
+    result = specreg("check", "--speculative-algorithm", "medusa",
+                     plugins=f"{BUILTIN},broken,badhook", site=testplugins_site)
+    assert result.returncode == 1
+    assert "SR101" not in result.stdout
+    assert "unknown algorithm 'medusa'" in result.stdout
+    assert "'badhook' (SR111)" in result.stdout and "'broken' (SR110)" in result.stdout
+    assert "most likely provides 'medusa'" in result.stdout
+    assert fix_line(result.stdout, "SR140").startswith(
+        "fix the plugin that failed to load (`specreg list` shows why it failed)"
+    )
+
+
+def test_list_exits_1_when_a_plugin_failed_to_load(testplugins_site):
+    result = specreg("list", plugins=f"{BUILTIN},broken", site=testplugins_site)
+    assert result.returncode == 1
+    assert "Load failures" in result.stdout and "[SR110]" in result.stdout
+    assert "1 load failure(s): exit status 1." in result.stdout
+    result = specreg("list", "--json", plugins=f"{BUILTIN},badhook", site=testplugins_site)
+    assert result.returncode == 1
+    assert [f["code"] for f in json.loads(result.stdout)["failures"]] == ["SR111"]
+
+
+def test_list_exits_0_without_failures():
+    result = specreg("list")
+    assert result.returncode == 0 and "Load failures" not in result.stdout
+
+
+def test_allowlist_name_matching_no_entry_point_is_reported():
+    result = specreg("list", plugins="eagle,bogus")
+    assert result.returncode == 1
+    assert "[SR141] SPECREG_PLUGINS names 'bogus', which matches no installed entry point" in (
+        result.stdout
+    )
+    assert fix_line(result.stdout, "SR141").startswith("remove 'bogus' from SPECREG_PLUGINS")
+    # and an algorithm the missing plugin would provide names it as the likely cause
+    result = specreg("check", "--speculative-algorithm", "dspark", plugins="eagle,dspak")
+    assert result.returncode == 1 and "'dspak' (SR141)" in result.stdout

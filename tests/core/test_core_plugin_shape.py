@@ -110,6 +110,19 @@ def test_every_module_opens_with_its_job(path):
     )
 
 
+#: The most lines a module under specreg/ may hold: past it, it holds more than one job.
+MAX_CORE_LINES = 400
+
+
+def test_no_module_under_specreg_exceeds_the_line_limit():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted((ROOT / "specreg").rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_CORE_LINES
+    }
+    assert not long, f"split by job: {long}"
+
+
 def test_reference_modules_are_used_by_tests_only():
     """A reference is the oracle: no implementation imports one."""
     offenders = []

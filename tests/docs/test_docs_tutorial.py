@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -102,3 +103,69 @@ def test_benchmark_chart_includes_the_planned_copy_row():
     assert planned["value"] == 0.64 and planned["target"] == 0.5
     labels = [label for label, *_ in (p for _, _, ps in run_cpu.RUNS for p in ps)]
     assert "HiSparse planned copy / index_copy_ bandwidth (%)" in labels
+
+
+def _library_names() -> dict[str, str]:
+    """Names a snippet may only use after importing them: specreg's public API (and the modules
+    the tutorial imports from), torch, and the example plugin's own modules."""
+    import specreg
+    import specreg.catalog
+    import specreg.memory
+    import specreg.testing
+
+    out = {"torch": "torch", "NgramDrafter": "specreg_ngram.drafter"}
+    for module in (specreg, specreg.catalog, specreg.memory, specreg.testing):
+        out |= {
+            name: module.__name__ for name in dir(module)
+            if not name.startswith("_") and not isinstance(getattr(module, name), ModuleType)
+        }
+    out["CHAIN_MISMATCH"] = "specreg_ngram.errors"
+    return out
+
+
+def _unimported(block: str, library: dict[str, str]) -> set[str]:
+    import ast
+
+    code = "\n".join(line[2:] if line.startswith("  ") else line for line in block.splitlines())
+    tree = ast.parse(code)
+    bound = {a.asname or a.name.split(".")[0] for node in ast.walk(tree)
+             if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}  # fmt: skip
+    bound |= {node.name for node in ast.walk(tree)
+              if isinstance(node, (ast.ClassDef, ast.FunctionDef))}  # fmt: skip
+    bound |= {a.arg for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+              for a in node.args.args}  # fmt: skip
+    bound |= {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name)}  # fmt: skip
+    used = {node.id for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}  # fmt: skip
+    return {name for name in used - bound if name in library}
+
+
+def test_every_snippet_imports_the_library_names_it_uses():
+    """Each Python snippet of the tutorial imports every specreg name (AlgorithmSpec,
+    ParamRange, hookimpl, problem, Registry, Buffer, ...) and torch where it uses them, so a
+    reader can paste it; a snippet missing one is named with the module to import it from."""
+    library = _library_names()
+    blocks = _python_blocks(TUTORIAL)
+    assert len(blocks) >= 8
+    missing = {
+        i: {name: library[name] for name in _unimported(block, library)}
+        for i, block in enumerate(blocks)
+    }
+    assert not {i: names for i, names in missing.items() if names}, missing
+    # negative control: the spec snippet without its import line is caught
+    spec = next(b for b in blocks if "NGRAM = AlgorithmSpec(" in b)
+    stripped = "\n".join(line for line in spec.splitlines() if not line.startswith("from specreg "))
+    assert {"AlgorithmSpec", "ParamRange", "hookimpl"} <= _unimported(stripped, library)
+
+
+def test_tutorial_installs_specreg_from_a_checkout_or_a_wheel_and_documents_memory():
+    install = _section("## 5. Install it and see it")
+    assert "pip install -e path/to/specreg" in install and ".whl" in install
+    assert install.index("pip install -e path/to/specreg ") < install.index("specreg-ngram\n")
+    assert "pip install specreg" not in TUTORIAL
+    memory = _section("## 6. The drafter")
+    for owner in ("plan.verifier", "plan.drafter", "plan.cache_swapper"):
+        assert f"| `{owner}` |" in memory, owner
+    assert "PER_REQUEST" in memory and "unstated" in memory
+    assert "### Adaptive candidates" in memory and "drafts[:, : candidate.gamma]" in memory

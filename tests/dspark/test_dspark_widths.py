@@ -1,5 +1,7 @@
 """The gamma/width table through the registry, for both layouts, plus mismatch and defaults."""
 
+from __future__ import annotations
+
 import json
 import subprocess
 import sys
@@ -7,6 +9,7 @@ import sys
 import pytest
 
 from specreg import ConfigError, Phase, SpecConfig
+from tests.support.cli import plan_json, specreg
 from tests.support.dspark import load
 
 VANILLA = {"vocab_size": 64, "markov_rank": 8, "markov_head_type": "vanilla", "mask_token_id": 4}
@@ -181,3 +184,30 @@ def test_cli_check_reports_both_values(tmp_path):
 def test_plugin_import_does_not_import_torch():
     code = "import specreg_dspark.plugin, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_dspark_one_draft_token_says_what_to_set():
+    result = specreg("check", "--speculative-algorithm", "dspark", "--speculative-num-draft-tokens", "1")
+    assert result.returncode == 1
+    assert "SR300" in result.stdout and "--speculative-num-draft-tokens" in result.stdout
+    assert "SR103" not in result.stdout  # the plugin's own message replaces the generic one
+
+
+def test_dspark_dense_widths(tmp_path):
+    # specreg's own fields: without a draft checkpoint the dense defaults apply (SR308 notice);
+    # SGLang's flags without --speculative-draft-model-path are SR178, as SGLang refuses them
+    config = tmp_path / "spec.json"
+    config.write_text(json.dumps({"algorithm": "dspark", "num_draft_tokens": 8}))
+    data = plan_json("--config", str(config))
+    assert data["widths"]["target"]["target_verify"] == 8
+    assert data["widths"]["draft"]["target_verify"] == 7
+
+
+def test_dspark_block_size_disagreeing_with_n_reports_both(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"block_size": 4, "mask_token_id": 0, "markov_rank": 8,
+                                  "markov_head_type": "vanilla"}))
+    result = specreg("check", "--speculative-algorithm", "dspark",
+                     "--speculative-num-draft-tokens", "8", "--speculative-draft-config", str(config))
+    assert result.returncode == 1 and "SR305" in result.stdout
+    assert "4" in result.stdout and "8" in result.stdout

@@ -1,9 +1,13 @@
+
+from __future__ import annotations
+
 import subprocess
 import sys
 
 import pytest
 
 from specreg.registry import Registry
+from tests.support.cli import plan_json, specreg
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +79,25 @@ def test_hooks_ignore_other_algorithms():
     from specreg.config import SpecConfig
 
     cfg = SpecConfig(algorithm="other")
-    assert plugin.specreg_resolve_config(cfg, other, {}) is None
-    assert plugin.specreg_resolve_candidates(cfg, other, {}) is None
+    assert plugin.specreg_resolve_config(cfg, other) is None
+    assert plugin.specreg_resolve_candidates(cfg, other) is None
     assert plugin.specreg_validate_config(cfg, other, None, None) is None
     assert plugin.specreg_make_verifier(cfg, other, None) is None
     assert plugin.specreg_make_drafter(cfg, other, None) is None
+
+
+def test_eagle_tree_widths():
+    data = plan_json("--speculative-algorithm", "eagle", "--speculative-num-steps", "3",
+                     "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
+    for worker in ("target", "draft"):
+        assert data["widths"][worker] == {"draft_decode": 4, "draft_extend": 8, "target_verify": 8}
+
+
+def test_eagle_chain_mismatch_is_rewritten_as_sglang_does_with_a_coded_notice():
+    # SGLang silently sets draft tokens to steps + 1 under topk 1; specreg adopts it and says so.
+    result = specreg("check", "--speculative-algorithm", "eagle", "--speculative-eagle-topk", "1",
+                     "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "6")
+    assert result.returncode == 0 and "SR162" in result.stdout and "Fix:" in result.stdout
+    data = plan_json("--speculative-algorithm", "eagle", "--speculative-eagle-topk", "1",
+                     "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "6")
+    assert data["config"]["num_draft_tokens"] == 4

@@ -1,5 +1,7 @@
 """The hisparse plugin through the registry: registration, validation against the plan, swapper."""
 
+from __future__ import annotations
+
 import subprocess
 import sys
 
@@ -7,6 +9,7 @@ import pytest
 import specreg_hisparse.plugin as hisparse_plugin
 
 from specreg import AlgorithmSpec, ConfigError, ParamRange, Phase, Registry
+from tests.support.cli import plan_json, specreg
 from tests.support.plugins import SpecPlugin
 
 SMALL = {"top_k": 4, "hot_size": 8, "req_slots": 2, "max_seq_len": 32}
@@ -104,3 +107,19 @@ def test_dspark_plan_builds_a_swapper():
 def test_plugin_import_does_not_import_torch():
     code = "import specreg_hisparse.plugin, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_hisparse_any_step_count_and_the_capacity_error():
+    four = plan_json("--speculative-algorithm", "eagle", "--speculative-num-steps", "3",
+                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+                     "--kv-cache", "hisparse")
+    assert four["cache"] == "hisparse" and four["widths"]["target"]["target_verify"] == 4
+    assert four["cache_swapper"].startswith("HiSparseSwapper")
+    one = plan_json("--speculative-algorithm", "eagle", "--speculative-num-steps", "1",
+                    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
+                    "--kv-cache", "hisparse")
+    assert one["widths"]["target"]["target_verify"] == 2
+    result = specreg("check", "--speculative-algorithm", "eagle", "--speculative-num-steps", "7",
+                     "--speculative-eagle-topk", "1", "--kv-cache", "hisparse",
+                     "--kv-cache-option", "max_steps=4")
+    assert result.returncode == 1 and "SR400" in result.stdout and "max_steps=8" in result.stdout

@@ -71,3 +71,40 @@ def _run(calls: int, seed: int = 0) -> None:
 @pytest.mark.slow
 def test_swap_under_load(fuzz_long):
     _run(50_000 if fuzz_long else 10_000)
+
+
+def test_hisparse_default_row_bytes_work_with_the_swappers_helpers():
+    import torch
+
+    from specreg import Registry
+    from specreg.errors import KernelInputError
+
+    registry = Registry.load(allowlist={"eagle", "hisparse"}, fresh=True)
+    plan = registry.resolve({"algorithm": "eagle", "cache": "hisparse",
+                             "cache_options": {"req_slots": 2, "max_seq_len": 64}})
+    swapper = plan.cache_swapper
+    assert swapper.layout.row_bytes == 656  # the default
+    host = swapper.new_host_cache(dtype=torch.float32)
+    dev = swapper.new_device_buffer(dtype=torch.bfloat16)
+    assert host.shape[1] * 4 == dev.shape[1] * 2 == 656
+    with pytest.raises(KernelInputError) as info:
+        swapper.new_host_cache(656, torch.bfloat16)
+    text = str(info.value)
+    assert info.value.code == "SR411"
+    assert "row_elems=656 x 2 bytes = 1312" in text
+    assert "Fix: call new_host_cache(dtype=torch.bfloat16) without row_elems" in text
+
+
+def test_lazy_swap_state_first_used_inside_inference_mode_serves_outside_it():
+    import torch
+
+    from specreg import Registry
+
+    registry = Registry.load(allowlist={"eagle", "hisparse"}, fresh=True)
+    swapper = registry.resolve({"algorithm": "eagle", "cache": "hisparse",
+                                "cache_options": {"req_slots": 2, "max_seq_len": 64}}).cache_swapper
+    assert swapper._state is None  # nothing allocated by resolve
+    with torch.inference_mode():
+        assert swapper.slot_tokens.shape[1] == 2  # first use allocates
+    swapper.reset_request(1)  # in-place updates outside inference mode still work
+    assert int(swapper.host_cache_locs[1].max()) == -1

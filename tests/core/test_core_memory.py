@@ -1,7 +1,13 @@
-"""Each built-in plan object's memory() states, per request, exactly the bytes of the tensors a
-small real call allocates: measured from the tensors, never hard-coded."""
+"""`plan.memory()` (specreg/memory.py): each built-in plan object's memory() states, per request,
+exactly the bytes of the tensors a small real call allocates (measured from the tensors, never
+hard-coded); `specreg plan` states the memory of absurd configs, budgets are enforced with a
+code, and resolving allocates nothing a server allocates later."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -11,6 +17,13 @@ from specreg_eagle.kernels.select_topk import organize_draft_results
 from specreg import Registry
 from specreg.chain_verifier import ChainVerifier
 from specreg.memory import PER_REQUEST
+from tests.support.cli import fix_line, specreg
+
+ABSURD = (
+    "--speculative-algorithm", "eagle", "--kv-cache", "hisparse", "--speculative-num-steps", "32",
+    "--speculative-eagle-topk", "8", "--speculative-num-draft-tokens", "1024",
+)
+
 
 VOCAB = 16
 BATCH = 3
@@ -100,3 +113,58 @@ def test_block_drafter_and_verifier_state_what_a_step_allocates(registry, algori
     assert _stated(drafter)["draft_logits (sampling)"] == 0  # the plan has no vocab size
     out = verifier.verify_greedy(chain, _logits(gen, BATCH, chain.shape[1]))
     assert sum(_stated(verifier).values()) == _per_request(chain, *_verify_outputs(out))
+
+
+def test_plan_states_its_memory():
+    result = specreg("plan", *ABSURD, "--json")
+    assert result.returncode == 0, result.stderr
+    memory = json.loads(result.stdout)["memory"]
+    buffers = {b["name"]: b for b in memory["buffers"]}
+    assert buffers["device_buffer"]["device_bytes"] == 64 * (4096 + 1024 + 1024 * 2048 - 4096) * 656
+    assert buffers["host_cache"]["host_bytes"] == 64 * 32768 * 656
+    assert memory["device_bytes"] > 80 * 2**30
+    assert memory["unstated"] == []
+    assert buffers["tree_mask (full)"]["owner"] == "drafter"
+    assert buffers["tree_mask (full)"]["device_bytes"] == 1024 * 1024
+    assert buffers["tree_mask (full)"]["per"].startswith("per request")
+    assert buffers["output_tokens"] == {
+        "name": "output_tokens", "device_bytes": 33 * 8, "host_bytes": 0, "per": "per request",
+        "owner": "verifier",
+    }
+    text = specreg("plan", *ABSURD).stdout
+    assert "memory         total: device 84.1 GiB, host 1.3 GiB" in text
+
+
+@pytest.mark.parametrize("command", ["check", "plan"])
+def test_memory_budget_is_enforced_with_a_code(command):
+    result = specreg(command, *ABSURD, "--memory-budget", "16GiB")
+    assert result.returncode == 1
+    out = result.stdout + result.stderr
+    assert "[SR145] the plan needs 84.1 GiB of device memory, over the 16.0 GiB budget" in out
+    assert "cache_swapper.device_buffer" in out
+    assert fix_line(out, "SR145").startswith("lower the draft widths (--speculative-num-draft-tokens")
+    ok = specreg(command, "--speculative-algorithm", "eagle", "--memory-budget", "16GiB")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_memory_budget_needs_a_size():
+    result = specreg("check", "--speculative-algorithm", "eagle", "--memory-budget", "lots")
+    assert result.returncode == 1
+    assert fix_line(result.stdout, "SR143") == "pass e.g. --memory-budget 16GiB. "
+
+
+def test_resolving_allocates_nothing_a_server_allocates_later():
+    code = (
+        "import resource, torch, specreg\n"
+        "registry = specreg.Registry.load(allowlist={'eagle', 'hisparse'})\n"
+        "registry.resolve({'algorithm': 'eagle'})\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "plan = registry.resolve({'algorithm': 'eagle', 'cache': 'hisparse', 'num_steps': 32,"
+        " 'topk': 8, 'num_draft_tokens': 1024})\n"
+        "grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+        "print(grown, plan.cache_swapper._state is None, plan.memory().device_bytes)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    grown_kib, lazy, device = result.stdout.split()
+    assert lazy == "True" and int(device) > 80 * 2**30
+    assert int(grown_kib) < 64 * 1024  # eager swap state alone was > 500 MiB

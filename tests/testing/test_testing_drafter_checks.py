@@ -1,5 +1,6 @@
-"""Issue #13, items 6-7: conformance failures are coded sentences naming the hook and the fix,
-and a plugin with no drafting code does not look validated (demo row and kit report)."""
+"""The drafter checks of the conformance kit (specreg/testing/drafter_checks.py): failures are
+coded sentences naming the hook and the fix, and a plugin with no drafting code does not look
+validated (demo row and kit report)."""
 
 from __future__ import annotations
 
