@@ -19,6 +19,7 @@ PACKAGES = {
     "specreg_eagle": ROOT / "plugins" / "specreg_eagle",
     "specreg_dspark": ROOT / "plugins" / "specreg_dspark",
     "specreg_hisparse": ROOT / "plugins" / "specreg_hisparse",
+    "specreg_lookup": ROOT / "plugins" / "specreg_lookup",
     "specreg_ngram": ROOT / "examples" / "specreg-ngram" / "specreg_ngram",
 }
 TOP_LEVEL = {
@@ -33,7 +34,9 @@ CORE_KERNEL_SHARED = {"triton_shim.py", "checks.py"}
 #: gains are held to the same shape.
 KERNEL_ROOTS = [
     ROOT / "specreg" / "kernels",
-    *(PACKAGES[name] / "kernels" for name in ("specreg_eagle", "specreg_dspark", "specreg_hisparse")),
+    *(PACKAGES[name] / "kernels" for name in (
+        "specreg_eagle", "specreg_dspark", "specreg_hisparse", "specreg_lookup"
+    )),
     *(root for root in [PACKAGES["specreg_ngram"] / "kernels"] if root.exists()),
 ]
 
