@@ -303,7 +303,7 @@ class SuffixDrafter:
         history, lengths = check_history(history, lengths)
         rows = history.tolist()
         contexts = []
-        for r, (row, length) in enumerate(zip(rows, lengths.tolist())):
+        for r, (row, length) in enumerate(zip(rows, lengths.tolist(), strict=False)):
             seen = self._rows.get(r)
             if seen is not None and (length < seen[1] or row[0] != seen[2]):
                 self.stop_request(seen[0])
@@ -332,8 +332,8 @@ class SuffixDrafter:
         drafts = self.speculate_rows(history, lengths)
         last = history.gather(1, (lengths.long() - 1)[:, None])[:, 0].tolist()
         rows = [d.tokens[: self.gamma] + [t] * (self.gamma - len(d.tokens[: self.gamma]))
-                for d, t in zip(drafts, last)] if self.options.proposals == "chain" else [
-                    _chain_of(d, self.gamma, t) for d, t in zip(drafts, last)]
+                for d, t in zip(drafts, last, strict=False)] if self.options.proposals == "chain" else [
+                    _chain_of(d, self.gamma, t) for d, t in zip(drafts, last, strict=False)]
         return torch.tensor(rows, dtype=torch.long, device=history.device).reshape(-1, self.gamma)
 
     def propose_tree(self, history: torch.Tensor, lengths: torch.Tensor) -> LookupTree:
@@ -343,7 +343,7 @@ class SuffixDrafter:
         device = history.device
         last = history.gather(1, (lengths.long() - 1)[:, None])[:, 0].tolist()
         tokens, parents, valid, depth = [], [], [], []
-        for d, root in zip(drafts, last):
+        for d, root in zip(drafts, last, strict=False):
             k = min(len(d.tokens), n - 1)
             par = [p + 1 for p in d.parents[:k]]  # slot 0 is the root
             dep = [0]
@@ -361,7 +361,7 @@ class SuffixDrafter:
 def _chain_of(draft: SuffixDraft, gamma: int, filler: int) -> list[int]:
     """The first branch of a tree draft (its slots in order while each extends the previous)."""
     chain: list[int] = []
-    for token, parent in zip(draft.tokens, draft.parents):
+    for token, parent in zip(draft.tokens, draft.parents, strict=False):
         if parent == len(chain) - 1 and len(chain) < gamma:
             chain.append(token)
     return chain + [filler] * (gamma - len(chain))

@@ -25,4 +25,4 @@ class ChainProposal:
     def as_lists(self) -> list[list[int]]:
         """One list per request of its proposed tokens (vLLM's propose() shape)."""
         counts = self.num_drafts.tolist()
-        return [row[:n] for row, n in zip(self.tokens.tolist(), counts)]
+        return [row[:n] for row, n in zip(self.tokens.tolist(), counts, strict=False)]
