@@ -6,14 +6,14 @@ import random
 
 import pytest
 import torch
-
-from specreg.errors import KernelInputError
 from specreg_lookup.kernels.match_tree import build_tree
 from specreg_lookup.kernels.match_tree.reference import tree_row
 from specreg_lookup.kernels.ngram_match import chain_proposals
 from specreg_lookup.kernels.ngram_match.reference import propose_row
 from specreg_lookup.kernels.tree_verify import verify_tree_greedy
 from specreg_lookup.kernels.tree_verify.reference import verify_row
+
+from specreg.errors import KernelInputError
 
 
 def _padded(rows: list[list[int]], pad: int = 7) -> tuple[torch.Tensor, torch.Tensor]:
