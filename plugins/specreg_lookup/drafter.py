@@ -134,8 +134,17 @@ class SuffixTree:
                     node.best = max(node.children.values(), key=lambda c: c.count)
                 node = child
 
-    def match(self, context: Sequence[int]) -> list[_Node | None]:
-        """The nodes of context[-m:] for m = 1 .. len(context) - 1 (None once one fails)."""
+    def match(self, context: Sequence[int], seq_id: int | None = None) -> list[_Node | None]:
+        """The nodes of context[-m:] for m = 1 .. len(context) - 1 (None once one fails).
+
+        When `context` is the tail of sequence `seq_id`, those are the nodes its growing
+        suffixes reached, kept by `extend`: no walk from the root.
+        """
+        if seq_id is not None and seq_id in self._seqs:
+            seq, active = self._seqs[seq_id], self._active[seq_id]
+            m = len(context) - 1
+            if m <= len(active) and seq[len(seq) - len(context):] == list(context):
+                return list(active[:m])
         out: list[_Node | None] = []
         for m in range(1, len(context)):
             node: _Node | None = self.root
@@ -149,11 +158,11 @@ class SuffixTree:
         return out
 
     def speculate(self, context: Sequence[int], max_spec_tokens: int, max_spec_factor: float,
-                  max_spec_offset: float, min_token_prob: float, tree: bool
-                  ) -> tuple[list[int], list[int], float, int]:
+                  max_spec_offset: float, min_token_prob: float, tree: bool,
+                  seq_id: int | None = None) -> tuple[list[int], list[int], float, int]:
         """(tokens, parents, score, match_len): arctic-inference's SuffixTree::speculate."""
         best: tuple[list[int], list[int], float, int] = ([], [], 0.0, 0)
-        for m, node in enumerate(self.match(context), start=1):
+        for m, node in enumerate(self.match(context, seq_id), start=1):
             if node is None:
                 break
             limit = max(0, min(max_spec_tokens, int(m * max_spec_factor + max_spec_offset + 1e-6)))
@@ -292,32 +301,39 @@ class SuffixDrafter:
         context = list(context)[-o.max_tree_depth :]
         tree = o.proposals == "tree"
         args = (limit, o.max_spec_factor, o.max_spec_offset, o.min_token_prob, tree)
-        local = self._local[req_id].speculate(context, *args)
+        local = self._local[req_id].speculate(context, *args, seq_id=0)
         other = self._global.speculate(context, *args) if self._seq_of else ([], [], 0.0, 0)
         best = local if local[2] >= other[2] else other
         return SuffixDraft(tokens=best[0], parents=best[1], score=best[2], match_len=best[3])
 
     # ------------------------------------------------------------------ the plan's protocol
     def _sync(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
-        """Bring each row's request up to date; returns each row's context."""
+        """Bring each row's request up to date; returns each row's context (its last
+        max_tree_depth tokens). Reads only each row's tail, not the whole history."""
         history, lengths = check_history(history, lengths)
-        rows = history.tolist()
+        depth = self.options.max_tree_depth
+        span = min(history.shape[1], depth + self.gamma + 1)  # a step adds <= gamma + 1 tokens
+        index = (lengths[:, None] - span + torch.arange(span, device=history.device)).clamp(min=0)
+        tails = history.gather(1, index).tolist()
+        firsts = history[:, 0].tolist()
         contexts = []
-        for r, (row, length) in enumerate(zip(rows, lengths.tolist(), strict=False)):
+        for r, (tail, length, first) in enumerate(zip(tails, lengths.tolist(), firsts,
+                                                      strict=True)):
             seen = self._rows.get(r)
-            if seen is not None and (length < seen[1] or row[0] != seen[2]):
+            if seen is not None and (length < seen[1] or first != seen[2]
+                                     or length - seen[1] > span):
                 self.stop_request(seen[0])
                 seen = None
             if seen is None:
                 req = (self._epoch, r)
                 self._epoch += 1
-                self.start_request(req, row[:length])
+                self.start_request(req, history[r, :length].tolist())
             else:
                 req = seen[0]
                 if length > seen[1]:
-                    self.add_active_response(req, row[seen[1] : length])
-            self._rows[r] = (req, length, row[0])
-            contexts.append(row[max(0, length - self.options.max_tree_depth) : length])
+                    self.add_active_response(req, tail[span - (length - seen[1]) :])
+            self._rows[r] = (req, length, first)
+            contexts.append(tail[max(0, span - min(length, depth)) :])
         return contexts
 
     def speculate_rows(self, history: torch.Tensor, lengths: torch.Tensor) -> list[SuffixDraft]:
