@@ -39,6 +39,19 @@ SGLANG_FIELDS: tuple[str, ...] = (
 )
 #: vLLM speculative-config keys specreg reads.
 VLLM_FIELDS: tuple[str, ...] = ("method", "num_speculative_tokens", "model")
+#: vLLM speculative-config keys and SGLang ServerArgs fields that configure a model-free drafter
+#: (ngram, suffix): passed through in `draft_config`, where the algorithm's plugin checks them.
+DRAFTER_OPTION_FIELDS: tuple[str, ...] = (
+    "prompt_lookup_min",
+    "prompt_lookup_max",
+    "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob",
+    "speculative_ngram_max_trie_depth",
+    "speculative_ngram_max_bfs_breadth",
+    "speculative_ngram_match_type",
+)
 #: Spellings specreg invented, kept as aliases: key -> (SpecConfig field, the real flag).
 INVENTED: Mapping[str, tuple[str, str]] = {
     "speculative_draft_config": ("draft_config", "--speculative-draft-model-path FOLDER"),
@@ -73,7 +86,10 @@ def key_of(raw: object) -> str:
 
 def is_framework_key(raw: object) -> bool:
     key = key_of(raw)
-    return key in SGLANG_FIELDS or key in VLLM_FIELDS or key in INVENTED
+    return (
+        key in SGLANG_FIELDS or key in VLLM_FIELDS or key in INVENTED
+        or key in DRAFTER_OPTION_FIELDS
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -150,6 +166,10 @@ def translate(data: Mapping[str, Any]) -> Translation:
     if any(k in raw for k in VLLM_FIELDS):
         _vllm(raw, fields, problems, framework)
     _sglang(raw, data, fields, notices, problems, framework)
+    options = {k: raw[k] for k in DRAFTER_OPTION_FIELDS if raw.get(k) is not None}
+    if options:
+        given = fields.get("draft_config", data.get("draft_config"))
+        fields["draft_config"] = {**(given if isinstance(given, Mapping) else {}), **options}
     return Translation(
         fields=fields, notices=tuple(notices), problems=tuple(problems), framework=framework
     )

@@ -1,4 +1,5 @@
-"""The drafters an ngram or suffix plan hands out: `NgramDrafter` (batched prompt lookup) and `SuffixDrafter` (suffix trees per request and over earlier responses).
+"""The drafters an ngram or suffix plan hands out: `NgramDrafter` (batched prompt lookup) and
+`SuffixDrafter` (suffix trees per request and over earlier responses).
 
 Both satisfy `specreg.protocols.ChainDrafterProtocol`: `propose(history [b, W], lengths [b])`
 returns int64 [b, gamma] (gamma = num_steps), the request's proposals followed by its last
@@ -347,9 +348,11 @@ class SuffixDrafter:
     def propose(self, history: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         drafts = self.speculate_rows(history, lengths)
         last = history.gather(1, (lengths.long() - 1)[:, None])[:, 0].tolist()
-        rows = [d.tokens[: self.gamma] + [t] * (self.gamma - len(d.tokens[: self.gamma]))
-                for d, t in zip(drafts, last, strict=False)] if self.options.proposals == "chain" else [
-                    _chain_of(d, self.gamma, t) for d, t in zip(drafts, last, strict=False)]
+        if self.options.proposals == "chain":
+            rows = [d.tokens[: self.gamma] + [t] * (self.gamma - len(d.tokens[: self.gamma]))
+                    for d, t in zip(drafts, last, strict=True)]
+        else:
+            rows = [_chain_of(d, self.gamma, t) for d, t in zip(drafts, last, strict=True)]
         return torch.tensor(rows, dtype=torch.long, device=history.device).reshape(-1, self.gamma)
 
     def propose_tree(self, history: torch.Tensor, lengths: torch.Tensor) -> LookupTree:
@@ -370,8 +373,10 @@ class SuffixDrafter:
             valid.append([True] * (k + 1) + [False] * (n - 1 - k))
             depth.append(dep + [0] * (n - 1 - k))
         as_tensor = lambda x, dt: torch.tensor(x, dtype=dt, device=device)  # noqa: E731
-        return LookupTree(tokens=as_tensor(tokens, torch.long), parents=as_tensor(parents, torch.long),
-                          valid=as_tensor(valid, torch.bool), depth=as_tensor(depth, torch.long))
+        return LookupTree(
+            tokens=as_tensor(tokens, torch.long), parents=as_tensor(parents, torch.long),
+            valid=as_tensor(valid, torch.bool), depth=as_tensor(depth, torch.long),
+        )
 
 
 def _chain_of(draft: SuffixDraft, gamma: int, filler: int) -> list[int]:

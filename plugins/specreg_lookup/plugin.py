@@ -1,4 +1,5 @@
-"""The lookup plugin's hooks (entry point ``lookup``): `ngram` (prompt lookup) and `suffix` decoding.
+"""The lookup plugin's hooks (entry point ``lookup``): `ngram` (prompt lookup) and `suffix`
+decoding.
 
 Both draft from the token history alone: no draft model, no draft KV cache, no target hidden
 states. A step proposes up to `num_steps` tokens (vLLM's `num_speculative_tokens`), verified

@@ -1,4 +1,5 @@
-"""What a resolved ngram or suffix config implies: its options, read and checked, every problem at once.
+"""What a resolved ngram or suffix config implies: its options, read and checked, every problem at
+once.
 
 Both algorithms draft from the token history alone, so they have no draft checkpoint: their
 options ride in the config's `draft_config` mapping (`{"algorithm": "ngram", "draft_config":
@@ -31,8 +32,8 @@ DEFAULT_BFS_BREADTH = 8
 
 #: option -> the spellings accepted for it (specreg's name first).
 NGRAM_KEYS: Mapping[str, tuple[str, ...]] = {
-    "min_ngram": ("min_ngram", "prompt_lookup_min", "speculative_ngram_min_match_window_size"),
-    "max_ngram": ("max_ngram", "prompt_lookup_max", "speculative_ngram_max_match_window_size"),
+    "min_ngram": ("min_ngram", "prompt_lookup_min"),
+    "max_ngram": ("max_ngram", "prompt_lookup_max", "speculative_ngram_max_trie_depth"),
     "proposals": ("proposals",),
     "match_type": ("match_type", "speculative_ngram_match_type"),
     "max_bfs_breadth": ("max_bfs_breadth", "speculative_ngram_max_bfs_breadth"),
@@ -45,7 +46,7 @@ SUFFIX_KEYS: Mapping[str, tuple[str, ...]] = {
     "min_token_prob": ("min_token_prob", "suffix_decoding_min_token_prob"),
     "proposals": ("proposals",),
 }
-_FLAG = "--speculative-draft-config (an object of options)"
+_FLAG = "the speculative config (vLLM) or the server flags (SGLang), or draft_config"
 
 
 @attrs.frozen(kw_only=True)
@@ -89,70 +90,93 @@ def _read(
     for key, value in (raw or {}).items():
         name = spelling.get(str(key).lstrip("-").replace("-", "_"))
         if name is None:
-            problems.append(problem(
-                "SR472",
-                f"{algorithm} has no option {key!r}.{did_you_mean(str(key), sorted(spelling))}",
-                accepted=", ".join(sorted(spelling)),
-                fix=f"rename or remove {key!r} in {_FLAG}",
-                field=f"draft_config.{key}",
-            ))
+            problems.append(
+                problem(
+                    "SR472",
+                    f"{algorithm} has no option {key!r}.{did_you_mean(str(key), sorted(spelling))}",
+                    accepted=", ".join(sorted(spelling)),
+                    fix=f"rename or remove {key!r} in {_FLAG}",
+                    field=f"draft_config.{key}",
+                )
+            )
         elif name in values:
-            problems.append(problem(
-                "SR472",
-                f"{algorithm}: option {name!r} is given twice (as {key!r} too)",
-                accepted=f"one of {', '.join(keys[name])}, once",
-                fix=f"keep one spelling of {name} in {_FLAG}",
-                field=f"draft_config.{key}",
-            ))
+            problems.append(
+                problem(
+                    "SR472",
+                    f"{algorithm}: option {name!r} is given twice (as {key!r} too)",
+                    accepted=f"one of {', '.join(keys[name])}, once",
+                    fix=f"keep one spelling of {name} in {_FLAG}",
+                    field=f"draft_config.{key}",
+                )
+            )
         else:
             values[name] = value
+            values[f"{name}@key"] = str(key)
     return values, problems
 
 
+def _label(values: Mapping[str, Any], name: str) -> str:
+    """ "spelling@option": the key the user wrote (for the message) and the option (the field)."""
+    return f"{values.get(name + '@key', name)}@{name}"
+
+
 def _integer(algorithm: str, name: str, value: Any, low: int, out: list[Problem]) -> bool:
+    name, field = name.split("@") if "@" in name else (name, name)
     if not is_int(value) or value < low:
-        what = f"{name}={value} is below {low}" if is_int(value) else (
-            f"{name} must be an integer, got {value!r}"
+        what = (
+            f"{name}={value} is below {low}"
+            if is_int(value)
+            else (f"{name} must be an integer, got {value!r}")
         )
-        out.append(problem(
-            "SR470",
-            f"{algorithm}: {what}",
-            accepted=f"an integer {name} >= {low}",
-            fix=f"set {name} to an integer >= {low} in {_FLAG}",
-            field=f"draft_config.{name}",
-        ))
+        out.append(
+            problem(
+                "SR470",
+                f"{algorithm}: {what}",
+                accepted=f"an integer {name} >= {low}",
+                fix=f"set {name} to an integer >= {low} in {_FLAG}",
+                field=f"draft_config.{field}",
+            )
+        )
         return False
     return True
 
 
-def _number(algorithm: str, name: str, value: Any, low: float, high: float | None,
-            out: list[Problem]) -> bool:
+def _number(
+    algorithm: str, name: str, value: Any, low: float, high: float | None, out: list[Problem]
+) -> bool:
+    name, field = name.split("@") if "@" in name else (name, name)
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if ok and (value < low or (high is not None and value > high) or value != value):
         ok = False
     if not ok:
         span = f"[{low}, {high}]" if high is not None else f">= {low}"
-        out.append(problem(
-            "SR470",
-            f"{algorithm}: {name}={value!r} is not a number in {span}",
-            accepted=f"a number {name} in {span}",
-            fix=f"set {name} within {span} in {_FLAG}",
-            field=f"draft_config.{name}",
-        ))
+        out.append(
+            problem(
+                "SR470",
+                f"{algorithm}: {name}={value!r} is not a number in {span}",
+                accepted=f"a number {name} in {span}",
+                fix=f"set {name} within {span} in {_FLAG}",
+                field=f"draft_config.{field}",
+            )
+        )
     return ok
 
 
-def _choice(algorithm: str, name: str, value: Any, choices: tuple[str, ...],
-            out: list[Problem]) -> str | None:
+def _choice(
+    algorithm: str, name: str, value: Any, choices: tuple[str, ...], out: list[Problem]
+) -> str | None:
+    name, field = name.split("@") if "@" in name else (name, name)
     text = str(value).strip().lower() if isinstance(value, str) else None
     if text not in choices:
-        out.append(problem(
-            "SR470",
-            f"{algorithm}: {name}={value!r} is not one of {', '.join(choices)}",
-            accepted=", ".join(choices),
-            fix=f"set {name} to one of {', '.join(choices)} in {_FLAG}",
-            field=f"draft_config.{name}",
-        ))
+        out.append(
+            problem(
+                "SR470",
+                f"{algorithm}: {name}={value!r} is not one of {', '.join(choices)}",
+                accepted=", ".join(choices),
+                fix=f"set {name} to one of {', '.join(choices)} in {_FLAG}",
+                field=f"draft_config.{field}",
+            )
+        )
         return None
     return text
 
@@ -163,28 +187,37 @@ def ngram_options(raw: Mapping[str, Any] | None) -> tuple[NgramOptions, list[Pro
     values, problems = _read("ngram", raw, NGRAM_KEYS)
     sizes = {}
     for name in ("min_ngram", "max_ngram"):
-        if name in values and _integer("ngram", name, values[name], 1, problems):
+        if name in values and _integer("ngram", _label(values, name), values[name], 1, problems):
             sizes[name] = values[name]
     low = sizes.get("min_ngram", sizes.get("max_ngram", DEFAULT_NGRAM))
     high = sizes.get("max_ngram", sizes.get("min_ngram", DEFAULT_NGRAM))
     if low > high:
-        problems.append(problem(
-            "SR471",
-            f"ngram: min_ngram={low} is larger than max_ngram={high}",
-            accepted="1 <= min_ngram <= max_ngram (vLLM: prompt_lookup_min <= prompt_lookup_max)",
-            fix="lower prompt_lookup_min or raise prompt_lookup_max",
-            field="draft_config.min_ngram",
-        ))
+        problems.append(
+            problem(
+                "SR471",
+                f"ngram: min_ngram={low} is larger than max_ngram={high}",
+                accepted="1 <= min_ngram <= max_ngram "
+                "(vLLM: prompt_lookup_min <= prompt_lookup_max)",
+                fix="lower prompt_lookup_min or raise prompt_lookup_max",
+                field="draft_config.min_ngram",
+            )
+        )
         low = high
     kwargs: dict[str, Any] = {"min_ngram": low, "max_ngram": high}
     if "proposals" in values:
-        kwargs["proposals"] = _choice("ngram", "proposals", values["proposals"], PROPOSALS,
-                                      problems) or "chain"
+        kwargs["proposals"] = (
+            _choice("ngram", _label(values, "proposals"), values["proposals"], PROPOSALS, problems)
+            or "chain"
+        )
     if "match_type" in values:
-        kwargs["match_type"] = _choice("ngram", "match_type", values["match_type"], MATCH_TYPES,
-                                       problems) or "bfs"
+        kwargs["match_type"] = (
+            _choice(
+                "ngram", _label(values, "match_type"), values["match_type"], MATCH_TYPES, problems
+            )
+            or "bfs"
+        )
     if "max_bfs_breadth" in values and _integer(
-        "ngram", "max_bfs_breadth", values["max_bfs_breadth"], 1, problems
+        "ngram", _label(values, "max_bfs_breadth"), values["max_bfs_breadth"], 1, problems
     ):
         kwargs["max_bfs_breadth"] = values["max_bfs_breadth"]
     return NgramOptions(**kwargs), problems
@@ -198,31 +231,38 @@ def suffix_options(
     values, problems = _read("suffix", raw, SUFFIX_KEYS)
     kwargs: dict[str, Any] = {}
     if "max_tree_depth" in values and _integer(
-        "suffix", "max_tree_depth", values["max_tree_depth"], 1, problems
+        "suffix", _label(values, "max_tree_depth"), values["max_tree_depth"], 1, problems
     ):
         kwargs["max_tree_depth"] = values["max_tree_depth"]
     if "max_cached_requests" in values and _integer(
-        "suffix", "max_cached_requests", values["max_cached_requests"], -1, problems
+        "suffix", _label(values, "max_cached_requests"), values["max_cached_requests"], -1, problems
     ):
         kwargs["max_cached_requests"] = values["max_cached_requests"]
     for name, low, high in (
-        ("max_spec_factor", 0.0, None), ("max_spec_offset", -1e9, None),
+        ("max_spec_factor", 0.0, None),
+        ("max_spec_offset", -1e9, None),
         ("min_token_prob", 0.0, 1.0),
     ):
-        if name in values and _number("suffix", name, values[name], low, high, problems):
+        if name in values and _number(
+            "suffix", _label(values, name), values[name], low, high, problems
+        ):
             kwargs[name] = float(values[name])
     if "proposals" in values:
-        kwargs["proposals"] = _choice("suffix", "proposals", values["proposals"], PROPOSALS,
-                                      problems) or "chain"
+        kwargs["proposals"] = (
+            _choice("suffix", _label(values, "proposals"), values["proposals"], PROPOSALS, problems)
+            or "chain"
+        )
     options = SuffixOptions(**kwargs)
     if is_int(num_steps) and num_steps > options.max_tree_depth:
-        problems.append(problem(
-            "SR473",
-            f"suffix: {num_steps} draft tokens per step exceed the suffix trees' depth "
-            f"max_tree_depth={options.max_tree_depth}",
-            accepted=f"num_speculative_tokens <= max_tree_depth ({options.max_tree_depth})",
-            fix="lower --speculative-num-steps (vLLM: num_speculative_tokens) or raise "
-            "suffix_decoding_max_tree_depth",
-            field="num_steps",
-        ))
+        problems.append(
+            problem(
+                "SR473",
+                f"suffix: {num_steps} draft tokens per step exceed the suffix trees' depth "
+                f"max_tree_depth={options.max_tree_depth}",
+                accepted=f"num_speculative_tokens <= max_tree_depth ({options.max_tree_depth})",
+                fix="lower --speculative-num-steps (vLLM: num_speculative_tokens) or raise "
+                "suffix_decoding_max_tree_depth",
+                field="num_steps",
+            )
+        )
     return options, problems

@@ -1,4 +1,5 @@
-"""`LookupVerifier`, the ngram and suffix plans' verifier: specreg's chain verifier plus tree verification of `LookupTree` proposals.
+"""`LookupVerifier`, the ngram and suffix plans' verifier: specreg's chain verifier plus tree
+verification of `LookupTree` proposals.
 
 Chains (`verify_greedy`, `verify_sampling`, ragged through `verify_lens`) are specreg's
 `ChainVerifier`; drafts that depend on the history alone carry one-hot q, so the with-draft rule
@@ -34,4 +35,5 @@ class LookupVerifier(ChainVerifier):
         return verify_tree_sampling(tree, target_probs, generator=generator)
 
     def __repr__(self) -> str:
-        return f"LookupVerifier(num_draft_tokens={self.num_draft_tokens}, widths={list(self.widths)})"
+        widths = list(self.widths)
+        return f"LookupVerifier(num_draft_tokens={self.num_draft_tokens}, widths={widths})"

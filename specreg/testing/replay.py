@@ -1,4 +1,5 @@
-"""A replay target: a "model" whose greedy output is a fixed token stream, so acceptance measures only how well a drafter predicts that text.
+"""A replay target: a "model" whose greedy output is a fixed token stream, so acceptance measures
+only how well a drafter predicts that text.
 
 `ReplayTarget(streams)` holds one token stream per request (int64 [b, T]). Its logits at
 position p of request r put the largest score on `streams[r, p + 1]` (and a small seeded noise

@@ -1,4 +1,5 @@
-"""The lookup plugin's kernels against their plain references: vLLM's ngram rule, the match trees, tree verification."""
+"""The lookup plugin's kernels against their plain references: vLLM's ngram rule, the match trees,
+tree verification."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The lookup plugin through specreg: names and aliases, every config problem at once, the conformance kit, exactness through the reference loop and on replayed text, and suffix decoding beside arctic-inference."""
+"""The lookup plugin through specreg: names and aliases, every config problem at once, the
+conformance kit, exactness through the reference loop and on replayed text, and suffix decoding
+beside arctic-inference."""
 
 from __future__ import annotations
 
@@ -221,3 +223,20 @@ def test_suffix_matches_arctic_inference():
 def test_ngram_options_defaults_are_vllms():
     assert NgramOptions().min_ngram == NgramOptions().max_ngram == 5
     assert NgramDrafter().options.proposals == "chain"
+
+
+def test_the_frameworks_option_spellings_reach_the_drafter(registry):
+    """vLLM's speculative-config keys and SGLang's server fields, as each framework spells them."""
+    vllm = registry.resolve({"method": "ngram", "num_speculative_tokens": 4,
+                             "prompt_lookup_min": 2, "prompt_lookup_max": 3})
+    assert (vllm.gamma, vllm.drafter.options.min_ngram, vllm.drafter.options.max_ngram) == (4, 2, 3)
+    suffix = registry.resolve({"method": "suffix", "suffix_decoding_max_tree_depth": 12,
+                               "suffix_decoding_min_token_prob": 0.2})
+    assert suffix.gamma == 12 and suffix.drafter.options.min_token_prob == 0.2
+    sglang = registry.resolve({"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 8,
+                               "speculative_ngram_max_bfs_breadth": 4})
+    assert (sglang.gamma, sglang.drafter.options.max_bfs_breadth) == (7, 4)
+    (bad,) = registry.check(
+        {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 0}
+    )
+    assert bad.code == "SR470" and "prompt_lookup_min=0" in bad.message  # the user's own key

@@ -1,4 +1,5 @@
-"""match_tree: breadth-first draft trees over a request's best n-gram matches (input checks, then the torch path).
+"""match_tree: breadth-first draft trees over a request's best n-gram matches (input checks, then
+the torch path).
 
 `build_tree(tokens [b, W], lengths [b], min_ngram=, max_ngram=, breadth=, num_nodes=,
 match_type=)` returns a `LookupTree` of num_nodes slots per request; the rule is

@@ -1,4 +1,5 @@
-"""The plain per-row rule of match_tree: merge the continuations of a request's best matches into one breadth-first draft tree (the test oracle).
+"""The plain per-row rule of match_tree: merge the continuations of a request's best matches into
+one breadth-first draft tree (the test oracle).
 
 Candidates are the continuation starts s whose preceding tokens match the history's last n
 tokens, n >= min_ngram (n capped at max_ngram). The `breadth` best are kept: longer matches first,

@@ -1,4 +1,5 @@
-"""The torch path of match_tree: rank the matches, gather their continuations, merge equal prefixes and order the nodes, all batched (no loop over tokens or requests)."""
+"""The torch path of match_tree: rank the matches, gather their continuations, merge equal prefixes
+and order the nodes, all batched (no loop over tokens or requests)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""ngram_match: vLLM's prompt-lookup proposals for a padded batch (input checks, then the torch path).
+"""ngram_match: vLLM's prompt-lookup proposals for a padded batch (input checks, then the torch
+path).
 
 `chain_proposals(tokens [b, W], lengths [b], min_ngram=, max_ngram=, k=)` returns a
 `ChainProposal`; `match_lengths(...)` the per-position suffix-match lengths the tree family

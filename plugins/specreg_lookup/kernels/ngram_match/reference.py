@@ -1,4 +1,5 @@
-"""The plain per-row rule of ngram_match: vLLM 0.33's `_find_longest_matched_ngram_and_propose_tokens`, in plain Python (the test oracle).
+"""The plain per-row rule of ngram_match: vLLM 0.33's
+`_find_longest_matched_ngram_and_propose_tokens`, in plain Python (the test oracle).
 
 vLLM reverses the tokens and runs KMP with the failure table capped at max_ngram: the longest
 n-gram (n <= max_ngram) that ends the history and occurred before wins, and among its

@@ -1,4 +1,5 @@
-"""The torch path of ngram_match: suffix-match lengths of every position in max_ngram vectorised compares, then vLLM's pick."""
+"""The torch path of ngram_match: suffix-match lengths of every position in max_ngram vectorised
+compares, then vLLM's pick."""
 
 from __future__ import annotations
 

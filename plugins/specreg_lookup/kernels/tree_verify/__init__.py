@@ -1,4 +1,5 @@
-"""tree_verify: greedy and target-only sampling verification of `LookupTree`s (input checks, then the torch path).
+"""tree_verify: greedy and target-only sampling verification of `LookupTree`s (input checks, then
+the torch path).
 
 `verify_tree_greedy(tree, target_logits [b, N, V])` accepts the longest path that matches the
 target's argmax; `verify_tree_sampling(tree, target_probs [b, N, V], generator=)` draws one

@@ -1,4 +1,5 @@
-"""The plain per-row rule of tree_verify: walk from the root, following the child whose token equals the target's choice at the current node (the test oracle).
+"""The plain per-row rule of tree_verify: walk from the root, following the child whose token equals
+the target's choice at the current node (the test oracle).
 
 The target's choice at a node is its argmax (greedy) or a token drawn from its distribution
 there (target-only sampling): a child is accepted when its token equals that choice, and the

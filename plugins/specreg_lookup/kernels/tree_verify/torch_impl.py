@@ -1,4 +1,5 @@
-"""The torch path of tree_verify: accept every node whose parent is accepted and whose token is the parent's choice, one vectorised pass per tree level, then read the path back."""
+"""The torch path of tree_verify: accept every node whose parent is accepted and whose token is the
+parent's choice, one vectorised pass per tree level, then read the path back."""
 
 from __future__ import annotations
 
