@@ -84,22 +84,25 @@ class ArcticRows:
         self.rows = {}
 
     def drafts(self, history: torch.Tensor, lengths: torch.Tensor):
+        """One (tokens, parents) per row; reads each row's tail only, as SuffixDrafter does."""
+        o = self.options
+        span = min(history.shape[1], o.max_tree_depth + self.k + 1)
+        index = (lengths[:, None] - span + torch.arange(span)).clamp(min=0)
+        tails = history.gather(1, index).tolist()
         out = []
-        rows, lens = history.tolist(), lengths.tolist()
-        for r, (row, length) in enumerate(zip(rows, lens, strict=True)):
+        for r, (tail, length) in enumerate(zip(tails, lengths.tolist(), strict=True)):
             if r not in self.rows:
-                self.cache.start_request(self.next_id, row[:length])
+                self.cache.start_request(self.next_id, history[r, :length].tolist())
                 self.rows[r] = (self.next_id, length)
                 self.next_id += 1
             req, seen = self.rows[r]
             if length > seen:
-                self.cache.add_active_response(req, row[seen:length])
+                self.cache.add_active_response(req, tail[span - (length - seen) :])
                 self.rows[r] = (req, length)
-            o = self.options
             draft = self.cache.speculate(
-                req, row[max(0, length - o.max_tree_depth) : length], max_spec_tokens=self.k,
-                max_spec_factor=o.max_spec_factor, min_token_prob=o.min_token_prob,
-                use_tree_spec=self.tree)
+                req, tail[max(0, span - min(length, o.max_tree_depth)) :],
+                max_spec_tokens=self.k, max_spec_factor=o.max_spec_factor,
+                min_token_prob=o.min_token_prob, use_tree_spec=self.tree)
             out.append((list(draft.token_ids), list(draft.parents)))
         return out
 

@@ -138,16 +138,17 @@ class SuffixTree:
     def match(self, context: Sequence[int], seq_id: int | None = None) -> list[_Node | None]:
         """The nodes of context[-m:] for m = 1 .. len(context) - 1 (None once one fails).
 
-        When `context` is the tail of sequence `seq_id`, those are the nodes its growing
-        suffixes reached, kept by `extend`: no walk from the root.
+        Where `context` ends like sequence `seq_id`, the nodes its growing suffixes reached
+        (kept by `extend`) are those of the shorter matches: only longer ones walk from the root.
         """
+        last = len(context) - 1
+        out: list[_Node | None] = []
         if seq_id is not None and seq_id in self._seqs:
             seq, active = self._seqs[seq_id], self._active[seq_id]
-            m = len(context) - 1
-            if m <= len(active) and seq[len(seq) - len(context):] == list(context):
-                return list(active[:m])
-        out: list[_Node | None] = []
-        for m in range(1, len(context)):
+            known = min(last, len(active), len(seq))
+            if seq[len(seq) - known :] == list(context[len(context) - known :]):
+                out = list(active[:known])
+        for m in range(len(out) + 1, last + 1):
             node: _Node | None = self.root
             for token in context[len(context) - m :]:
                 node = node.children.get(token) if node is not None else None
@@ -303,7 +304,9 @@ class SuffixDrafter:
         tree = o.proposals == "tree"
         args = (limit, o.max_spec_factor, o.max_spec_offset, o.min_token_prob, tree)
         local = self._local[req_id].speculate(context, *args, seq_id=0)
-        other = self._global.speculate(context, *args) if self._seq_of else ([], [], 0.0, 0)
+        seq = self._seq_of.get(req_id)
+        other = self._global.speculate(context, *args, seq_id=seq) if self._seq_of else (
+            [], [], 0.0, 0)
         best = local if local[2] >= other[2] else other
         return SuffixDraft(tokens=best[0], parents=best[1], score=best[2], match_len=best[3])
 
