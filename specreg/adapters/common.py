@@ -84,10 +84,10 @@ def resolve_for_framework(registry: Any, data: dict[str, Any]) -> tuple[SpecPlan
     Raises one `ConfigError` (a ValueError) with every problem: the registry's and, with
     HiSparse on, SGLang's runtime rules.
     """
-    from specreg.config import SpecConfig
-    from specreg.framework_args import hisparse_runtime_problems
+    from specreg.framework_args.rules import hisparse_runtime_problems
+    from specreg.translate import config_from_flags
 
-    config = SpecConfig.from_dict(data)
+    config = config_from_flags(data)
     plan: SpecPlan = registry.resolve(config)
     found = hisparse_runtime_problems(
         config.framework, plan.config.topk or 1, plan.num_tokens_per_req("target_verify")

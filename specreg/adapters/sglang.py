@@ -28,7 +28,7 @@ from specreg.adapters.common import (
     version_notice,
 )
 from specreg.errors import ConsistencyError, problem
-from specreg.framework_args import SGLANG_FIELDS
+from specreg.framework_args.flags import SGLANG_FIELDS
 
 ENV_MODE = "SPECREG_SGLANG"
 ENV_PLAN = "SPECREG_SGLANG_PLAN"
@@ -44,7 +44,7 @@ _DECLARED = {
 
 
 def flags_of(view: Any) -> dict[str, Any]:
-    """The speculative flags on a ServerArgs view, as SpecConfig.from_dict reads them."""
+    """The speculative flags on a ServerArgs view, as `config_from_flags` reads them."""
     return {name: getattr(view, name) for name in SGLANG_FIELDS if getattr(view, name, None) is not None}
 
 

@@ -74,7 +74,7 @@ def test_shadow_lets_sglang_decide_and_logs_each_disagreement_once(runs):
 
 
 def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(framework_env):
-    from specreg.framework_args import hisparse_runtime_problems
+    from specreg.framework_args.rules import hisparse_runtime_problems
 
     pairs = [[d, k] for d in (1, 2, 3, 4, 5, 8) for k in (512, 1024, 2048, 4096)]
     results = run_in_env(framework_env, str(HERE / "sglang_hisparse_manager.py"), pairs)
