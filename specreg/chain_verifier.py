@@ -34,7 +34,7 @@ class ChainVerifier:
     to every kernel call.
     """
 
-    rules = ("greedy", "chain_sampling")
+    rules: tuple[str, ...] = ("greedy", "chain_sampling")
 
     def __init__(
         self,

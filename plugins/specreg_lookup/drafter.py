@@ -329,7 +329,7 @@ class SuffixDrafter:
                 self.stop_request(seen[0])
                 seen = None
             if seen is None:
-                req = (self._epoch, r)
+                req: Hashable = (self._epoch, r)
                 self._epoch += 1
                 self.start_request(req, history[r, :length].tolist())
             else:

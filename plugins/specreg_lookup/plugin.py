@@ -94,7 +94,7 @@ def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> Spec
     usable = steps is not None and 1 <= steps < MAX_NUM_DRAFT_TOKENS
     if width is None:
         # An out-of-range num_steps is reported by validation (SR103); infer something harmless.
-        width = steps + 1 if usable else _default_steps(config, algorithm) + 1
+        width = steps + 1 if usable and steps is not None else _default_steps(config, algorithm) + 1
     if steps is None:
         steps = width - 1
     topk = config.topk if config.topk is not None else 1

@@ -40,7 +40,7 @@ def tree_row(
     else:
         order = sorted(first, key=lambda p: (-count[p], len(p), first[p]))
     chosen = order[: num_nodes - 1]
-    slot = {(): 0}
+    slot: dict[tuple[int, ...], int] = {(): 0}
     out_tokens, out_parents = [tokens[-1]], [-1]
     for prefix in chosen:
         slot[prefix] = len(out_tokens)
