@@ -103,20 +103,23 @@ class SuffixTree:
         seq = self._seqs.setdefault(seq_id, [])
         active = self._active.setdefault(seq_id, [])
         depth = self.max_depth
+        root = self.root
         for token in tokens:
             seq.append(token)
-            grown = []
-            for parent in (self.root, *active):
-                child = parent.children.get(token)
+            active.insert(0, root)
+            for i, parent in enumerate(active):
+                children = parent.children
+                child = children.get(token)
                 if child is None:
-                    child = parent.children[token] = _Node(token)
-                child.count += 1
-                if parent.best is None or child.count > parent.best.count:
+                    child = children[token] = _Node(token)
+                count = child.count = child.count + 1
+                best = parent.best
+                if best is None or count > best.count:
                     parent.best = child
-                grown.append(child)
-            self.root.count += 1
-            # grown[i] is the suffix of length i + 1; one of length max_depth stops growing
-            active[:] = grown if len(grown) < depth else grown[:-1]
+                active[i] = child  # active[i] is now the suffix of length i + 1
+            if len(active) >= depth:
+                active.pop()  # the suffix that reached max_depth tokens stops growing
+            root.count += 1
 
     def remove(self, seq_id: int) -> None:
         seq = self._seqs.pop(seq_id)
@@ -164,11 +167,18 @@ class SuffixTree:
                   seq_id: int | None = None) -> tuple[list[int], list[int], float, int]:
         """(tokens, parents, score, match_len): arctic-inference's SuffixTree::speculate."""
         best: tuple[list[int], list[int], float, int] = ([], [], 0.0, 0)
-        for m, node in enumerate(self.match(context, seq_id), start=1):
+        nodes = self.match(context, seq_id)
+        walk = _walk_tree if tree else _walk_path
+        for m, node in enumerate(nodes, start=1):
             if node is None:
                 break
             limit = max(0, min(max_spec_tokens, int(m * max_spec_factor + max_spec_offset + 1e-6)))
-            walk = _walk_tree if tree else _walk_path
+            longer = nodes[m] if m < len(nodes) else None
+            if longer is not None and longer.count == node.count and limit < self.max_depth - m:
+                # every occurrence of this match extends to the longer one, whose subtree is this
+                # one's (to the depth the walk reaches): its draft is this one's, with a limit at
+                # least as large, and a tie goes to the longer match anyway
+                continue
             tokens, parents, score = walk(node, limit, min_token_prob)
             if score >= best[2]:
                 best = (tokens, parents, score, m)
