@@ -10,7 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The torch implementations against their references: chain, sampling parameters, filtering,
-#: EAGLE's tree kernels, HiSparse's swap, DSpark's and lookup's kernels, CPU-tuned and batched branches.
+#: EAGLE's tree kernels, HiSparse's swap, DSpark's and lookup's kernels, CPU-tuned and batched
+#: branches.
 TORCH_PATH_TESTS = (
     "tests/kernels/test_kernel_references.py",
     "tests/eagle/test_eagle_reference.py",
