@@ -35,7 +35,7 @@ class ChainVerifier:
     with `params`; the plan's `config.filter_order`, `specreg.kernels.filtering.orders`).
     """
 
-    rules = ("greedy", "chain_sampling")
+    rules: tuple[str, ...] = ("greedy", "chain_sampling")
 
     def __init__(
         self,

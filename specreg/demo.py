@@ -61,6 +61,10 @@ def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
     return data
 
 
+#: The verify width of a chain algorithm whose default width is inferred.
+DEMO_CHAIN_WIDTH = 4
+
+
 @attrs.frozen
 class DemoCase:
     label: str
@@ -73,6 +77,10 @@ def demo_cases(algorithm: AlgorithmSpec, toy: ToyConfig) -> list[DemoCase]:
     base: dict[str, Any] = {"algorithm": algorithm.name}
     if algorithm.drafting == "block":
         base["draft_config"] = toy_draft_checkpoint(toy)
+    if algorithm.drafting == "chain" and algorithm.num_draft_tokens.default is None:
+        # inferred from the algorithm's own options, the width may outgrow the toy target's
+        # window and the toy cache's sequences: run the common chain width instead
+        base["num_draft_tokens"] = DEMO_CHAIN_WIDTH
     cases = [DemoCase("default", base)]
     if algorithm.drafting == "tree" and (algorithm.topk.maximum or 4) >= 4:
         cases.append(

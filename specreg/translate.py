@@ -19,6 +19,7 @@ from specreg.config import SpecConfig
 from specreg.errors import ConfigError, Problem, problem
 from specreg.framework_args.flags import (
     ALIASES,
+    DRAFTER_OPTIONS,
     SGLANG,
     SGLANG_FIELDS,
     VLLM_FIELDS,
@@ -69,6 +70,10 @@ def translate(data: Mapping[str, Any]) -> Translation:
     if any(k in raw for k in VLLM_FIELDS):
         _vllm(raw, fields, problems, framework)
     _sglang(raw, data, fields, notices, problems, framework)
+    options = {k: raw[k] for k in DRAFTER_OPTIONS if raw.get(k) is not None}
+    if options:
+        given = fields.get("draft_config", data.get("draft_config"))
+        fields["draft_config"] = {**(given if isinstance(given, Mapping) else {}), **options}
     return Translation(
         fields=fields, notices=tuple(notices), problems=tuple(problems), framework=framework
     )

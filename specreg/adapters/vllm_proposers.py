@@ -4,7 +4,9 @@ Name the algorithm as the class: `{"method": "custom_class", "model":
 "specreg.adapters.vllm_proposers.ngram", "num_speculative_tokens": 3}` runs the ngram plugin's
 drafter under vLLM, with the plan resolved for k = num_speculative_tokens (gamma).
 vLLM calls `propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=...)`
-and takes one list of draft token ids per request (empty where a request is not decoding).
+and takes one list of draft token ids per request (empty where a request is not decoding, and
+where the drafter proposes nothing: a drafter's `propose_lists(history, lengths)`, when it has
+one, says how many tokens it really proposed).
 """
 
 from __future__ import annotations
@@ -48,10 +50,18 @@ class SpecregProposer:
         active = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled) > 0]
         if not active:
             return drafts
-        histories = [torch.as_tensor(token_ids_cpu[i, : int(num_tokens_no_spec[i])]) for i in active]
-        proposed = self.drafter.propose(histories)
+        rows = [token_ids_cpu[i, : int(num_tokens_no_spec[i])] for i in active]
+        lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+        history = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long)
+        for row, tokens in enumerate(rows):
+            history[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
+        as_lists = getattr(self.drafter, "propose_lists", None)
+        if callable(as_lists):  # what it really proposed: fewer, or none where nothing matched
+            proposed = [list(p)[: self.k] for p in as_lists(history, lengths)]
+        else:
+            proposed = self.drafter.propose(history, lengths)[:, : self.k].tolist()
         for row, i in enumerate(active):
-            drafts[i] = [int(t) for t in proposed[row, : self.k].tolist()]
+            drafts[i] = [int(t) for t in proposed[row]]
         return drafts
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:

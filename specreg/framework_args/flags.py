@@ -43,6 +43,9 @@ SGLANG: tuple[Flag, ...] = (
     Flag("disable_radix_cache", switch=True),
     Flag("enable_mixed_chunk", switch=True),
     Flag("speculative_adaptive", switch=True),
+    Flag("speculative_ngram_max_trie_depth", integer=True),
+    Flag("speculative_ngram_max_bfs_breadth", integer=True),
+    Flag("speculative_ngram_match_type"),
 )
 #: Spellings specreg invented, kept as aliases with a notice naming the real flag.
 ALIASES: tuple[Flag, ...] = (
@@ -54,6 +57,19 @@ COMMAND_LINE: tuple[Flag, ...] = SGLANG + ALIASES
 SGLANG_FIELDS: tuple[str, ...] = tuple(f.key for f in SGLANG)
 #: vLLM speculative-config keys specreg reads.
 VLLM_FIELDS: tuple[str, ...] = ("method", "num_speculative_tokens", "model")
+#: vLLM's and SGLang's options of the model-free drafters (ngram, suffix): the translation passes
+#: them through in `draft_config`, where the algorithm's plugin reads and checks them.
+DRAFTER_OPTIONS: tuple[str, ...] = (
+    "prompt_lookup_min",
+    "prompt_lookup_max",
+    "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob",
+    "speculative_ngram_max_trie_depth",
+    "speculative_ngram_max_bfs_breadth",
+    "speculative_ngram_match_type",
+)
 BY_KEY: Mapping[str, Flag] = {f.key: f for f in COMMAND_LINE}
 
 
@@ -64,4 +80,4 @@ def key_of(raw: object) -> str:
 
 def is_framework_key(raw: object) -> bool:
     key = key_of(raw)
-    return key in BY_KEY or key in VLLM_FIELDS
+    return key in BY_KEY or key in VLLM_FIELDS or key in DRAFTER_OPTIONS

@@ -16,7 +16,8 @@ PROPOSER = "specreg.adapters.vllm_proposers.ngram"
 def cases(model_dirs):
     llama = str(model_dirs["llama"])
     dspark = str(model_dirs["dspark-draft"])
-    history = [5, 1, 2, 3, 9, 9, 1, 2, 3]  # the suffix "1 2 3" occurred before, followed by 9 9 1
+    # the last 5 tokens (vLLM's prompt_lookup_min = max = 5) occurred before, followed by 8 9 1
+    history = [1, 2, 3, 4, 5, 8, 9, 1, 2, 3, 4, 5]
     return [
         {"id": 0, "target": llama, "spec": {"method": "eagle", "model": llama}},
         {"id": 1, "target": llama, "spec": {"method": "eagle", "model": llama, "num_speculative_tokens": 2}},
@@ -60,6 +61,6 @@ def test_shadow_lets_vllm_decide(runs):
 def test_custom_class_proposer_runs_the_ngram_plugins_drafter(runs):
     drafts = runs(None)["results"][3]["drafts"]  # the proposer is vLLM's to load, in any mode
     assert runs("enforce")["results"][3]["drafts"] == drafts
-    # request 0: "1 2 3" last occurred followed by 9 9 1; request 1 is not decoding (no drafts);
-    # request 2 has no earlier match, so the drafter repeats its last token
-    assert drafts == [[9, 9, 1], [], [4, 4, 4]]
+    # request 0: the built-in ngram's vLLM rule; request 1 is not decoding (no drafts);
+    # request 2 has no earlier match, so nothing is proposed (as vLLM's own ngram proposer)
+    assert drafts == [[8, 9, 1], [], []]

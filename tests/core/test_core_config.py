@@ -48,6 +48,9 @@ def test_flag_table_covers_the_sglang_flags():
         "--speculative-dflash-block-size",
         "--model-path",
         "--hisparse-config",
+        "--speculative-ngram-max-trie-depth",  # SGLang's NGRAM options (ngram's draft_config)
+        "--speculative-ngram-max-bfs-breadth",
+        "--speculative-ngram-match-type",
         "--speculative-draft-config",  # specreg's alias (SR161 notice)
         "--kv-cache",  # specreg's alias (SR161 notice)
     }

@@ -21,6 +21,7 @@ PACKAGES = {
     "specreg_hisparse": ROOT / "plugins" / "specreg_hisparse",
     "specreg_draft_model": ROOT / "plugins" / "specreg_draft_model",
     "specreg_medusa": ROOT / "plugins" / "specreg_medusa",
+    "specreg_lookup": ROOT / "plugins" / "specreg_lookup",
     "specreg_ngram": ROOT / "examples" / "specreg-ngram" / "specreg_ngram",
 }
 TOP_LEVEL = {
@@ -35,7 +36,9 @@ CORE_KERNEL_SHARED = {"triton_shim.py", "checks.py"}
 #: gains are held to the same shape.
 KERNEL_ROOTS = [
     ROOT / "specreg" / "kernels",
-    *(PACKAGES[name] / "kernels" for name in ("specreg_eagle", "specreg_dspark", "specreg_hisparse")),
+    *(PACKAGES[name] / "kernels" for name in (
+        "specreg_eagle", "specreg_dspark", "specreg_hisparse", "specreg_lookup"
+    )),
     *(root for root in [PACKAGES["specreg_ngram"] / "kernels"] if root.exists()),
 ]
 

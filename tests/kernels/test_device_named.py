@@ -10,12 +10,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The torch implementations against their references: chain, sampling parameters, filtering,
-#: EAGLE's tree kernels, HiSparse's swap and DSpark's kernels, CPU-tuned and batched branches.
+#: EAGLE's tree kernels, HiSparse's swap, DSpark's and lookup's kernels, CPU-tuned and batched
+#: branches.
 TORCH_PATH_TESTS = (
     "tests/kernels/test_kernel_references.py",
     "tests/eagle/test_eagle_reference.py",
     "tests/hisparse/test_reference.py",
     "tests/dspark/test_dspark_reference.py",
+    "tests/lookup/test_lookup_kernels.py",
 )
 
 

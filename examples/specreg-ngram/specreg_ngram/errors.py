@@ -15,15 +15,15 @@ CHAIN_MISMATCH = ErrorEntry(
         "num_steps + 1 tokens (the drafts plus the anchor). Setting both to other values "
         "would size the verify buffers for tokens that are never drafted."
     ),
-    when="--speculative-algorithm ngram with both --speculative-num-steps and "
+    when="--speculative-algorithm ngram_example with both --speculative-num-steps and "
     "--speculative-num-draft-tokens set inconsistently.",
     solutions=(
         "Set only one of the two flags; the other is inferred.",
         "Set num_draft_tokens to num_steps + 1.",
     ),
     example_fix=(
-        "# before\n--speculative-algorithm ngram --speculative-num-steps 3 "
-        "--speculative-num-draft-tokens 6\n# after\n--speculative-algorithm ngram "
+        "# before\n--speculative-algorithm ngram_example --speculative-num-steps 3 "
+        "--speculative-num-draft-tokens 6\n# after\n--speculative-algorithm ngram_example "
         "--speculative-num-steps 3"
     ),
 )

@@ -1,9 +1,9 @@
-"""The specreg hooks of the `ngram` algorithm. Imports neither torch nor triton.
+"""The specreg hooks of the `ngram_example` algorithm. Imports neither torch nor triton.
 
 specreg loads this module through the entry point `ngram = "specreg_ngram.plugin"` (group
 `specreg`). It implements only what differs from specreg's default plugin:
 
-- `specreg_register_algorithms`: declare `ngram` and its capabilities (a chain drafter with no
+- `specreg_register_algorithms`: declare `ngram_example` and its capabilities (a chain drafter with no
   draft model, hence no draft KV cache and no target hidden states).
 - `specreg_resolve_config`: a chain of `num_steps` drafts is verified with
   `num_draft_tokens = num_steps + 1` tokens, so either one is inferred from the other.
@@ -29,7 +29,7 @@ from specreg_ngram.errors import CHAIN_MISMATCH
 if TYPE_CHECKING:
     from specreg import SpecConfig
 
-NAME = "ngram"
+NAME = "ngram_example"
 DEFAULT_NUM_DRAFT_TOKENS = 4
 MAX_NUM_DRAFT_TOKENS = 32
 
@@ -41,7 +41,7 @@ NGRAM = AlgorithmSpec(
         "Prompt lookup: drafts the tokens that followed the latest earlier occurrence of the "
         "last n-gram. No draft model; chain verification."
     ),
-    aliases=("prompt_lookup",),
+    aliases=("prompt_lookup_example",),
     uses_target_hidden_states=False,
     owns_draft_kv=False,
     num_steps=ParamRange(minimum=1, maximum=MAX_NUM_DRAFT_TOKENS - 1, default=None),

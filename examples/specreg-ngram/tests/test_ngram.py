@@ -131,13 +131,13 @@ def test_constructor_rejects_bad_ranges_all_at_once():
 @pytest.fixture
 def registry() -> Registry:
     registry = Registry(strict=True)
-    registry.register_plugin(ngram_plugin, "ngram", distribution="specreg-ngram", version="0.1.0")
+    registry.register_plugin(ngram_plugin, "ngram_example", distribution="specreg-ngram", version="0.1.0")
     return registry
 
 
 def test_registered_capabilities(registry):
-    spec = registry.get_algorithm("prompt_lookup")
-    assert spec.name == "ngram" and spec.drafting == "chain"
+    spec = registry.get_algorithm("prompt_lookup_example")
+    assert spec.name == "ngram_example" and spec.drafting == "chain"
     assert spec.verify_rules == ("greedy", "chain_sampling")
     assert spec.owns_draft_kv is False and spec.uses_target_hidden_states is False
     assert spec.origin.distribution == "specreg-ngram"
@@ -148,7 +148,7 @@ def test_registered_capabilities(registry):
     [({}, 3, 4), ({"num_steps": 5}, 5, 6), ({"num_draft_tokens": 3}, 2, 3)],
 )
 def test_chain_parameters_are_inferred_from_each_other(registry, given, steps, draft_tokens):
-    plan = registry.resolve({"algorithm": "ngram", **given})
+    plan = registry.resolve({"algorithm": "ngram_example", **given})
     assert (plan.config.num_steps, plan.config.topk) == (steps, 1)
     assert plan.config.num_draft_tokens == draft_tokens
     assert plan.gamma == draft_tokens - 1
@@ -159,7 +159,7 @@ def test_chain_parameters_are_inferred_from_each_other(registry, given, steps, d
 
 
 def test_plan_states_the_memory_a_lookup_allocates(registry):
-    plan = registry.resolve({"algorithm": "ngram", "num_draft_tokens": 5})
+    plan = registry.resolve({"algorithm": "ngram_example", "num_draft_tokens": 5})
     memory = plan.memory()
     assert memory.unstated == ()
     assert {b.owner for b in memory.buffers} == {"verifier", "drafter"}
@@ -171,12 +171,12 @@ def test_plan_states_the_memory_a_lookup_allocates(registry):
 
 
 def test_inconsistent_and_out_of_range_parameters_are_reported(registry):
-    problems = registry.check({"algorithm": "ngram", "num_steps": 3, "num_draft_tokens": 6})
+    problems = registry.check({"algorithm": "ngram_example", "num_steps": 3, "num_draft_tokens": 6})
     assert [p.code for p in problems] == ["SR501"]  # the plugin's own catalog code
     assert "num_draft_tokens = num_steps + 1 = 4" in problems[0].message
-    problems = registry.check({"algorithm": "ngram", "num_steps": 0, "topk": 2})
+    problems = registry.check({"algorithm": "ngram_example", "num_steps": 0, "topk": 2})
     assert sorted(p.field for p in problems) == ["num_steps", "topk"]
-    assert registry.check(SpecConfig(algorithm="ngram", num_draft_tokens=32)) == []
+    assert registry.check(SpecConfig(algorithm="ngram_example", num_draft_tokens=32)) == []
 
 
 def test_other_algorithms_are_left_to_their_plugins():
@@ -241,7 +241,7 @@ def plain_greedy(prompt: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
 
 
 def test_generation_loop_reproduces_greedy_decoding_with_fewer_passes(registry):
-    plan = registry.resolve({"algorithm": "ngram", "num_draft_tokens": 5})
+    plan = registry.resolve({"algorithm": "ngram_example", "num_draft_tokens": 5})
     drafter = NgramDrafter.from_plan(plan, max_ngram=3)
     prompts = [torch.tensor([1, 2, 3]), torch.tensor([4, 0, 7, 7, 2]), torch.tensor([5, 5])]
     outputs, passes = speculative_generate(plan, drafter, prompts, max_new_tokens=40)

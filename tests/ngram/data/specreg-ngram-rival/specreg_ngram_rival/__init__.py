@@ -1,4 +1,4 @@
-"""Test plugins that register the name `ngram` again: once plainly, once as an override."""
+"""Test plugins that register the name `ngram_example` again: once plainly, once as an override."""
 
 from specreg import AlgorithmSpec, ParamRange
 
@@ -7,7 +7,7 @@ RIVAL_DEFAULT_NUM_DRAFT_TOKENS = 6
 
 def rival_spec() -> AlgorithmSpec:
     return AlgorithmSpec(
-        name="ngram",
+        name="ngram_example",
         drafting="chain",
         verify_rules=("greedy",),
         description="a rival prompt-lookup drafter",

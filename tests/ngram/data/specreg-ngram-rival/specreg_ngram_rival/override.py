@@ -1,4 +1,4 @@
-"""Registers `ngram` with override=True: it replaces specreg-ngram's algorithm."""
+"""Registers `ngram_example` with override=True: it replaces specreg-ngram's algorithm."""
 
 from specreg import hookimpl
 from specreg_ngram_rival import rival_spec

@@ -1,4 +1,4 @@
-"""Registers `ngram` without override: a name conflict (SR112) with specreg-ngram."""
+"""Registers `ngram_example` without override: a name conflict (SR112) with specreg-ngram."""
 
 from specreg import hookimpl
 from specreg_ngram_rival import rival_spec

@@ -1,0 +1,39 @@
+"""`LookupVerifier`, the ngram and suffix plans' verifier: specreg's chain verifier plus tree
+verification of `LookupTree` proposals.
+
+Chains (`verify_greedy`, `verify_sampling`, ragged through `verify_lens`) are specreg's
+`ChainVerifier`; drafts that depend on the history alone carry one-hot q, so the with-draft rule
+and the target-only rule agree. Trees (`verify_tree_greedy`, `verify_tree_sampling`) use the
+`tree_verify` kernels. The backend is fixed when the plan builds it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.chain_verifier import ChainVerifier
+from specreg.protocols import VerifyResult
+from specreg_lookup.kernels.match_tree import LookupTree
+from specreg_lookup.kernels.tree_verify import verify_tree_greedy, verify_tree_sampling
+
+
+class LookupVerifier(ChainVerifier):
+    """Chain verification (the core's) and tree verification of history-drafted trees."""
+
+    rules = ("greedy", "chain_sampling", "tree_greedy", "tree_sampling")
+
+    def verify_tree_greedy(self, tree: LookupTree, target_logits: torch.Tensor) -> VerifyResult:
+        """Longest path matching the target's argmax; `target_logits` [b, N, V], row i after
+        node i."""
+        return verify_tree_greedy(tree, target_logits)
+
+    def verify_tree_sampling(
+        self, tree: LookupTree, target_probs: torch.Tensor, *,
+        generator: torch.Generator | None = None,
+    ) -> VerifyResult:
+        """Target-only tree sampling (exact for history-only drafts); `target_probs` [b, N, V]."""
+        return verify_tree_sampling(tree, target_probs, generator=generator)
+
+    def __repr__(self) -> str:
+        widths = list(self.widths)
+        return f"LookupVerifier(num_draft_tokens={self.num_draft_tokens}, widths={widths})"
