@@ -151,6 +151,20 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "export SPECREG_SGLANG=enforce",
     ),
     _entry(
+        "SR178", "No published plan in an enforcing SGLang process",
+        "With SPECREG_SGLANG=enforce the SGLang launcher resolves the plan and publishes its "
+        "fingerprint in SPECREG_SGLANG_PLAN; every scheduler process it spawns resolves its own "
+        "plan and must find the launcher's to compare with. None was published, so nothing "
+        "proves the processes size their buffers alike (and enforcement may never have run).",
+        "A scheduler or worker process started outside SGLang's launcher, or a process whose "
+        "ServerArgs were built before `sglang.srt.plugins.load_plugins()` ran.",
+        ("Start SGLang through its launcher with SPECREG_SGLANG=enforce in its environment.",
+         "Building ServerArgs by hand: call sglang.srt.plugins.load_plugins() first, then read "
+         "the resolved values through sglang.srt.arg_groups.overrides.resolved_view."),
+        "from sglang.srt.plugins import load_plugins\nload_plugins()\n"
+        "server_args = ServerArgs(model_path=..., speculative_algorithm=\"EAGLE\")",
+    ),
+    _entry(
         "SR177", "Block size and draft tokens disagree",
         "DSpark verifies block_size + 1 tokens (gamma = block size) and DFlash block_size tokens; "
         "a --speculative-num-draft-tokens that says otherwise contradicts the block-size flag.",
