@@ -79,10 +79,12 @@ class OnceLog:
 
 
 def resolve_for_framework(
-    registry: Any, data: dict[str, Any], framework: str = "sglang"
+    registry: Any, data: dict[str, Any], framework: str = "sglang",
+    facts: dict[str, Any] | None = None,
 ) -> tuple[SpecPlan, list[Problem]]:
     """The plan for framework-spelled `data`, and the notices to print, in `framework`'s words
-    (`specreg.catalog.words`).
+    (`specreg.catalog.words`). `facts` are the framework's own answers (inside SGLang:
+    `specreg.adapters.sglang_rules`), used instead of specreg's standalone copy of its rules.
 
     Raises one `ConfigError` (a ValueError) with every problem: the registry's and, with
     HiSparse on, SGLang's runtime rules.
@@ -96,7 +98,8 @@ def resolve_for_framework(
         config = SpecConfig.from_dict(data)
         plan: SpecPlan = registry.resolve(config)
         found = hisparse_runtime_problems(
-            config.framework, plan.config.topk or 1, plan.num_tokens_per_req("target_verify")
+            {**config.framework, **(facts or {})}, plan.config.topk or 1,
+            plan.num_tokens_per_req("target_verify"),
         )
         errors = [p for p in found if p.is_error]
         if errors:
@@ -106,13 +109,15 @@ def resolve_for_framework(
     return plan, [in_words(p, framework) for p in [*config.notices, *plan.notices]]
 
 
-def outcome(registry: Any, data: dict[str, Any]) -> dict[str, Any]:
+def outcome(
+    registry: Any, data: dict[str, Any], facts: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What specreg resolves for `data`: steps, topk, draft tokens, gamma and widths, or the codes."""
     from specreg.errors import SpecRegError
     from specreg.phase import PHASES
 
     try:
-        plan, _ = resolve_for_framework(registry, data, framework_of(data))
+        plan, _ = resolve_for_framework(registry, data, framework_of(data), facts)
     except SpecRegError as exc:
         return {"error": sorted(set(exc.codes))}
     config = plan.config
@@ -159,8 +164,10 @@ class FrameworkAdapter:
         if self.refusal is not None:
             raise self.refusal
 
-    def resolve(self, data: dict[str, Any]) -> tuple[SpecPlan, list[Problem]]:
-        return resolve_for_framework(self.loaded_registry(), data, self.words)
+    def resolve(
+        self, data: dict[str, Any], facts: dict[str, Any] | None = None
+    ) -> tuple[SpecPlan, list[Problem]]:
+        return resolve_for_framework(self.loaded_registry(), data, self.words, facts)
 
     def log_failure(self, data: dict[str, Any], exc: BaseException) -> None:
         """Shadow mode: specreg failed where the framework went on (never raised, logged once)."""
@@ -212,7 +219,10 @@ def load_adapter(adapter_class: type[FrameworkAdapter]) -> None:
     try:
         mode = mode_from_env(adapter_class.variable)
     except ConfigError as exc:
-        adapter_class(mode="enforce", refusal=exc).install()  # type: ignore[attr-defined]
+        try:
+            adapter_class(mode="enforce", refusal=exc).install()  # type: ignore[attr-defined]
+        except PluginError:
+            pass  # no framework (SR164) to guard: the mode's own error is the one to see
         logger.error("%s", exc)
         raise
     if mode is None:

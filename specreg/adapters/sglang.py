@@ -32,6 +32,7 @@ from specreg.adapters.common import (
     outcome,
     version_notice,
 )
+from specreg.adapters.sglang_rules import with_sglang_rules
 from specreg.errors import ConsistencyError, problem
 from specreg.framework_args import SGLANG_FIELDS
 
@@ -95,9 +96,13 @@ class SGLangAdapter(FrameworkAdapter):
             return
         if self.mode == "shadow":
             previous(server_args)
-            self._compare(flags, resolved_view(server_args))
+            self._compare(server_args, flags, resolved_view(server_args))
             return
-        plan, notices = self.resolve(flags)
+        try:
+            flags, facts = with_sglang_rules(server_args, flags)
+        except Exception:  # noqa: BLE001 - SGLang's own step fails on the same record next;
+            facts = {}  # specreg's standalone rules then report it (e.g. SR160), coded
+        plan, notices = self.resolve(flags, facts)
         for notice in notices:
             self.once.log(notice)
         values = {_DECLARED[k]: getattr(plan.config, k) for k in _DECLARED}
@@ -110,9 +115,10 @@ class SGLangAdapter(FrameworkAdapter):
             check_fingerprint(plan)  # a child that resolves again still answers to its launcher
         publish_plan(plan)
 
-    def _compare(self, flags: dict[str, Any], view: Any) -> None:
+    def _compare(self, server_args: Any, flags: dict[str, Any], view: Any) -> None:
         try:
-            mine = outcome(self.loaded_registry(), flags)
+            flags, facts = with_sglang_rules(server_args, flags)
+            mine = outcome(self.loaded_registry(), flags, facts)
         except Exception as exc:  # noqa: BLE001 - shadow mode never changes what SGLang does
             self.log_failure(flags, exc)
             return
@@ -132,7 +138,7 @@ class SGLangAdapter(FrameworkAdapter):
         flags = published_flags()
         if flags.get("speculative_algorithm") is None:
             return None
-        plan, _ = self.resolve(flags)
+        plan, _ = self.resolve(*published_rules(flags))
         check_fingerprint(plan, required=True)
         self.plan = plan
         return plan
@@ -145,7 +151,7 @@ class SGLangAdapter(FrameworkAdapter):
         key = json.dumps(flags, sort_keys=True, default=str)
         if key not in self.shadow_plans:
             try:
-                self.shadow_plans[key] = self.resolve(flags)[0]
+                self.shadow_plans[key] = self.resolve(*published_rules(flags))[0]
             except Exception as exc:  # noqa: BLE001 - remembered, re-raised on each call
                 self.shadow_plans[key] = exc
         found = self.shadow_plans[key]
@@ -190,6 +196,17 @@ def published_flags() -> dict[str, Any]:
     from sglang.srt.runtime_context import get_context
 
     return flags_of(resolved_view(get_context().server_args))
+
+
+def published_rules(flags: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`with_sglang_rules` for the published record. A record SGLang refuses to build a model
+    config for keeps specreg's standalone rules (its launcher already passed SGLang's)."""
+    from sglang.srt.runtime_context import get_context
+
+    try:
+        return with_sglang_rules(get_context().server_args, flags)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return flags, {}
 
 
 def _safe_flags() -> dict[str, Any]:

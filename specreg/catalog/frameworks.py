@@ -135,12 +135,18 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "--speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 3}'",
     ),
     _entry(
-        "SR175", "specreg plugin has no drafter for vLLM",
+        "SR175", "specreg plugin has no drafter vLLM's custom_class can drive",
         "vLLM's custom_class proposer runs the drafter a specreg plugin builds "
-        "(specreg_make_drafter); the algorithm's plugin builds none.",
-        "The vLLM proposer constructed for an algorithm without a drafter.",
-        ("Pick an algorithm whose plugin implements specreg_make_drafter (e.g. ngram).",),
-        "SPECREG_VLLM_ALGORITHM=ngram",
+        "(specreg_make_drafter). vLLM calls it with token ids only (propose(sampled_token_ids, "
+        "num_tokens_no_spec, token_ids_cpu)); the algorithm's plugin builds no drafter, or one "
+        "that needs more (target hidden states, base logits, an anchor).",
+        "vLLM constructs the custom_class proposer for such an algorithm (DSpark, DFlash, EAGLE, "
+        "or one without a drafter); refused at construction, before the first step.",
+        ("Pick an algorithm whose drafter proposes from the token history (e.g. ngram).",
+         "Run DSpark, DFlash or EAGLE through vLLM's own method with SPECREG_VLLM=enforce."),
+        "# before\n{\"method\": \"custom_class\", \"model\": \"specreg.adapters.vllm_proposers.dflash\"}\n"
+        "# after\n{\"method\": \"custom_class\", \"model\": \"specreg.adapters.vllm_proposers.ngram\", "
+        "\"num_speculative_tokens\": 3}",
     ),
     _entry(
         "SR176", "Unknown adapter mode",

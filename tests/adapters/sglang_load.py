@@ -1,6 +1,9 @@
 """Loads SGLang's plugins the way its launcher does and reports what the adapter changed, as JSON.
 
 Runs inside the pinned framework environment; the test sets SPECREG_SGLANG. Cases come on stdin.
+Per case: the resolved steps, topk and draft tokens, every phase's width on both workers, and
+the draft worker's verify width asked with `num_draft_tokens` given (2 and n), as SGLang's model
+runner asks it; or the exception raised.
 """
 
 from __future__ import annotations
@@ -50,8 +53,13 @@ def main() -> None:
                 for phase in ("draft_decode", "draft_extend", "target_verify")}
             for worker in ("target", "draft")
         }
+        # as SGLang's model runner asks for the draft worker's verify width, with n given
+        at_n = {str(n): spec_utils.resolve_num_tokens_per_req(
+            phase="target_verify", spec_algorithm=algo, is_draft_worker=True, num_draft_tokens=n)
+            for n in (2, view.speculative_num_draft_tokens) if n is not None}
         results.append({"error": None, "values": [view.speculative_num_steps, view.speculative_eagle_topk,
-                                                   view.speculative_num_draft_tokens], "widths": widths})
+                                                   view.speculative_num_draft_tokens], "widths": widths,
+                        "draft_verify_at": at_n})
     sys.stdout.write("\n" + json.dumps({"entry_points": found, "results": results, "adapter_log": adapter_log}) + "\n")
 
 

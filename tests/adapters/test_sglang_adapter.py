@@ -12,10 +12,14 @@ from tests.adapters.conftest import run_in_env, runs_per_mode
 HERE = Path(__file__).parent
 
 
+DFLASH_NS = (2, 3, 4, 5, 6, 7)  # below the dflash-draft checkpoint's block of 8
+
+
 @pytest.fixture(scope="module")
 def cases(model_dirs):
     llama, dspark = str(model_dirs["llama"]), str(model_dirs["dspark-draft"])
-    return [
+    dflash = str(model_dirs["dflash-draft"])
+    base = [
         {"model_path": llama, "device": "cuda", "speculative_algorithm": "EAGLE", "speculative_num_steps": 3},
         {"model_path": llama, "device": "cuda", "speculative_algorithm": "DSPARK",
          "speculative_num_draft_tokens": 1, "speculative_draft_model_path": dspark},
@@ -23,13 +27,25 @@ def cases(model_dirs):
         {"model_path": llama, "device": "cuda", "speculative_algorithm": "EAGLE",
          "speculative_num_steps": 2, "speculative_eagle_topk": 4},
     ]
+    dflash_cases = [
+        {"model_path": llama, "device": "cuda", "speculative_algorithm": "DFLASH",
+         "speculative_num_draft_tokens": n, "speculative_draft_model_path": dflash}
+        for n in DFLASH_NS
+    ]
+    # the repeated tree config: shadow mode logs its disagreement once
+    plain = {"model_path": llama, "device": "cuda"}  # no speculative flags
+    return {"base": base, "dflash": dflash_cases, "all": base + [base[3]] + dflash_cases + [plain]}
 
 
 @pytest.fixture(scope="module")
 def runs(framework_env, cases):
-    # the last case repeats a config: shadow mode logs its disagreement once
-    payload = cases + [cases[3]]
-    return runs_per_mode(framework_env, str(HERE / "sglang_load.py"), payload, "SPECREG_SGLANG")
+    return runs_per_mode(framework_env, str(HERE / "sglang_load.py"), cases["all"], "SPECREG_SGLANG")
+
+
+def named(out):
+    """The results by role: the four base cases, the repeat, and the DFlash cases."""
+    results = out["results"]
+    return results[:4], results[4], results[5 : 5 + len(DFLASH_NS)]
 
 
 def test_sglangs_loader_discovers_the_adapter(runs):
@@ -38,7 +54,7 @@ def test_sglangs_loader_discovers_the_adapter(runs):
 
 def test_enforce_resolves_what_sglang_crashes_on_and_fails_early_with_codes(runs):
     out = runs("enforce")
-    eagle, dspark, llama_defaults, tree, _ = out["results"]
+    (eagle, dspark, llama_defaults, tree), _, _ = named(out)
     assert not any("SR163" in line for line in out["adapter_log"])  # the tested release
     # steps 3 with topk unset: SGLang's TypeError becomes specreg's chain (3, 1, 4)
     assert eagle["error"] is None and eagle["values"] == [3, 1, 4]
@@ -53,8 +69,28 @@ def test_enforce_resolves_what_sglang_crashes_on_and_fails_early_with_codes(runs
             assert width == plan.num_tokens_per_req(phase, worker == "draft")
 
 
+def test_enforced_dflash_widths_are_the_block_sglangs_worker_runs(runs):
+    """SGLang 0.5.23's DFlash worker runs a block of n = speculative_num_draft_tokens: the verify
+    and extend widths specreg answers (also the draft worker's verify asked with num_draft_tokens
+    given, as SGLang's model runner asks it) are SGLang's own, n, for a checkpoint block of 8 and
+    n 2..7 (before, specreg answered the checkpoint's 8 on the draft worker)."""
+    _, _, enforced = named(runs("enforce"))
+    _, _, alone = named(runs(None))
+    for n, ours, theirs in zip(DFLASH_NS, enforced, alone, strict=True):
+        assert ours["error"] is None and theirs["error"] is None, (ours, theirs)
+        assert ours["values"] == theirs["values"] == [1, 1, n]
+        for worker in ("target", "draft"):
+            for phase in ("target_verify", "draft_extend"):
+                assert ours["widths"][worker][phase] == theirs["widths"][worker][phase] == n
+            # draft_decode: SGLang's function answers topk (1), which no DFlash code of 0.5.23
+            # reads (deviation row sglang-block-draft-widths); specreg answers the block, n
+            assert theirs["widths"][worker]["draft_decode"] == 1
+            assert ours["widths"][worker]["draft_decode"] == n
+        assert ours["draft_verify_at"] == theirs["draft_verify_at"] == {"2": 2, str(n): n}
+
+
 def test_off_leaves_sglang_exactly_as_without_specreg(runs):
-    eagle, dspark, llama_defaults, tree, _ = runs(None)["results"]
+    (eagle, dspark, llama_defaults, tree), _, _ = named(runs(None))
     assert eagle["error"] == "TypeError"
     assert dspark["is_value_error"] and "SR300" not in dspark["message"]
     assert llama_defaults["values"] == [5, 4, 8]
@@ -63,7 +99,7 @@ def test_off_leaves_sglang_exactly_as_without_specreg(runs):
 
 def test_shadow_lets_sglang_decide_and_logs_each_disagreement_once(runs):
     out = runs("shadow")
-    eagle, dspark, llama_defaults, tree, tree_again = out["results"]
+    (eagle, dspark, llama_defaults, tree), tree_again, _ = named(out)
     assert eagle["error"] == "TypeError" and dspark["is_value_error"]
     assert "SR300" not in dspark["message"]  # SGLang's own message
     assert llama_defaults["values"] == [5, 4, 8]
@@ -71,6 +107,17 @@ def test_shadow_lets_sglang_decide_and_logs_each_disagreement_once(runs):
     log = out["adapter_log"]
     assert any("SR166" in line and "speculative_num_draft_tokens" in line for line in log), log
     assert len(log) == len(set(log))  # the repeated config logs nothing new
+
+
+def test_a_mistyped_mode_stops_every_launch_with_the_coded_error(runs):
+    """SPECREG_SGLANG=enforced: SGLang's loader catches what a plugin raises and goes on, so the
+    adapter installs itself with SR176 and its resolution step raises it: no ServerArgs, with or
+    without speculative flags, resolves silently without specreg."""
+    out = runs("enforced")
+    assert any("SR176" in line for line in out["adapter_log"]), out["adapter_log"]
+    for result in out["results"]:
+        assert result["error"] == "ConfigError" and result["is_value_error"], result
+        assert "SR176" in result["message"] and "enforced" in result["message"]
 
 
 def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(framework_env):
@@ -87,28 +134,66 @@ def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(framework_en
         assert result["accepted"] == (not codes), (draft, top_k, result, codes)
 
 
-def test_the_plan_reaches_child_processes_and_each_checks_it(framework_env, model_dirs, tmp_path):
+@pytest.fixture(scope="module")
+def launch(framework_env, model_dirs, tmp_path_factory):
+    """`launch(tp_size, child_plan)`: SGLang's own launcher started with SPECREG_SGLANG=enforce
+    and a tree EAGLE config (see sglang_launch.py for what is patched and why)."""
     import json
     import subprocess
 
-    script, pickled = str(HERE / "sglang_child.py"), str(tmp_path / "server_args.pkl")
     flags = {"model_path": str(model_dirs["llama"]), "device": "cuda",
              "speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_eagle_topk": 4}
 
-    def role(name, payload, **extra):
+    def run(tp_size: int, child_plan: str = "") -> dict:
+        reports = tmp_path_factory.mktemp("launch")
         result = subprocess.run(
-            [str(framework_env.python), script, name, pickled], input=json.dumps(payload),
-            capture_output=True, text=True, timeout=600,
-            env=framework_env.subprocess_env(SPECREG_SGLANG="enforce", **extra),
+            [str(framework_env.python), str(HERE / "sglang_launch.py"), str(reports), str(tp_size)],
+            input=json.dumps({**flags, "tp_size": tp_size}), capture_output=True, text=True,
+            timeout=600, env=framework_env.subprocess_env(
+                SPECREG_SGLANG="enforce", SPECREG_TEST_CHILD_PLAN=child_plan),
         )
-        assert result.returncode == 0, result.stderr[-3000:]
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        out = json.loads((reports / "launcher.json").read_text())
+        if result.returncode == 0:
+            out = json.loads(result.stdout.strip().splitlines()[-1])
+        else:  # SGLang's launcher killed its own process tree: the launch stopped
+            out["outcome"] = f"stopped (exit {result.returncode})"
+        found = [json.loads(path.read_text()) for path in reports.glob("child-*.json")]
+        out["children"] = {child["tp_rank"]: child for child in found}
+        return out
 
-    published = role("launcher", flags)["plan"]
+    return run
+
+
+def test_sglangs_launcher_hands_the_plan_to_each_scheduler_process(launch):
+    """SGLang's launcher resolves the plan and spawns one scheduler process per TP rank; each
+    loads the plugin in SGLang's run_scheduler_process, resolves its own plan from the arguments
+    it received, checks it against the launcher's fingerprint and sizes by it."""
+    import json
+
+    out = launch(2)
+    assert out["outcome"] == "children reported", out
+    published = json.loads(out["launcher_plan"])
+    assert published["pid"] == out["launcher_pid"]
     plan = Registry.load().resolve({"algorithm": "eagle", "num_steps": 2, "topk": 4})
-    assert json.loads(published)["widths"] == plan.fingerprint()["widths"]
-    child = role("child", {}, SPECREG_SGLANG_PLAN=published)
-    assert child == {"error": None, "width": plan.num_tokens_per_req("target_verify")}
-    other = dict(json.loads(published), gamma=99)
-    child = role("child", {}, SPECREG_SGLANG_PLAN=json.dumps(other))
-    assert child["error"] == "ConsistencyError" and "SR165" in child["message"]
+    assert published["fingerprint"]["widths"] == plan.fingerprint()["widths"]
+    assert sorted(out["children"]) == [0, 1]
+    for child in out["children"].values():
+        assert child["error"] is None and child["pid"] != out["launcher_pid"], child
+        assert json.loads(child["published"]) == published  # inherited from the launcher
+        for worker in ("target", "draft"):
+            for phase, width in child["widths"][worker].items():
+                assert width == plan.num_tokens_per_req(phase, worker == "draft")
+
+
+def test_a_scheduler_process_with_another_or_no_plan_stops_the_launch(launch):
+    """Negative controls in one launch of three ranks: rank 1 sees an altered published plan
+    (SR165), rank 2 none at all, which in enforce mode is an error (SR178), not a silent pass;
+    SGLang's scheduler process then stops the launch (SIGQUIT to the launcher, which kills its
+process tree)."""
+    out = launch(3, child_plan="1:tamper,2:drop")
+    assert out["outcome"] == "stopped (exit -9)", out  # SIGQUIT, then SGLang's SIGKILL of the tree
+    children = out["children"]
+    assert children[0]["error"] is None  # the untouched rank still agrees
+    assert children[1]["error"] == "ConsistencyError" and "[SR165]" in children[1]["message"]
+    assert children[2]["error"] == "ConsistencyError" and "[SR178]" in children[2]["message"]
+    assert "load_plugins()" in children[2]["message"]
