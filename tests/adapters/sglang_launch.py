@@ -135,7 +135,6 @@ def main() -> None:
     out: dict[str, Any] = {"launcher_pid": os.getpid()}
     try:
         server_args = ServerArgs(**json.load(sys.stdin))
-        out["launcher_plan"] = os.environ.get("SPECREG_SGLANG_PLAN")
         (reports / "launcher.json").write_text(json.dumps(out))  # before a child can stop us
         Engine._launch_subprocesses(
             server_args, init_tokenizer_manager_func=tokenizer_stand_in,

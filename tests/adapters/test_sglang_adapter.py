@@ -8,6 +8,7 @@ import pytest
 
 from specreg.registry import Registry
 from tests.adapters.conftest import run_in_env, runs_per_mode
+from tests.adapters.test_sglang_parity import grid  # the parity grid's own cases, as it widens
 
 HERE = Path(__file__).parent
 
@@ -34,12 +35,35 @@ def cases(model_dirs):
     ]
     # the repeated tree config: shadow mode logs its disagreement once
     plain = {"model_path": llama, "device": "cuda"}  # no speculative flags
-    return {"base": base, "dflash": dflash_cases, "all": base + [base[3]] + dflash_cases + [plain]}
+    # the issue's example: specreg refuses (draft tokens 1 for a tree), SGLang resolves
+    refused = {"model_path": llama, "device": "cuda", "speculative_algorithm": "EAGLE",
+               "speculative_num_steps": 3, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 1}
+    return {"base": base, "dflash": dflash_cases, "refused": refused,
+            "all": base + [base[3]] + dflash_cases + [refused, refused, plain]}
+
+
+def rule_key(case: dict) -> tuple[str, str]:
+    """What both rules read: SGLang's auto params read the algorithm and the target's
+    architecture, its HiSparse target test the target's config; nothing else of a case."""
+    return case["flags"]["speculative_algorithm"], case["flags"]["model_path"]
 
 
 @pytest.fixture(scope="module")
-def runs(framework_env, cases):
-    return runs_per_mode(framework_env, str(HERE / "sglang_load.py"), cases["all"], "SPECREG_SGLANG")
+def grid_cases(model_dirs):
+    return grid(model_dirs)
+
+
+@pytest.fixture(scope="module")
+def probes(grid_cases):
+    keys = sorted({rule_key(case) for case in grid_cases})
+    return [{"key": list(key), "kwargs": {"model_path": key[1], "device": "cuda",
+                                         "speculative_algorithm": key[0]}} for key in keys]
+
+
+@pytest.fixture(scope="module")
+def runs(framework_env, cases, probes):
+    payload = {"cases": cases["all"], "probes": probes}
+    return runs_per_mode(framework_env, str(HERE / "sglang_load.py"), payload, "SPECREG_SGLANG")
 
 
 def named(out):
@@ -109,6 +133,38 @@ def test_shadow_lets_sglang_decide_and_logs_each_disagreement_once(runs):
     assert len(log) == len(set(log))  # the repeated config logs nothing new
 
 
+def test_shadow_returns_sglangs_values_where_specreg_refuses_and_logs_it_once(runs, cases):
+    """EAGLE, steps 3, topk 4, draft tokens 1: specreg refuses, SGLang resolves; in shadow mode
+    SGLang's values and widths come back unchanged and the refusal is one SR166 line."""
+    from specreg.adapters.common import outcome
+
+    flags = {k: v for k, v in cases["refused"].items() if k != "device"}
+    codes = outcome(Registry.load(), flags)["error"]
+    assert codes == ["SR103"], codes
+    alone = runs(None)["results"][5 + len(DFLASH_NS)]
+    out = runs("shadow")
+    first, again = out["results"][5 + len(DFLASH_NS): 7 + len(DFLASH_NS)]
+    assert alone["error"] is None and first == again == alone
+    lines = [line for line in out["adapter_log"] if "SR166" in line and "specreg reports" in line
+             and "'speculative_num_draft_tokens': 1" in line]
+    assert len(lines) == 1 and all(code in lines[0] for code in codes), out["adapter_log"]
+
+
+def test_sglangs_rules_and_the_standalone_copy_agree_on_every_grid_case(runs, grid_cases):
+    """Inside SGLang the adapter asks SGLang's own functions for its defaults and the HiSparse
+    target rule (specreg.adapters.sglang_rules); the CLI keeps specreg's standalone copy. Both
+    answer alike on every parity-grid case, through the (algorithm, target) pair it depends on."""
+    answers = {tuple(a["key"]): a for a in runs(None)["probes"]}
+    assert set(answers) == {rule_key(case) for case in grid_cases}
+    for case in grid_cases:
+        answer = answers[rule_key(case)]
+        assert answer["sglang"] == answer["standalone"], (case["flags"], answer)
+    targets = {answer["sglang"]["hisparse_target"] for answer in answers.values()}
+    defaults = {tuple(answer["sglang"]["defaults"]) for answer in answers.values()}
+    assert targets == {True, False} and defaults == {(5, 4, 8), (3, 1, 4)}  # both branches asked
+    print(f"rules: {len(grid_cases)} grid cases, {len(answers)} (algorithm, target) pairs")
+
+
 def test_a_mistyped_mode_stops_every_launch_with_the_coded_error(runs):
     """SPECREG_SGLANG=enforced: SGLang's loader catches what a plugin raises and goes on, so the
     adapter installs itself with SR176 and its resolution step raises it: no ServerArgs, with or
@@ -164,36 +220,30 @@ def launch(framework_env, model_dirs, tmp_path_factory):
     return run
 
 
-def test_sglangs_launcher_hands_the_plan_to_each_scheduler_process(launch):
-    """SGLang's launcher resolves the plan and spawns one scheduler process per TP rank; each
-    loads the plugin in SGLang's run_scheduler_process, resolves its own plan from the arguments
-    it received, checks it against the launcher's fingerprint and sizes by it."""
+def test_sglangs_launcher_hands_the_plan_to_each_scheduler_process_and_each_checks_it(launch):
+    """One launch through SGLang's launcher with three TP ranks: each scheduler process loads the
+    plugin in SGLang's run_scheduler_process, resolves its own plan from the arguments it
+    received and checks it against the launcher's fingerprint. Rank 0 agrees and sizes by the
+    plan; rank 1 sees an altered published plan (SR165); rank 2 none at all, which in enforce
+    mode is an error (SR178), not a silent pass. SGLang then stops the launch (SIGQUIT to the
+    launcher, which kills its process tree)."""
     import json
 
-    out = launch(2)
-    assert out["outcome"] == "children reported", out
-    published = json.loads(out["launcher_plan"])
-    assert published["pid"] == out["launcher_pid"]
-    plan = Registry.load().resolve({"algorithm": "eagle", "num_steps": 2, "topk": 4})
-    assert published["fingerprint"]["widths"] == plan.fingerprint()["widths"]
-    assert sorted(out["children"]) == [0, 1]
-    for child in out["children"].values():
-        assert child["error"] is None and child["pid"] != out["launcher_pid"], child
-        assert json.loads(child["published"]) == published  # inherited from the launcher
-        for worker in ("target", "draft"):
-            for phase, width in child["widths"][worker].items():
-                assert width == plan.num_tokens_per_req(phase, worker == "draft")
-
-
-def test_a_scheduler_process_with_another_or_no_plan_stops_the_launch(launch):
-    """Negative controls in one launch of three ranks: rank 1 sees an altered published plan
-    (SR165), rank 2 none at all, which in enforce mode is an error (SR178), not a silent pass;
-    SGLang's scheduler process then stops the launch (SIGQUIT to the launcher, which kills its
-process tree)."""
     out = launch(3, child_plan="1:tamper,2:drop")
     assert out["outcome"] == "stopped (exit -9)", out  # SIGQUIT, then SGLang's SIGKILL of the tree
     children = out["children"]
-    assert children[0]["error"] is None  # the untouched rank still agrees
+    assert sorted(children) == [0, 1, 2]
+    assert len({child["pid"] for child in children.values()} | {out["launcher_pid"]}) == 4
+    agreeing = children[0]
+    assert agreeing["error"] is None, agreeing
+    published = json.loads(agreeing["published"])  # inherited from the launcher, which wrote it
+    assert published["pid"] == out["launcher_pid"]
+    plan = Registry.load().resolve({"algorithm": "eagle", "num_steps": 2, "topk": 4})
+    assert published["fingerprint"]["widths"] == plan.fingerprint()["widths"]
+    for worker in ("target", "draft"):
+        for phase, width in agreeing["widths"][worker].items():
+            assert width == plan.num_tokens_per_req(phase, worker == "draft")
     assert children[1]["error"] == "ConsistencyError" and "[SR165]" in children[1]["message"]
+    assert "gamma\": 99" in children[1]["message"]  # it compared with what it was handed
     assert children[2]["error"] == "ConsistencyError" and "[SR178]" in children[2]["message"]
-    assert "load_plugins()" in children[2]["message"]
+    assert children[2]["published"] is None and "load_plugins()" in children[2]["message"]
