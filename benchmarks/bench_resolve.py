@@ -2,7 +2,7 @@
 
 Three configs: eagle (a tree), dspark with a draft config.json, eagle with HiSparse. For each,
 the best-of-repeats time of one `registry.resolve(config)` and the floor of the same work: parsing
-the config (`SpecConfig.from_dict`), which every resolve does, plus the owning plugin's own
+the config (`config_from_flags`), which every resolve does, plus the owning plugin's own
 analysis called once directly. `--before REF` also measures the tree at git REF in subprocesses
 interleaved with this tree's, in the same run, and prints after/before ratios.
 
@@ -50,14 +50,14 @@ CASES = {
 
 def _floor_work(name: str):
     """The same answer computed directly: parse the config, run the owner's analysis once."""
-    from specreg.config import SpecConfig
+    from specreg import config_from_flags
 
     config = CASES[name]
     if name.startswith("dspark"):
         from specreg_dspark.runtime import analyse_dspark
 
         def work() -> None:
-            parsed = SpecConfig.from_dict(config)
+            parsed = config_from_flags(config)
             analyse_dspark(parsed.draft_config, parsed.num_draft_tokens)
 
         return work
@@ -68,7 +68,7 @@ def _floor_work(name: str):
         from specreg_hisparse.runtime import layout_from_options
 
     def work() -> None:
-        parsed = SpecConfig.from_dict(config)
+        parsed = config_from_flags(config)
         max_tree_nodes(parsed.num_steps, parsed.topk)
         if hisparse:
             layout_from_options(dict(parsed.cache_options), parsed.num_draft_tokens)

@@ -26,6 +26,7 @@ from specreg.protocols import VerifyResult
 from specreg.registry import PluginFailure, PluginInfo, Registry, RegistryCache
 from specreg.resolution import Candidate, Resolution, Sizes
 from specreg.specs import AlgorithmSpec, CacheSpec, ParamRange
+from specreg.translate import config_from_flags
 
 __all__ = [
     "AlgorithmSpec",
@@ -51,6 +52,7 @@ __all__ = [
     "UnknownNameError",
     "UnknownPhaseError",
     "VerifyResult",
+    "config_from_flags",
     "hookimpl",
     "hookspec",
     "problem",

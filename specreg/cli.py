@@ -1,166 +1,65 @@
-"""The `specreg` command line: list, check, plan, explain, demo.
+"""The `specreg` command line: list, check, plan, explain, demo, under one exit-code convention.
 
-`list`, `check` and `explain` import neither torch nor triton. Exit codes: 0 sound, 1 problems
-found (for `list`: a plugin failed to load or SPECREG_PLUGINS names a missing one), 2 usage
-errors (an unknown flag is SR142 with the closest flag).
+Exit status, for every subcommand: 0 the answer is sound; 1 a coded problem in what was asked
+(a config, a name, a flag's value, a plugin that failed to load, a budget exceeded, a demo row
+that is not lossless); 2 a usage error, the command line itself does not parse (no or an
+unknown subcommand, an unknown flag, a flag without its value: SR142, SR152). Every error is
+coded, argparse's own included. With `--json` the answer is JSON on stdout, errors too:
+{"ok": false, "exit_status": ..., "errors": [...], "warnings": [...]}.
+`list`, `check` and `explain` import neither torch nor triton.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from specreg.config import SGLANG_FLAGS, SGLANG_SWITCHES, load_json_object
-from specreg.errors import ConfigError, Problem, SpecRegError, problem, split_problems
-from specreg.framework_args import framework_findings
-from specreg.integers import is_int
+from specreg.cli_args import (
+    add_budget_flags,
+    add_config_flags,
+    config_from_args,
+    memory_budgets,
+    parse_config_flags,
+)
+from specreg.errors import Problem, SpecRegError, problem, split_problems
+from specreg.framework_findings import framework_findings
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_STATUS_TEXT = (
+    "exit status: 0 sound; 1 a coded problem in the input (config, names, flag values, plugins, "
+    "budgets); 2 a usage error (the command line does not parse). --json answers in JSON, "
+    "errors included."
+)
 
 
-# --------------------------------------------------------------------------------- arguments
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("speculative config (SGLang flag spellings)")
-    for flag, key in SGLANG_FLAGS.items():
-        group.add_argument(flag, dest=key, default=None, metavar=key.upper())
-    for flag in SGLANG_SWITCHES:
-        group.add_argument(flag, action="store_true", default=None)
-    group.add_argument(
-        "--kv-cache-option",
-        dest="cache_option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an option of the KV-cache backend; repeatable",
-    )
-    group.add_argument(
-        "--speculative-candidate-steps",
-        dest="candidate_steps",
-        default=None,
-        metavar="S1,S2,...",
-        help="adaptive speculation: widths cover every candidate step count",
-    )
-    group.add_argument(
-        "--config", dest="config_file", default=None, metavar="FILE", help="a JSON config file"
-    )
+# ------------------------------------------------------------------------------------ output
+def problems_document(problems: Sequence[Problem], status: int) -> dict[str, Any]:
+    """The JSON every subcommand prints for its problems."""
+    errors, warnings = split_problems(list(problems))
+    return {
+        "ok": not errors,
+        "exit_status": status,
+        "errors": [p.to_dict() | {"text": p.render()} for p in errors],
+        "warnings": [p.to_dict() | {"text": p.render()} for p in warnings],
+    }
 
 
-def _add_budget_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--memory-budget", default=None, metavar="SIZE",
-        help="device memory the plan may use, e.g. 16GiB; exit 1 (SR145) beyond it",
-    )
-    parser.add_argument(
-        "--host-memory-budget", default=None, metavar="SIZE",
-        help="host memory the plan may use, e.g. 64GiB; exit 1 (SR145) beyond it",
-    )
-
-
-def _coerce(value: str) -> Any:
-    """Integers where the text is an integer; booleans for true/false; text otherwise."""
-    text = value.strip()
-    with contextlib.suppress(ValueError):
-        return int(text)
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    return text
-
-
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """Merge --config FILE with the flags (flags win) into a SpecConfig mapping."""
-    data, problems = parse_config_flags(args)
-    if problems:
-        raise ConfigError(problems)
-    return data
-
-
-def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[Problem]]:
-    """The SpecConfig mapping the flags give, and every problem with the flags themselves
-    (worded in flags), so a command can report them together with the config's problems."""
-    data: dict[str, Any] = {}
-    problems: list[Problem] = []
-    if args.config_file:
-        try:
-            data.update(load_json_object(args.config_file, flag="--config"))
-        except ConfigError as exc:
-            problems += exc.problems
-    for flag in SGLANG_SWITCHES:
-        key = flag.lstrip("-").replace("-", "_")
-        if getattr(args, key):
-            data[key] = True
-    for flag, key in SGLANG_FLAGS.items():
-        value = getattr(args, key)
-        if value is None:
-            continue
-        if key.endswith(("_num_steps", "_topk", "_num_draft_tokens", "_block_size")):
-            value = _coerce(value)
-            if not is_int(value):
-                problems.append(whole_number_problem(flag, value, key))
-                continue
-        data[key] = value
-    options = dict(data.get("cache_options") or {})
-    for item in args.cache_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            problems.append(
-                problem(
-                    "SR108",
-                    f"--kv-cache-option {item!r} is not KEY=VALUE",
-                    accepted="KEY=VALUE, e.g. hot_size=4096",
-                    fix="write the option as KEY=VALUE",
-                    field="cache_options",
-                )
-            )
-            continue
-        options[key.strip()] = _coerce(value)
-    if options:
-        data["cache_options"] = options
-    if args.candidate_steps is not None:
-        data["candidate_steps"] = [_coerce(s) for s in args.candidate_steps.split(",") if s.strip()]
-    return data, problems
-
-
-def whole_number_problem(flag: str, value: Any, field: str | None = None) -> Problem:
-    """SR143: an integer flag got something else; the advice is a command line."""
-    return problem(
-        "SR143",
-        f"{flag} takes a whole number, got {value!r}",
-        accepted=f"an integer, e.g. {flag} 3, or leave the flag out to infer it",
-        fix=f"pass a whole number to {flag}",
-        field=field or flag,
-    )
-
-
-def _memory_budgets(args: argparse.Namespace) -> tuple[int | None, int | None, list[Problem]]:
-    """--memory-budget and --host-memory-budget in bytes, and SR143 for unreadable sizes."""
-    from specreg.memory import parse_size
-
-    budgets: list[int | None] = []
-    problems: list[Problem] = []
-    for flag, text in (("--memory-budget", args.memory_budget),
-                       ("--host-memory-budget", args.host_memory_budget)):
-        size = None if text is None else parse_size(text)
-        if text is not None and size is None:
-            problems.append(
-                problem(
-                    "SR143",
-                    f"{flag} takes a size, got {text!r}",
-                    accepted="bytes, or a number with a unit: 80GB, 16GiB, 512MiB",
-                    fix=f"pass e.g. {flag} 16GiB",
-                    field=flag,
-                )
-            )
-        budgets.append(size)
-    return budgets[0], budgets[1], problems
+def report(problems: Sequence[Problem], status: int, *, as_json: bool) -> int:
+    """Print `problems` (JSON on stdout, or text on stderr) and return `status`."""
+    if as_json:
+        print(json.dumps(problems_document(problems, status), indent=2))
+    else:
+        for p in problems:
+            print(f"{p.severity}: {p.render()}", file=sys.stderr)
+    return status
 
 
 def _memory_problems(registry: Any, data: dict[str, Any], args: argparse.Namespace) -> list[Problem]:
     """SR145 when the plan of a sound config exceeds the memory budgets given."""
-    device, host, problems = _memory_budgets(args)
+    device, host, problems = memory_budgets(args)
     if problems or (device is None and host is None):
         return problems
     memory = registry.resolve(data).memory()
@@ -186,7 +85,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     }
     status = EXIT_PROBLEMS if registry.failures else EXIT_OK
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data | {"ok": not registry.failures, "exit_status": status}, indent=2))
         return status
     print("Algorithms")
     for a in registry.algorithms():
@@ -229,27 +128,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         except SpecRegError as exc:
             problems += exc.problems
     errors, warnings = split_problems(problems)
+    status = EXIT_PROBLEMS if errors else EXIT_OK
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": not errors,
-                    "errors": [p.to_dict() | {"text": p.render()} for p in errors],
-                    "warnings": [p.to_dict() | {"text": p.render()} for p in warnings],
-                },
-                indent=2,
-            )
-        )
-    else:
-        for p in errors:
-            print(f"error: {p.render()}")
-        for p in warnings:
-            print(f"warning: {p.render()}")
-        if errors:
-            print(f"{len(errors)} problem(s) found.")
-        else:
-            print("OK: the config is sound.")
-    return EXIT_PROBLEMS if errors else EXIT_OK
+        return report(problems, status, as_json=True)
+    for p in errors:
+        print(f"error: {p.render()}")
+    for p in warnings:
+        print(f"warning: {p.render()}")
+    print(f"{len(errors)} problem(s) found." if errors else "OK: the config is sound.")
+    return status
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -257,33 +144,41 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         data = config_from_args(args)
         plan = registry.resolve(data)
-        for notice in framework_findings(registry, data):
-            print(f"{notice.severity}: {notice.render()}", file=sys.stderr)
-        device, host, problems = _memory_budgets(args)
+        notices = framework_findings(registry, data)
+        device, host, problems = memory_budgets(args)
     except SpecRegError as exc:
-        for p in exc.problems:
-            print(f"error: {p.render()}", file=sys.stderr)
-        return EXIT_PROBLEMS
+        return report(exc.problems, EXIT_PROBLEMS, as_json=args.json)
     memory = plan.memory()
     problems += memory.budget_problems(
         device_budget=device, host_budget=host, flags=("--memory-budget", "--host-memory-budget")
     )
-    for p in problems:
-        print(f"error: {p.render()}", file=sys.stderr)
     status = EXIT_PROBLEMS if problems else EXIT_OK
-    data = plan.to_dict()
     if args.json:
-        print(json.dumps(data, indent=2, default=str))
+        answer = plan.to_dict()
+        if problems or notices:
+            answer |= problems_document([*problems, *notices], status)
+        print(json.dumps(answer, indent=2, default=str))
         return status
+    report([*notices, *problems], status, as_json=False)
+    _print_plan(plan.to_dict(), plan, memory)
+    return status
+
+
+def _print_plan(data: dict[str, Any], plan: Any, memory: Any) -> None:
     print(f"algorithm      {data['algorithm']}  ({plan.algorithm.drafting} drafting)")
     print(f"config         {json.dumps(data['config'], default=str)}")
     print(f"gamma          {data['gamma']}")
-    print("widths         phase           target  draft")
+    over = "  (maxima over the config and its candidates)" if plan.candidates else ""
+    print(f"widths         phase           target  draft{over}")
     for phase in data["widths"]["target"]:
         t, d = data["widths"]["target"][phase], data["widths"]["draft"][phase]
         print(f"               {phase:<15} {t:>6}  {d:>5}")
     print(f"verifier       {data['verifier']}")
     print(f"drafter        {data['drafter']}")
+    if plan.candidates:
+        own = data["config_sizes"]
+        print(f"config's own   gamma={own['gamma']}, "
+              f"target_verify={own['widths']['target']['target_verify']}")
     for c in data.get("candidates", []):
         print(f"candidate {c['steps']:<4} num_draft_tokens={c['num_draft_tokens']}, gamma={c['gamma']}")
     print(f"cache          {data['cache']}  swapper: {data['cache_swapper']}")
@@ -292,15 +187,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print("memory         " + "\n               ".join(memory.lines()))
     for notice in data["notices"]:
         print(f"notice: {notice}")
-    return status
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from specreg import catalog
 
     if not args.code:
-        for entry in _load_registry().catalog.entries().values():  # with the plugins' codes
-            print(f"{entry.code}  {entry.title}")
+        entries = _load_registry().catalog.entries().values()  # with the plugins' codes
+        if args.json:
+            print(json.dumps([{"code": e.code, "title": e.title} for e in entries], indent=2))
+        else:
+            print("\n".join(f"{e.code}  {e.title}" for e in entries))
         return EXIT_OK
     try:
         entry = catalog.lookup(args.code)  # a core code needs no registry
@@ -311,14 +208,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except KeyError:
             from specreg._suggest import did_you_mean
 
-            print(
-                f"unknown error code {args.code!r}."
-                f"{did_you_mean(args.code.upper(), list(known.entries()))} "
-                "Run `specreg explain` to list every code.",
-                file=sys.stderr,
+            unknown = problem(
+                "SR153",
+                f"no error code {args.code!r}.{did_you_mean(args.code.upper(), list(known.entries()))}",
+                accepted="a code `specreg explain` lists (SR followed by three digits)",
+                fix="run `specreg explain` to list every code, and pass one of them",
+                field="code",
             )
-            return EXIT_PROBLEMS
-    print(entry.render_text())
+            return report([unknown], EXIT_PROBLEMS, as_json=args.json)
+    if args.json:
+        import attrs
+
+        print(json.dumps(attrs.asdict(entry), indent=2))
+    else:
+        print(entry.render_text())
     return EXIT_OK
 
 
@@ -326,42 +229,68 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from specreg.demo_args import demo_arg_problems
 
     problems = demo_arg_problems(args, _load_registry())
-    for p in problems:
-        print(f"error: {p.render()}", file=sys.stderr)
     if problems:
-        return EXIT_USAGE
+        return report(problems, EXIT_PROBLEMS, as_json=args.json)
     from specreg.demo import run_demo_cli
 
     return run_demo_cli(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="specreg", description="Speculative-decoding plugin registry."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+# ----------------------------------------------------------------------------------- parsing
+class UsageError(Exception):
+    """The command line does not parse; carries the coded problem (exit status 2)."""
 
-    p = sub.add_parser("list", help="algorithms, caches, plugins and load failures")
-    p.add_argument("--json", action="store_true")
+    def __init__(self, found: Problem) -> None:
+        super().__init__(found.render())
+        self.problem = found
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its own errors raised as coded usage errors (SR152) instead of printed."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(
+            problem(
+                "SR152",
+                f"`{self.prog}`: {message}",
+                accepted=f"the command line `{self.prog} --help` shows",
+                fix=f"correct the command line as `{self.prog} --help` describes",
+                field=self.prog,
+            )
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="specreg", description="Speculative-decoding plugin registry.", epilog=EXIT_STATUS_TEXT
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text, epilog=EXIT_STATUS_TEXT)
+
+    p = command("list", "algorithms, caches, plugins and load failures (exit 1 on a failure)")
+    p.add_argument("--json", action="store_true", help="answer in JSON")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("check", help="report every problem in a config (exit 1 on problems)")
-    _add_config_flags(p)
-    _add_budget_flags(p)
-    p.add_argument("--json", action="store_true")
+    p = command("check", "report every problem in a config (exit 1 on problems)")
+    add_config_flags(p)
+    add_budget_flags(p)
+    p.add_argument("--json", action="store_true", help="answer in JSON, errors included")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("plan", help="the resolved widths, gamma and kernels for a config")
-    _add_config_flags(p)
-    _add_budget_flags(p)
-    p.add_argument("--json", action="store_true")
+    p = command("plan", "the resolved widths, gamma and kernels for a config")
+    add_config_flags(p)
+    add_budget_flags(p)
+    p.add_argument("--json", action="store_true", help="answer in JSON, errors included")
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("explain", help="explain an error code")
+    p = command("explain", "explain an error code (every code without one)")
     p.add_argument("code", nargs="?")
+    p.add_argument("--json", action="store_true", help="answer in JSON, errors included")
     p.set_defaults(func=cmd_explain)
 
-    p = sub.add_parser("demo", help="run every algorithm on the built-in toy model")
+    p = command("demo", "run every algorithm on the built-in toy model")
     from specreg.demo_args import add_demo_arguments
 
     add_demo_arguments(p)
@@ -370,35 +299,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
     parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
+    try:
+        args, extras = parser.parse_known_args(argv)
+    except UsageError as exc:
+        return report([exc.problem], EXIT_USAGE, as_json=as_json)
     if extras:
-        return _unknown_flags(parser, args, extras)
+        return report(_unknown_flags(parser, args, extras), EXIT_USAGE, as_json=as_json)
     try:
         return int(args.func(args))
     except SpecRegError as exc:
-        for p in exc.problems:
-            print(f"error: {p.render()}", file=sys.stderr)
-        return EXIT_PROBLEMS
+        return report(exc.problems, EXIT_PROBLEMS, as_json=as_json)
 
 
-def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> int:
-    """SR142 for every flag the command does not have, with the closest one; exit 2."""
+def _unknown_flags(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]
+) -> list[Problem]:
+    """SR142 for every flag the command does not have, with the closest one."""
     from specreg._suggest import did_you_mean
 
     sub = _subparser(parser, args.command)
     known = sorted(o for a in sub._actions for o in a.option_strings if o.startswith("--"))
     flags = [e.partition("=")[0] for e in extras if e.startswith("-")] or extras
-    for flag in flags:
-        p = problem(
+    return [
+        problem(
             "SR142",
             f"`specreg {args.command}` has no flag {flag!r}.{did_you_mean(flag, known)}",
             accepted=f"the flags `specreg {args.command} --help` lists",
             fix="use the flag suggested, or remove it",
             field=flag,
         )
-        print(f"error: {p.render()}", file=sys.stderr)
-    return EXIT_USAGE
+        for flag in flags
+    ]
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
-"""`SpecConfig`: what a user asked for (a mapping, flags or a JSON file), type-checked when built.
+"""`SpecConfig`: what a user asked for, in specreg's field names, type-checked when built.
 
 Range and cross-field rules belong to the algorithm and cache plugins (through
-`specreg_validate_config`), so `registry.resolve` can report every problem at once.
+`specreg_validate_config`), so `registry.resolve` can report every problem at once. SGLang's and
+vLLM's spellings are translated onto this type by `specreg.translate`.
 """
 
 from __future__ import annotations
@@ -15,34 +16,11 @@ from typing import Any
 import attrs
 
 from specreg.errors import ConfigError, Problem, problem
+from specreg.framework_args.flags import is_framework_key
 from specreg.integers import is_int
 
 _INT_FIELDS = ("num_steps", "topk", "num_draft_tokens")
 
-# The command line's flags: SGLang's own spellings, then specreg's documented aliases. Each maps
-# to the key `SpecConfig.from_dict` reads (see specreg.framework_args for how they translate).
-SGLANG_FLAGS: Mapping[str, str] = MappingProxyType(
-    {
-        "--speculative-algorithm": "speculative_algorithm",
-        "--speculative-num-steps": "speculative_num_steps",
-        "--speculative-eagle-topk": "speculative_eagle_topk",
-        "--speculative-num-draft-tokens": "speculative_num_draft_tokens",
-        "--speculative-draft-model-path": "speculative_draft_model_path",
-        "--speculative-dspark-block-size": "speculative_dspark_block_size",
-        "--speculative-dflash-block-size": "speculative_dflash_block_size",
-        "--model-path": "model_path",
-        "--hisparse-config": "hisparse_config",
-        "--speculative-draft-config": "speculative_draft_config",
-        "--kv-cache": "kv_cache",
-    }
-)
-#: SGLang's switches (flags without a value).
-SGLANG_SWITCHES: tuple[str, ...] = (
-    "--enable-hisparse",
-    "--disable-radix-cache",
-    "--enable-mixed-chunk",
-    "--speculative-adaptive",
-)
 _ALIASES: Mapping[str, str] = MappingProxyType(
     {
         "kv_cache_options": "cache_options",
@@ -107,7 +85,8 @@ class SpecConfig:
         factory=dict, converter=_freeze, eq=False, hash=False
     )
     candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
-    #: Coded notices from translating framework spellings (aliases, adopted rewrites).
+    #: Coded findings of translating framework spellings: notices (aliases, adopted rewrites)
+    #: and errors that leave the config standing (SR178), which resolve and check report.
     notices: tuple[Problem, ...] = attrs.field(default=(), eq=False, hash=False, repr=False)
     #: Framework-side facts read with the flags (target architecture, HiSparse switches).
     framework: Mapping[str, Any] = attrs.field(
@@ -200,10 +179,12 @@ class SpecConfig:
     # ---------------------------------------------------------------- construction helpers
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SpecConfig:
-        """Build from a mapping of SpecConfig fields or SGLang spellings.
+        """Build from a mapping of SpecConfig fields.
 
-        Unknown keys are reported together with every type problem in one `ConfigError`.
-        `draft_config` may be a mapping or a path to a config.json.
+        Unknown keys are reported together with every type problem in one `ConfigError`; a
+        framework spelling (an SGLang flag, a vLLM key) is named as such, with the function that
+        reads it (`specreg.config_from_flags`). `draft_config` may be a mapping or a path to a
+        config.json.
         """
         if not isinstance(data, Mapping):
             raise ConfigError(
@@ -214,36 +195,16 @@ class SpecConfig:
                     fix="pass a dict such as {'algorithm': 'eagle'}",
                 )
             )
-        from specreg.framework_args import is_framework_key, translate
-
         fields = {f.name for f in attrs.fields(cls)} - {"notices", "framework"}
-        translation = translate(data)
         kwargs: dict[str, Any] = {}
-        problems: list[Problem] = list(translation.problems)
-        if translation.notices:
-            kwargs["notices"] = translation.notices
-        if translation.framework:
-            kwargs["framework"] = translation.framework
+        problems: list[Problem] = []
         for raw_key, value in data.items():
             key = str(raw_key)
-            if is_framework_key(key) and key not in fields:
-                continue
             name = key if key in fields else _ALIASES.get(key.lstrip("-").replace("-", "_"))
             if name is None:
-                from specreg._suggest import did_you_mean
-
-                problems.append(
-                    problem(
-                        "SR104",
-                        f"unknown config key {key!r}.{did_you_mean(key, sorted(fields))}",
-                        accepted=", ".join(sorted(fields)),
-                        fix="rename or remove the key",
-                        field=key,
-                    )
-                )
+                problems.append(_unknown_key(key, sorted(fields)))
                 continue
             kwargs[name] = value
-        kwargs.update(translation.fields)  # framework spellings (command-line flags) win
         if isinstance(kwargs.get("draft_config"), (str, os.PathLike)):
             try:
                 kwargs["draft_config"] = load_json_object(kwargs["draft_config"])
@@ -284,6 +245,28 @@ class SpecConfig:
 
     def evolve(self, **changes: Any) -> SpecConfig:
         return attrs.evolve(self, **changes)
+
+
+def _unknown_key(key: str, fields: list[str]) -> Problem:
+    from specreg._suggest import did_you_mean
+
+    if is_framework_key(key):
+        return problem(
+            "SR104",
+            f"config key {key!r} is a framework spelling (an SGLang flag or a vLLM key); "
+            "SpecConfig.from_dict reads specreg's field names only",
+            accepted=", ".join(fields),
+            fix="build the config with specreg.config_from_flags(...) (registry.resolve, "
+            "registry.check and the CLI read framework spellings too), or use the field names",
+            field=key,
+        )
+    return problem(
+        "SR104",
+        f"unknown config key {key!r}.{did_you_mean(key, fields)}",
+        accepted=", ".join(fields),
+        fix="rename or remove the key",
+        field=key,
+    )
 
 
 _FILE_HINTS = {

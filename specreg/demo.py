@@ -28,7 +28,12 @@ from specreg.specs import AlgorithmSpec
 from specreg.testing.drafter_checks import drafter_label, no_drafting_code
 from specreg.testing.kv import toy_cache_options
 from specreg.testing.loop import GenerationResult, params_method
-from specreg.testing.lossless import check_greedy, check_mixed_params, check_sampling
+from specreg.testing.lossless import (
+    P_VALUE_THRESHOLD,
+    check_greedy,
+    check_mixed_params,
+    check_sampling,
+)
 from specreg.testing.toy_model import ToyConfig, ToyLM
 
 DRAFT_NOISE = 0.25
@@ -118,6 +123,7 @@ class DemoRow:
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
         data["lossless"] = self.lossless
+        data["sampling_p_value_threshold"] = P_VALUE_THRESHOLD  # each p-value passes above it
         data.pop("accept_lengths")
         data["accept_length_histogram"] = _histogram(self.accept_lengths)
         return data
@@ -282,13 +288,18 @@ def format_table(rows: list[DemoRow]) -> str:
             lines.append(f"    notice: {r.notice}")
         if r.case == MIXED_PARAMS_LABEL and r.sampling_checks:
             kinds = "; ".join(
-                f"{k} p={p:.3f}" for k, p in zip(r.sampling_checks, r.sampling_p_values, strict=True)
+                f"{k} {_p_text(p)}" for k, p in zip(r.sampling_checks, r.sampling_p_values, strict=True)
             )
             lines.append(f"    greedy requests {'equal' if r.greedy_lossless else 'DIFFER from'} "
-                         f"plain greedy; sampled first tokens: {kinds}")
+                         f"plain greedy; sampled first tokens (chi-square): {kinds}")
         if r.error:
             lines.append(f"    error: {r.error}")
     return "\n".join(lines)
+
+
+def _p_text(p: float) -> str:
+    """A p-value beside the threshold it is held to: 'p=0.014 > 0.001' passes."""
+    return f"p={p:.3f} {'>' if p > P_VALUE_THRESHOLD else '<='} {P_VALUE_THRESHOLD:g}"
 
 
 def save_plot(rows: list[DemoRow], path: str) -> None:

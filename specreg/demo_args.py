@@ -35,34 +35,68 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--steps",
-        type=int,
-        default=48,
+        default="48",
+        metavar="N",
         help=f"tokens to generate per prompt, 1 to {MAX_STEPS} (default 48)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the toy models and sampling")
-    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    parser.add_argument(
+        "--seed", default="0", metavar="N", help="seed of the toy models and sampling (default 0)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the table as JSON, errors too")
     parser.add_argument("--plot", metavar="FILE.png", help="save acceptance-length histograms")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def demo_arg_problems(args: argparse.Namespace, registry: Any) -> list[Problem]:
     """Every problem with the demo's flags, found before anything runs (SR143, SR144, and the
-    unknown-name codes with the demo's own --algorithm flag)."""
+    unknown-name codes with the demo's own --algorithm and --kv-cache flags). --steps and
+    --seed arrive as text and are set to their numbers when they are sound."""
     from specreg._suggest import unknown_name_problem
 
     out: list[Problem] = []
-    if not 1 <= args.steps <= MAX_STEPS:
-        out.append(range_problem("--steps", args.steps, 1, MAX_STEPS, "48"))
-    if not 0 <= args.seed <= MAX_SEED:
-        out.append(range_problem("--seed", args.seed, 0, MAX_SEED, "0"))
+    for name, flag, low, high, default in (
+        ("steps", "--steps", 1, MAX_STEPS, "48"),
+        ("seed", "--seed", 0, MAX_SEED, "0"),
+    ):
+        value = _whole_number(getattr(args, name))
+        if value is None:
+            out.append(not_a_number_problem(flag, getattr(args, name), low, high, default))
+        elif not low <= value <= high:
+            out.append(range_problem(flag, value, low, high, default))
+        else:
+            setattr(args, name, value)  # the demo runs with the number the text names
     for name in args.algorithm or ():
         try:
             registry.get_algorithm(name)
         except ValueError:
             out.append(unknown_name_problem(registry, name, "algorithm", flag="--algorithm"))
+    args.kv_cache = str(args.kv_cache).strip().lower()
+    if args.kv_cache not in ("none", "both"):
+        try:
+            registry.get_cache(args.kv_cache)
+        except ValueError:
+            out.append(unknown_name_problem(registry, args.kv_cache, "cache", flag="--kv-cache"))
     if args.plot:
         out += _plot_problems(args.plot)
     return out
+
+
+def _whole_number(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def not_a_number_problem(flag: str, value: object, low: int, high: int, default: str) -> Problem:
+    """SR143: a whole-number flag of the demo got text that is not one."""
+    return problem(
+        "SR143",
+        f"specreg demo {flag} takes a whole number, got {value!r}",
+        accepted=f"a whole number from {low} to {high}",
+        fix=f"pass {flag} N with N in [{low}, {high}], or leave it out for the default {default}",
+        field=flag,
+    )
 
 
 def range_problem(flag: str, value: int, low: int, high: int, default: str) -> Problem:

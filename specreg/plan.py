@@ -116,6 +116,9 @@ class SpecPlan:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready data. `gamma` and `widths` size the buffers: with adaptive
+        candidates they are the maxima over the config and every candidate, and `config_sizes`
+        states the config's own gamma and widths beside them."""
         return {
             "algorithm": self.algorithm.name,
             "capabilities": self.algorithm.capabilities(),
@@ -133,7 +136,17 @@ class SpecPlan:
             "memory": self.memory().to_dict(),
             "notices": [n.render() for n in self.notices],
             "plugins": [p.to_dict() for p in self.plugins],
-        } | ({"candidates": [c.to_dict() for c in self.candidates]} if self.candidates else {})
+        } | (
+            {
+                "config_sizes": {
+                    "gamma": self.resolution.main.gamma,
+                    "widths": self.resolution.main.widths_dict(),
+                },
+                "candidates": [c.to_dict() for c in self.candidates],
+            }
+            if self.candidates
+            else {}
+        )
 
 
 def _describe(obj: Any) -> str | None:

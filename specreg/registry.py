@@ -1,6 +1,9 @@
-"""The plugin registry: discovers plugins, isolates their failures, collects their specs.
+"""The plugin registry: the one object a framework loads, queries and resolves configs with.
 
-Hooks run only at load time (here) and resolve time (`specreg.resolver`).
+It composes the parts that each do one job: `specreg.plugin_loading` (discovery through entry
+points, each import isolated), `specreg.registration_checks` (what a plugin may register),
+`specreg.plugin_tables` (the settled tables of specs and error entries) and `specreg.resolver`
+(configs into plans). Hooks run only at load time and resolve time.
 `registry.resolve(config)` returns a `SpecPlan` of plain data and bound objects, which a serving
 loop queries per step without pluggy. Everything a registry learns from its plugins (specs,
 catalog entries, failures) lives on the instance. `Registry.load()` hands out registries from a
@@ -10,84 +13,39 @@ another caller's registry.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-import attrs
 import pluggy
 
 from specreg import default_plugin, hookspecs
 from specreg._suggest import unknown_name_problem, unmatched_allowlist_problem
-from specreg.catalog import Catalog, ErrorEntry
+from specreg.catalog import Catalog
 from specreg.config import SpecConfig
-from specreg.errors import (
-    PluginError,
-    Problem,
-    SpecRegError,
-    UnknownNameError,
-    problem,
-)
+from specreg.errors import PluginError, Problem, SpecRegError, UnknownNameError
 from specreg.plan import SpecPlan
 from specreg.plugin_info import PluginInfo
+from specreg.plugin_loading import (
+    ALLOWLIST_ENV,
+    ENTRY_POINT_GROUP,
+    PluginFailure,
+    distribution_of,
+    entry_points,
+    import_entry_point,
+    parse_allowlist,
+    timeout_from_env,
+)
+from specreg.plugin_tables import EMPTY_TABLES, collect_tables, hook_impls, own_names
+from specreg.plugin_tables import hook_names as all_hook_names
+from specreg.registration_checks import hook_raised, register_checked, shared_registry_change
 from specreg.resolver import check_config, resolve_plan
 from specreg.specs import AlgorithmSpec, CacheSpec, Origin
 
-ENTRY_POINT_GROUP = "specreg"
-ALLOWLIST_ENV = "SPECREG_PLUGINS"
-IMPORT_TIMEOUT_ENV = "SPECREG_PLUGIN_IMPORT_TIMEOUT"
-DEFAULT_IMPORT_TIMEOUT = 60.0
-
-
-@attrs.frozen(kw_only=True)
-class PluginFailure:
-    """A plugin that was skipped, or a registration that was refused, and why."""
-
-    plugin: str
-    distribution: str | None
-    problem: Problem
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "plugin": self.plugin,
-            "distribution": self.distribution,
-            "code": self.problem.code,
-            "message": self.problem.render(),
-            "detail": self.detail,
-        }
-
-
-@attrs.frozen
-class _Claim:
-    spec: Any
-    plugin: str
-    override: bool
-
-
-@attrs.frozen
-class _Tables:
-    """An immutable snapshot of what the loaded plugins registered."""
-
-    algorithms: Mapping[str, AlgorithmSpec]  # by name and alias
-    caches: Mapping[str, CacheSpec]
-    shadowed: Mapping[str, frozenset[str]]  # spec name -> plugins whose claim was overridden
-    conflicts: Mapping[str, Problem]  # names nobody may use until the conflict is resolved
-    owned: Mapping[str, frozenset[str]] = attrs.field(factory=dict)  # plugin -> spec names
-    plugin_infos: tuple[PluginInfo, ...] = ()  # what plugins() reports, built once per rebuild
-    catalog: Catalog = attrs.field(factory=Catalog)  # the core's and these plugins' entries
-
-
-def parse_allowlist(value: str | None) -> frozenset[str] | None:
-    """SPECREG_PLUGINS: unset -> None (load all); '' -> nothing; 'a,b' -> {a, b}."""
-    if value is None:
-        return None
-    return frozenset(part.strip() for part in value.split(",") if part.strip())
+__all__ = ["SHARED_REGISTRIES", "PluginFailure", "Registry", "RegistryCache"]
 
 
 class RegistryCache:
@@ -133,7 +91,7 @@ class Registry:
     def __init__(self, *, strict: bool = False, import_timeout: float | None = None) -> None:
         self.strict = strict
         self.import_timeout = (
-            import_timeout if import_timeout is not None else _timeout_from_env()
+            import_timeout if import_timeout is not None else timeout_from_env()
         )
         self._load_seconds: dict[str, float] = {}
         self._lock = threading.RLock()
@@ -142,7 +100,7 @@ class Registry:
         self._pm.register(default_plugin, name=default_plugin.PLUGIN_NAME)
         self._origins: dict[str, Origin] = {}
         self._load_failures: list[PluginFailure] = []
-        self._tables = _Tables({}, {}, {}, {})
+        self._tables = EMPTY_TABLES
         self._sealed = False  # set by the RegistryCache that shares this registry
         self._rebuild()
 
@@ -192,7 +150,7 @@ class Registry:
         self._check_writable("load_entrypoints")
         with self._lock:
             seen: set[str] = set()
-            found = sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name)
+            found = entry_points(group)
             self._report_unmatched(allowlist, {ep.name for ep in found}, group)
             for ep in found:
                 if allowlist is not None and ep.name not in allowlist:
@@ -200,44 +158,12 @@ class Registry:
                 if ep.name in seen or self._pm.has_plugin(ep.name):
                     continue  # the same name from two paths: the first one wins
                 seen.add(ep.name)
-                dist = getattr(ep, "dist", None)
-                dist_name = dist.metadata["Name"] if dist is not None else None
-                version = dist.version if dist is not None else None
                 started = time.perf_counter()
-                try:
-                    plugin = _load_with_timeout(ep, self.import_timeout)
-                except TimeoutError:
-                    self._fail(
-                        ep.name,
-                        dist_name,
-                        problem(
-                            "SR118",
-                            f"plugin {ep.name!r} ({dist_name or 'unknown distribution'}) did not "
-                            f"finish importing within {self.import_timeout:g} s",
-                            accepted=f"imports that finish within {IMPORT_TIMEOUT_ENV} seconds",
-                            fix=f"find what the plugin's import waits on, raise "
-                            f"{IMPORT_TIMEOUT_ENV}, or leave it out of {ALLOWLIST_ENV}",
-                        ),
-                    )
-                    continue
-                except BaseException as exc:  # noqa: BLE001 - isolate every plugin failure
-                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                        raise
-                    self._fail(
-                        ep.name,
-                        dist_name,
-                        problem(
-                            "SR110",
-                            f"plugin {ep.name!r} ({dist_name or 'unknown distribution'}) failed "
-                            f"to import: {type(exc).__name__}: {exc}",
-                            fix=f"reinstall or remove {dist_name or ep.value}, or leave it out "
-                            f"of {ALLOWLIST_ENV}",
-                        ),
-                        detail=traceback.format_exc(limit=5),
-                    )
+                ok, plugin = import_entry_point(ep, self.import_timeout, self._fail)
+                if not ok:
                     continue
                 self._load_seconds[ep.name] = time.perf_counter() - started
-                self._register(plugin, ep.name, dist_name, version)
+                self._register(plugin, ep.name, *distribution_of(ep))
             self._rebuild()
 
     def _report_unmatched(
@@ -275,75 +201,17 @@ class Registry:
     def _check_writable(self, method: str) -> None:
         """SR109 for a change to a registry a `RegistryCache` shares."""
         if self._sealed:
-            raise PluginError(
-                problem(
-                    "SR109",
-                    f"{method} on a registry from Registry.load(), which every caller with the "
-                    "same load arguments shares",
-                    accepted="changes to a registry of the caller's own",
-                    fix="build one with Registry.load(fresh=True) (or Registry()) and add the "
-                    "plugin to it",
-                )
-            )
+            raise PluginError(shared_registry_change(method))
 
     def _register(
         self, plugin: object, name: str, dist: str | None, version: str | None
     ) -> bool:
-        try:
-            self._pm.register(plugin, name=name)
-        except pluggy.PluginValidationError as exc:
-            if self._pm.has_plugin(name):  # pluggy keeps a half-registered plugin
-                self._pm.unregister(name=name)
-            self._fail(
-                name,
-                dist,
-                problem(
-                    "SR111",
-                    f"plugin {name!r} has a hook implementation that does not match its "
-                    f"specification: {exc}",
-                    accepted="hookimpls named and shaped as in specreg.hookspecs",
-                    fix="compare the plugin's hookimpls with the hook reference",
-                ),
-            )
-            return False
-        except ValueError as exc:  # already registered under this name
-            self._fail(
-                name,
-                dist,
-                problem(
-                    "SR112",
-                    f"a plugin named {name!r} is already registered: {exc}",
-                    fix="give the plugin another entry-point name",
-                ),
-            )
-            return False
-        bad = self._unknown_or_wrapper_hooks(name)
-        if bad:
-            self._pm.unregister(name=name)
-            self._fail(
-                name,
-                dist,
-                problem(
-                    "SR111",
-                    f"plugin {name!r} implements {', '.join(bad)}, which are not specreg hooks "
-                    "(or are wrappers, which specreg does not call)",
-                    accepted=", ".join(self.hook_names()),
-                    fix="rename the function to a hook in specreg.hookspecs",
-                ),
-            )
+        refusal = register_checked(self._pm, plugin, name, self.hook_names())
+        if refusal is not None:
+            self._fail(name, dist, refusal)
             return False
         self._origins[name] = Origin(plugin=name, distribution=dist, version=version)
         return True
-
-    def _unknown_or_wrapper_hooks(self, name: str) -> list[str]:
-        bad = []
-        for caller in self._pm.get_hookcallers(self._pm.get_plugin(name)) or []:
-            for impl in caller.get_hookimpls():
-                if impl.plugin_name != name:
-                    continue
-                if caller.spec is None or impl.hookwrapper or impl.wrapper:
-                    bad.append(caller.name)
-        return bad
 
     def _fail(self, name: str, dist: str | None, prob: Problem, *, detail: str = "") -> None:
         failure = PluginFailure(plugin=name, distribution=dist, problem=prob, detail=detail)
@@ -354,177 +222,9 @@ class Registry:
     # ------------------------------------------------------------------------ spec collection
     def _rebuild(self) -> None:
         """Ask every plugin to register its specs and rebuild the lookup tables."""
-        claims: dict[str, dict[str, list[_Claim]]] = {"algorithm": {}, "cache": {}}
-        catalog, refused = self._register_error_entries()
-        for hook_name, kind, spec_type in (
-            ("specreg_register_algorithms", "algorithm", AlgorithmSpec),
-            ("specreg_register_caches", "cache", CacheSpec),
-        ):
-            for impl in self._impls(hook_name):
-                plugin = impl.plugin_name
-                if plugin in refused:
-                    continue
-                pending: list[_Claim] = []
-
-                def register(
-                    spec: Any,
-                    *,
-                    override: bool = False,
-                    _p: str = plugin,
-                    _kind: str = kind,
-                    _type: type = spec_type,
-                    _out: list[_Claim] = pending,
-                ) -> None:
-                    if not isinstance(spec, _type):
-                        raise PluginError(
-                            problem(
-                                "SR113",
-                                f"plugin {_p!r} registered {type(spec).__name__} as a {_kind}",
-                                accepted=f"a specreg.{_type.__name__}",
-                                fix=f"call register({_type.__name__}(...))",
-                            )
-                        )
-                    _out.append(_Claim(spec, _p, bool(override)))
-
-                try:
-                    impl.function(register=register)
-                except Exception as exc:  # noqa: BLE001 - a plugin must never take others down
-                    prob = (
-                        exc.problems[0]
-                        if isinstance(exc, SpecRegError)
-                        else problem(
-                            "SR114",
-                            f"plugin {plugin!r} raised in {hook_name}: {type(exc).__name__}: {exc}",
-                            fix="report it to the plugin's authors, or leave the plugin out of "
-                            f"{ALLOWLIST_ENV}",
-                        )
-                    )
-                    origin = self._origins.pop(plugin, None)
-                    self._pm.unregister(name=plugin)
-                    refused.append(plugin)
-                    self._fail(
-                        plugin,
-                        origin.distribution if origin else None,
-                        prob,
-                        detail=traceback.format_exc(limit=5),
-                    )
-                    continue
-                for claim in pending:
-                    for name in claim.spec.names:
-                        claims[kind].setdefault(name, []).append(claim)
-        for plugin in refused:  # drop everything the refused plugins claimed
-            for table in claims.values():
-                for name in list(table):
-                    table[name] = [c for c in table[name] if c.plugin != plugin]
-                    if not table[name]:
-                        del table[name]
-        algorithms, alg_shadowed, alg_conflicts = self._settle(claims["algorithm"], "algorithm")
-        caches, cache_shadowed, cache_conflicts = self._settle(claims["cache"], "cache")
-        if self.strict and (alg_conflicts or cache_conflicts):
-            raise PluginError([*alg_conflicts.values(), *cache_conflicts.values()])
-        owned: dict[str, set[str]] = {}
-        for table in claims.values():
-            for found in table.values():
-                for claim in found:
-                    owned.setdefault(claim.plugin, set()).add(claim.spec.name)
-        self._tables = _Tables(
-            algorithms=algorithms,
-            caches=caches,
-            shadowed={**alg_shadowed, **cache_shadowed},
-            conflicts={**alg_conflicts, **cache_conflicts},
-            owned={plugin: frozenset(names) for plugin, names in owned.items()},
-            plugin_infos=tuple(self._plugin_infos()),
-            catalog=catalog,
+        self._tables = collect_tables(
+            self._pm, self._origins, self._load_seconds, self._fail, strict=self.strict
         )
-
-    def _register_error_entries(self) -> tuple[Catalog, list[str]]:
-        """Run every plugin's specreg_register_errors, in registration order (a code belongs to
-        the first plugin that registers it), into a new catalog; returns it and the plugins
-        refused (SR119), none of whose entries it keeps."""
-        catalog = Catalog()
-        refused = []
-        hook = self._pm.hook.specreg_register_errors
-        for impl in hook.get_hookimpls():  # registration order, not call order
-            plugin = impl.plugin_name
-            package = _top_package(impl.plugin)
-            reasons: list[str] = []
-            accepted: list[ErrorEntry] = []
-
-            def register(
-                entry: Any, _p: str = plugin, _pkg: str = package,
-                _out: list[str] = reasons, _ok: list[ErrorEntry] = accepted,
-            ) -> None:
-                if not isinstance(entry, ErrorEntry):
-                    _out.append(f"registered {type(entry).__name__}, not a specreg ErrorEntry")
-                    return
-                reason = catalog.refusal(entry, _p, package=_pkg)
-                if reason is None and any(e.code == entry.code and e != entry for e in _ok):
-                    reason = f"code {entry.code} is registered twice with different entries"
-                if reason is not None:
-                    _out.append(reason)
-                else:
-                    _ok.append(entry)
-
-            try:
-                impl.function(register=register)
-            except Exception as exc:  # noqa: BLE001 - a plugin must never take others down
-                reasons.append(f"raised {type(exc).__name__}: {exc}")
-            if not reasons:
-                for entry in accepted:
-                    catalog.add(entry, plugin, package=package)
-            else:
-                origin = self._origins.pop(plugin, None)
-                self._pm.unregister(name=plugin)
-                refused.append(plugin)
-                self._fail(
-                    plugin,
-                    origin.distribution if origin else None,
-                    problem(
-                        "SR119",
-                        f"plugin {plugin!r} could not register its error codes: "
-                        + "; ".join(reasons),
-                        accepted="ErrorEntry objects with codes SR500-SR899 not used by "
-                        "another plugin",
-                        fix="pick free codes in SR500-SR899 for the plugin's catalog entries",
-                    ),
-                )
-        return catalog, refused
-
-    def _settle(
-        self, table: dict[str, list[_Claim]], kind: str
-    ) -> tuple[dict[str, Any], dict[str, frozenset[str]], dict[str, Problem]]:
-        chosen: dict[str, Any] = {}
-        shadowed: dict[str, frozenset[str]] = {}
-        conflicts: dict[str, Problem] = {}
-        for name, found in table.items():
-            overriders = [c for c in found if c.override]
-            plain = [c for c in found if not c.override]
-            contenders = overriders if len(overriders) == 1 else found
-            if len(contenders) > 1:
-                dists = " and ".join(
-                    f"{c.plugin!r} ({self._dist_text(c.plugin)})" for c in contenders
-                )
-                conflicts[name] = problem(
-                    "SR112",
-                    f"the {kind} name {name!r} is registered by both {dists}",
-                    fix="uninstall one of them, restrict loading with "
-                    f"{ALLOWLIST_ENV}, or register the replacement with override=True",
-                    field=kind,
-                )
-                continue
-            winner = contenders[0]
-            spec = attrs.evolve(winner.spec, origin=self._origins.get(winner.plugin))
-            chosen[name] = spec
-            losers = frozenset(c.plugin for c in plain if c.plugin != winner.plugin)
-            if losers:
-                shadowed[spec.name] = losers | shadowed.get(spec.name, frozenset())
-        return chosen, shadowed, conflicts
-
-    def _dist_text(self, plugin: str) -> str:
-        origin = self._origins.get(plugin)
-        if origin is None or origin.distribution is None:
-            return "in-process plugin"
-        return f"{origin.distribution} {origin.version or ''}".strip()
 
     # ---------------------------------------------------------------------------- queries
     @property
@@ -549,34 +249,18 @@ class Registry:
 
     def algorithms(self) -> list[AlgorithmSpec]:
         """Every algorithm usable under its own name, once (aliases folded), sorted by name."""
-        return _own_names(self._tables.algorithms)
+        return own_names(self._tables.algorithms)
 
     def caches(self) -> list[CacheSpec]:
-        return _own_names(self._tables.caches)
+        return own_names(self._tables.caches)
 
     def plugins(self) -> list[PluginInfo]:
         """Loaded plugins (the default plugin included) with the hooks each implements."""
         return list(self._tables.plugin_infos)
 
-    def _plugin_infos(self) -> list[PluginInfo]:
-        out = []
-        for name, plugin in self._pm.list_name_plugin():
-            callers = self._pm.get_hookcallers(plugin) or []
-            origin = self._origins.get(name)
-            out.append(
-                PluginInfo(
-                    name=name,
-                    distribution=origin.distribution if origin else "specreg",
-                    version=origin.version if origin else _own_version(),
-                    hooks=tuple(sorted(c.name for c in callers)),
-                    load_seconds=self._load_seconds.get(name),
-                )
-            )
-        return sorted(out, key=lambda p: p.name)
-
     @staticmethod
     def hook_names() -> list[str]:
-        return sorted(n for n in dir(hookspecs) if n.startswith("specreg_"))
+        return all_hook_names()
 
     def get_algorithm(self, name: str) -> AlgorithmSpec:
         """The algorithm registered under `name` or an alias (case-insensitive)."""
@@ -597,8 +281,7 @@ class Registry:
     # ----------------------------------------------------------------------------- dispatch
     def _impls(self, hook_name: str, *, skip: frozenset[str] = frozenset()) -> list[Any]:
         """Hook implementations in pluggy's call order, minus the plugins in `skip`."""
-        caller = getattr(self._pm.hook, hook_name)
-        return [i for i in reversed(caller.get_hookimpls()) if i.plugin_name not in skip]
+        return hook_impls(self._pm, hook_name, skip)
 
     def has_hook(self, hook_name: str, *, skip: frozenset[str] = frozenset()) -> bool:
         """Whether a plugin outside `skip` implements `hook_name`."""
@@ -632,15 +315,7 @@ class Registry:
             except SpecRegError:
                 raise
             except Exception as exc:
-                raise PluginError(
-                    problem(
-                        "SR114",
-                        f"plugin {impl.plugin_name!r} raised in {hook_name}: "
-                        f"{type(exc).__name__}: {exc}",
-                        fix="report it to the plugin's authors, or leave the plugin out of "
-                        f"{ALLOWLIST_ENV}",
-                    )
-                ) from exc
+                raise PluginError(hook_raised(impl.plugin_name, hook_name, exc)) from exc
             if result is None:
                 continue
             yield impl.plugin_name, result
@@ -673,56 +348,3 @@ class Registry:
 
 #: The cache `Registry.load()` uses unless it is given another one.
 SHARED_REGISTRIES = RegistryCache()
-
-
-def _own_names(table: Mapping[str, Any]) -> list[Any]:
-    """The specs stored under their own name, sorted. An alias that still points at a spec
-    whose name was overridden or is in conflict must not list that spec under the name."""
-    return [table[name] for name in sorted(table) if table[name].name == name]
-
-
-def _top_package(plugin: object) -> str:
-    """The top-level package a plugin (module or object) is defined in."""
-    module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
-    return module.split(".")[0]
-
-
-def _timeout_from_env() -> float:
-    raw = os.environ.get(IMPORT_TIMEOUT_ENV, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_IMPORT_TIMEOUT
-    except ValueError:
-        value = DEFAULT_IMPORT_TIMEOUT
-    return value if value > 0 else DEFAULT_IMPORT_TIMEOUT
-
-
-def _load_with_timeout(ep: importlib.metadata.EntryPoint, timeout: float) -> Any:
-    """`ep.load()` in a daemon thread, so a hanging import cannot stall every other plugin.
-
-    A timed-out import keeps running in its thread (Python cannot stop it); the plugin is
-    skipped and reported.
-    """
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = ep.load()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name=f"specreg-import-{ep.name}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise TimeoutError(ep.name)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _own_version() -> str | None:
-    try:
-        return importlib.metadata.version("specreg")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-

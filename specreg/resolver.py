@@ -42,6 +42,7 @@ from specreg.protocols import (
 )
 from specreg.resolution import Candidate, Resolution, Sizes, adaptive_steps
 from specreg.specs import AlgorithmSpec, CacheSpec
+from specreg.translate import config_from_flags
 
 DEFAULT_PLUGIN = "specreg.default"
 _LEGACY_SIZE_HOOKS = ("specreg_resolve_gamma", "specreg_num_tokens_per_req")
@@ -166,13 +167,15 @@ def _build(
 
 def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pass:
     if not isinstance(config, SpecConfig):
-        config = SpecConfig.from_dict(config)
+        config = config_from_flags(config)
     algorithm, cache, lookup_problems = _lookup(tables, config)
     skip = tables.shadowed(algorithm.name)
     skip |= tables.shadowed(cache.name) if cache else frozenset()
     skip |= tables.bystanders(algorithm.name, *([cache.name] if cache else []))
     memo: dict[str, Any] = {}
     problems: list[Problem] = list(lookup_problems)  # an unknown cache hides nothing else
+    # errors the translation found without stopping the config (SR178: no draft checkpoint)
+    problems += [n for n in config.notices if n.is_error]
     resolution: Resolution | None = None
     resolve_problems: list[Problem] = []
     try:
@@ -203,6 +206,7 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
     owned = {p.field for p in problems if p.is_error and p.field}
     problems += [p for p in generic if not (p.is_error and p.field in owned)]
     problems += consequences_dropped(resolve_problems, problems)
+    problems = superseded_dropped(problems)
     return _Pass(algorithm, cache, resolution, dedupe_problems(problems), skip, memo)
 
 
@@ -225,6 +229,13 @@ def _lookup(
     if algorithm is None:
         raise ConfigError(problems)
     return algorithm, cache, problems
+
+
+def superseded_dropped(found: list[Problem]) -> list[Problem]:
+    """Less the warnings about a field that an error already names (SR308, "no draft config,
+    defaults assumed", says nothing more once SR178 refuses the missing draft checkpoint)."""
+    errors = {p.field for p in found if p.is_error and p.field}
+    return [p for p in found if p.is_error or p.field not in errors]
 
 
 def consequences_dropped(resolve_problems: list[Problem], found: list[Problem]) -> list[Problem]:

@@ -36,7 +36,8 @@ def require_cuda() -> None:
 
 
 def param_sets(b: int):
-    from specreg.sampling_params import SamplingParams, mixed_demo_params
+    from specreg.demo_params import mixed_demo_params
+    from specreg.sampling_params import SamplingParams
 
     seeds = list(range(b))
     return {

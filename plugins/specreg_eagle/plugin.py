@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 DEFAULT_NUM_STEPS = 3
 DEFAULT_TOPK = 1
 NAMES = frozenset({"eagle", "eagle3"})
-_GIVEN_KEY = "specreg_eagle.num_draft_tokens_given"
 VERIFY_RULES = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
 
 
@@ -97,32 +96,29 @@ def specreg_register_errors(register: Callable[..., None]) -> None:
 
 
 @hookimpl
-def specreg_resolve_config(
-    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
-) -> SpecConfig | None:
+def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> SpecConfig | None:
     if not _owned(algorithm):
         return None
     steps = config.num_steps if config.num_steps is not None else DEFAULT_NUM_STEPS
     topk = config.topk if config.topk is not None else DEFAULT_TOPK
-    memo[_GIVEN_KEY] = config.num_draft_tokens is not None
     draft_tokens = resolved_draft_tokens(steps, topk, config.num_draft_tokens)
     return config.evolve(num_steps=steps, topk=topk, num_draft_tokens=draft_tokens)
 
 
 @hookimpl
 def specreg_resolve_candidates(
-    config: SpecConfig, algorithm: AlgorithmSpec, memo: dict[str, Any]
+    config: SpecConfig, algorithm: AlgorithmSpec
 ) -> list[SpecConfig] | None:
     if not _owned(algorithm):
         return None
     from specreg.resolution import adaptive_steps
 
     topk, main = config.topk or DEFAULT_TOPK, config.num_draft_tokens or 2
-    given = bool(memo.get(_GIVEN_KEY, True))
+    main_steps = config.num_steps or DEFAULT_NUM_STEPS
     return [
         config.evolve(
             num_steps=s,
-            num_draft_tokens=candidate_draft_tokens(s, topk, main, given),
+            num_draft_tokens=candidate_draft_tokens(s, topk, main_steps, main),
             candidate_steps=None,
         )
         for s in adaptive_steps(config)

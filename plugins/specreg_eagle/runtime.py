@@ -52,15 +52,19 @@ def resolved_draft_tokens(steps: int, topk: int, given: int | None) -> int:
     return infer_num_draft_tokens(steps, topk) if steps >= 1 and topk >= 1 else 2
 
 
-def candidate_draft_tokens(steps: int, topk: int, main_draft_tokens: int, given: bool) -> int:
-    """The verify width of adaptive candidate `steps`: a chain (topk 1) verifies steps + 1;
-    a tree keeps the user's num_draft_tokens where its tree holds that many nodes (fewer
-    where it does not), and infers the width like the main config when it was left unset."""
+def candidate_draft_tokens(steps: int, topk: int, main_steps: int, main_draft_tokens: int) -> int:
+    """The verify width of adaptive candidate `steps`: a chain (topk 1) verifies steps + 1; a
+    tree whose main config verifies the inferred width (`infer_num_draft_tokens`, given or left
+    unset alike) infers its own the same way, and a tree whose main width differs keeps that
+    width where the candidate's tree holds that many nodes (fewer where it does not).
+
+    The rule reads values only, never whether the user typed them, so a plan's resolved config
+    resolves to the same plan."""
     if topk == 1:
         return steps + 1
-    if given:
-        return min(main_draft_tokens, max_tree_nodes(steps, topk))
-    return infer_num_draft_tokens(steps, topk)
+    if main_draft_tokens == infer_num_draft_tokens(main_steps, topk):
+        return infer_num_draft_tokens(steps, topk)
+    return min(main_draft_tokens, max_tree_nodes(steps, topk))
 
 
 def widths_by_steps(resolution: Resolution) -> dict[int, int]:

@@ -90,12 +90,12 @@ def resolve_for_framework(
     HiSparse on, SGLang's runtime rules.
     """
     from specreg.catalog.words import error_in_words, in_words
-    from specreg.config import SpecConfig
     from specreg.errors import SpecRegError
-    from specreg.framework_args import hisparse_runtime_problems
+    from specreg.framework_args.rules import hisparse_runtime_problems
+    from specreg.translate import config_from_flags
 
     try:
-        config = SpecConfig.from_dict(data)
+        config = config_from_flags(data)
         plan: SpecPlan = registry.resolve(config)
         found = hisparse_runtime_problems(
             {**config.framework, **(facts or {})}, plan.config.topk or 1,
@@ -135,7 +135,7 @@ def outcome(
 
 def framework_of(data: dict[str, Any]) -> str:
     """Whose words `data` is spelled in: vLLM's speculative-config keys, else SGLang's flags."""
-    from specreg.framework_args import VLLM_FIELDS
+    from specreg.framework_args.flags import VLLM_FIELDS
 
     return "vllm" if any(k in data for k in VLLM_FIELDS) else "sglang"
 

@@ -7,7 +7,7 @@ every scheduler and worker process. Off unless SPECREG_SGLANG is set:
   before any weights load); a bad config is specreg's coded `ValueError`. SGLang's width function
   (`resolve_num_tokens_per_req`) answers from the plan. The launcher publishes the plan's
   fingerprint in SPECREG_SGLANG_PLAN; each child process (SGLang's scheduler processes) resolves
-  its own plan from the arguments it received and raises SR165 if the fingerprints differ, SR178
+  its own plan from the arguments it received and raises SR165 if the fingerprints differ, SR180
   if nothing was published.
 - `shadow`: SGLang decides, always: specreg resolves the same flags and logs each disagreement
   or refusal once (SR166); nothing specreg raises reaches SGLang.
@@ -34,7 +34,7 @@ from specreg.adapters.common import (
 )
 from specreg.adapters.sglang_rules import with_sglang_rules
 from specreg.errors import ConsistencyError, problem
-from specreg.framework_args import SGLANG_FIELDS
+from specreg.framework_args.flags import SGLANG_FIELDS
 
 ENV_MODE = "SPECREG_SGLANG"
 ENV_PLAN = "SPECREG_SGLANG_PLAN"
@@ -50,7 +50,7 @@ _DECLARED = {
 
 
 def flags_of(view: Any) -> dict[str, Any]:
-    """The speculative flags on a ServerArgs view, as SpecConfig.from_dict reads them."""
+    """The speculative flags on a ServerArgs view, as `config_from_flags` reads them."""
     return {name: getattr(view, name) for name in SGLANG_FIELDS if getattr(view, name, None) is not None}
 
 
@@ -233,7 +233,7 @@ def _publisher(published: str) -> int | None:
 
 
 def check_fingerprint(plan: Any, *, required: bool = False) -> None:
-    """SR165 when the launcher published another plan than this process resolved; SR178 when
+    """SR165 when the launcher published another plan than this process resolved; SR180 when
     `required` (enforce mode) and no launcher published one."""
     published = os.environ.get(ENV_PLAN)
     mine = plan.fingerprint()
@@ -241,7 +241,7 @@ def check_fingerprint(plan: Any, *, required: bool = False) -> None:
         if not required:
             return
         raise ConsistencyError(problem(
-            "SR178", f"SPECREG_SGLANG=enforce, but no SGLang launcher published a specreg plan "
+            "SR180", f"SPECREG_SGLANG=enforce, but no SGLang launcher published a specreg plan "
             f"in {ENV_PLAN} for this process, which resolved {json.dumps(mine, sort_keys=True)}",
             accepted=f"{ENV_PLAN} set by the launcher that spawned this process",
             fix="start SGLang through its launcher with SPECREG_SGLANG=enforce in the launcher's "

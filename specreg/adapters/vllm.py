@@ -32,7 +32,8 @@ from specreg.adapters.common import (
     outcome,
     version_notice,
 )
-from specreg.framework_args import VLLM_FIELDS, VLLM_METHODS
+from specreg.framework_args.flags import VLLM_FIELDS
+from specreg.framework_args.rules import VLLM_METHODS
 
 ENV_MODE = "SPECREG_VLLM"
 TESTED_VERSIONS = ("0.33.0",)

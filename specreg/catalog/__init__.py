@@ -1,7 +1,7 @@
 """The error catalog: what every code specreg or a plugin raises means, and who may use which code.
 
-The core keeps its entries as module constants (`core`, `usage`, `kernels`, `frameworks`:
-SR100-SR199, SR900-SR999); they never change. Plugins register theirs through
+The core keeps its entries as module constants (`core`, `plugins`, `usage`, `kernels`,
+`frameworks`: SR100-SR199, SR900-SR999); they never change. Plugins register theirs through
 `specreg_register_errors` into the `Catalog` of the registry that loads them: the plugins
 shipped in specreg's own distribution use SR200-SR499, third parties SR500-SR899. No table is
 shared between registries: `registry.catalog` answers for one registry, `lookup` for the core.
@@ -14,12 +14,13 @@ them in sync.
 from __future__ import annotations
 
 import importlib.metadata
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import attrs
 
-_CODE_RE = re.compile(r"^SR\d{3}$")
+from specreg.catalog.entry import CODE_RE, ErrorEntry
+
+__all__ = ["Catalog", "ErrorEntry", "check_code", "core_entries", "lookup"]
 
 #: Codes third-party plugins may register through `specreg_register_errors` (SR500-SR899).
 PLUGIN_CODES = range(500, 900)
@@ -29,41 +30,11 @@ SHIPPED_PLUGIN_CODES = range(200, 500)
 CORE_CODES = (range(100, 200), range(900, 1000))
 
 
-def _texts(values: Iterable[str]) -> tuple[str, ...]:
-    return tuple(values)
-
-
-@attrs.frozen(kw_only=True)
-class ErrorEntry:
-    """What a code means, when it happens, how to solve it, and an example fix."""
-
-    code: str = attrs.field()
-    title: str
-    meaning: str
-    when: str
-    solutions: tuple[str, ...] = attrs.field(converter=_texts)
-    example_fix: str
-    seed: bool = False  # one of the failures specreg started from
-
-    @code.validator
-    def _check_code(self, _attr: object, value: str) -> None:
-        if not _CODE_RE.match(value):
-            raise ValueError(f"error codes look like SR123, got {value!r}")
-
-    def render_text(self) -> str:
-        lines = [f"{self.code}: {self.title}", "", "What it means", f"  {self.meaning}", ""]
-        lines += ["When it happens", f"  {self.when}", "", "Solutions"]
-        lines += [f"  {i}. {s}" for i, s in enumerate(self.solutions, 1)]
-        lines += ["", "Example fix"]
-        lines += [f"  {line}" for line in self.example_fix.strip("\n").splitlines()]
-        return "\n".join(lines)
-
-
 def _collect() -> dict[str, ErrorEntry]:
-    from specreg.catalog import core, frameworks, kernels, usage
+    from specreg.catalog import core, frameworks, kernels, plugins, usage
 
     table: dict[str, ErrorEntry] = {}
-    for module in (core, usage, kernels, frameworks):
+    for module in (core, plugins, usage, kernels, frameworks):
         for entry in module.ENTRIES:
             if entry.code in table:
                 raise RuntimeError(f"error code {entry.code} is defined twice")
@@ -92,7 +63,7 @@ def check_code(code: str) -> None:
     """Raise `KeyError` unless `code` can be raised: a core code the catalog defines, or a code
     in the plugins' ranges (SR200-SR899). Whether a plugin registered it is checked where its
     registry is known: at registration (SR119) and by `specreg explain`."""
-    if not isinstance(code, str) or not _CODE_RE.match(code):
+    if not isinstance(code, str) or not CODE_RE.match(code):
         raise KeyError(f"unknown specreg error code {code!r}")
     number = int(code[2:])
     if _is_core(number):

@@ -1,6 +1,6 @@
 """Catalog entries SR160–SR189: serving-framework flags, model-dependent defaults and the adapters."""
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog.entry import ErrorEntry
 
 
 def _entry(code: str, title: str, meaning: str, when: str, solutions: tuple[str, ...], fix: str) -> ErrorEntry:
@@ -130,7 +130,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "SR174", "vLLM speculative config not understood",
         "A vLLM speculative-config dict carries method, num_speculative_tokens and model; a value "
         "has the wrong type or names a method specreg has no algorithm for.",
-        "SpecConfig.from_dict or the vLLM adapter given such a dict.",
+        "specreg.config_from_flags (so registry.resolve) or the vLLM adapter given such a dict.",
         ("Use a method listed by `specreg list`, and an integer num_speculative_tokens >= 1.",),
         "--speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 3}'",
     ),
@@ -157,7 +157,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "export SPECREG_SGLANG=enforce",
     ),
     _entry(
-        "SR178", "No published plan in an enforcing SGLang process",
+        "SR180", "No published plan in an enforcing SGLang process",
         "With SPECREG_SGLANG=enforce the SGLang launcher resolves the plan and publishes its "
         "fingerprint in SPECREG_SGLANG_PLAN; every scheduler process it spawns resolves its own "
         "plan and must find the launcher's to compare with. None was published, so nothing "
@@ -179,5 +179,30 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ("Drop --speculative-num-draft-tokens; the block size determines it.",),
         "# before\n--speculative-dspark-block-size 7 --speculative-num-draft-tokens 4\n"
         "# after\n--speculative-dspark-block-size 7",
+    ),
+    _entry(
+        "SR178", "DSpark or DFlash without a draft checkpoint",
+        "DSpark and DFlash draft with a separate draft model, so SGLang refuses to start without "
+        "one (\"requires setting --speculative-draft-model-path\"); vLLM needs the speculative "
+        "config's 'model'. SGLang finds a DSpark draft on its own only when the target checkpoint "
+        "bundles it (dspark_* keys in its config.json) or holds it in a dspark/ subfolder; specreg "
+        "does the same and names the flag otherwise, whatever else is set.",
+        "--speculative-algorithm dspark or dflash (vLLM: method dspark or dflash) without "
+        "--speculative-draft-model-path (vLLM: 'model'), and no draft found in --model-path.",
+        ("Pass --speculative-draft-model-path FOLDER, the draft checkpoint holding config.json.",
+         "With vLLM, set 'model' in the speculative config to the draft checkpoint."),
+        "# before\n--speculative-algorithm dspark --model-path /models/llama\n"
+        "# after\n--speculative-algorithm dspark --model-path /models/llama "
+        "--speculative-draft-model-path /models/llama-dspark",
+    ),
+    _entry(
+        "SR179", "--kv-cache and --enable-hisparse contradict each other",
+        "--enable-hisparse turns SGLang's HiSparse cache on; --kv-cache (specreg's alias) names a "
+        "cache too. Naming another one, or none, beside --enable-hisparse asks for two things, and "
+        "specreg will not pick one silently.",
+        "--kv-cache none (or any cache but hisparse) together with --enable-hisparse.",
+        ("For HiSparse, pass --enable-hisparse --disable-radix-cache and no --kv-cache.",
+         "For no cache, drop --enable-hisparse (--kv-cache none is then the default)."),
+        "# before\n--kv-cache none --enable-hisparse\n# after\n--enable-hisparse --disable-radix-cache",
     ),
 )

@@ -1,6 +1,6 @@
 """Catalog entries SR900–SR999: kernel inputs shared by every kernel family."""
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog.entry import ErrorEntry
 
 ENTRIES = (
     ErrorEntry(

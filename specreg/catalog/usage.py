@@ -1,7 +1,7 @@
 """Catalog entries SR140–SR159: command-line usage, plugin loading seen by a user, memory budgets
 and the conformance kit's findings."""
 
-from specreg.catalog import ErrorEntry
+from specreg.catalog.entry import ErrorEntry
 
 ENTRIES = (
     ErrorEntry(
@@ -223,5 +223,39 @@ ENTRIES = (
             "@hookimpl\ndef specreg_make_drafter(config, algorithm):\n"
             "    return MyDrafter(gamma=config.num_draft_tokens - 1)"
         ),
+    ),
+    ErrorEntry(
+        code="SR152",
+        title="Command line cannot be parsed",
+        meaning=(
+            "argparse could not read the command line: no subcommand or an unknown one, a flag "
+            "without its value, or a word the command does not take. The command never ran. This "
+            "is a usage error: exit status 2 (a coded problem in what was asked is exit status 1)."
+        ),
+        when=(
+            "`specreg` with no subcommand, `specreg chek`, `specreg check --speculative-algorithm` "
+            "(no value), `specreg list extra`."
+        ),
+        solutions=(
+            "Read the message: argparse names what it expected (a choice list, a value).",
+            "Run `specreg --help` or `specreg COMMAND --help` for the usage.",
+        ),
+        example_fix="# before\nspecreg chek --speculative-algorithm eagle\n"
+        "# after\nspecreg check --speculative-algorithm eagle",
+    ),
+    ErrorEntry(
+        code="SR153",
+        title="Unknown error code",
+        meaning=(
+            "`specreg explain` knows the core's codes and those the loaded plugins registered; "
+            "the code given is none of them."
+        ),
+        when="`specreg explain SR999`, a typo such as `specreg explain SR1O1`, or a code of a "
+        "plugin that is not installed or failed to load (`specreg list` shows load failures).",
+        solutions=(
+            "Run `specreg explain` without a code to list every code.",
+            "For a plugin's code, install the plugin (or fix its load failure) first.",
+        ),
+        example_fix="# before\nspecreg explain SR1O1\n# after\nspecreg explain SR101",
     ),
 )

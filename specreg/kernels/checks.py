@@ -2,7 +2,9 @@
 
 Every check raises `KernelInputError` with a catalog code before any kernel launches. Checks that
 read tensor data (index ranges, probability values) synchronise with the device; wrappers run them
-always on the CPU path and, on GPU, only when asked (`check_values=True`).
+always on the CPU path and, on GPU, only when asked (`check_values=True`). `check_params` checks
+a batch's `SamplingParams` the same way (type, shapes, dtypes and device always; ranges with
+`values`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from specreg.errors import KernelInputError, problem
+from specreg.sampling_params import DTYPES, FIELDS, SamplingParams
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -157,3 +160,50 @@ def should_check_values(device: torch.device, check_values: bool | None) -> bool
     if check_values is not None:
         return check_values
     return device.type == "cpu"
+
+
+def check_params(
+    params: object, batch: int, vocab: int, device: torch.device, *, values: bool
+) -> SamplingParams:
+    """`params` as a `SamplingParams` of `batch` requests on `device`; raises one
+    `KernelInputError` (SR910, SR902, SR911-SR915) naming what is wrong."""
+    if not isinstance(params, SamplingParams):
+        raise KernelInputError(
+            problem(
+                "SR910",
+                f"params must be a SamplingParams, got {type(params).__name__}",
+                accepted="specreg.sampling_params.SamplingParams",
+                fix="build it with SamplingParams.of(batch, temperature=..., ...)",
+                field="params",
+            )
+        )
+    for name in FIELDS:
+        tensor = check_tensor(f"params.{name}", getattr(params, name))
+        if tensor.dim() != 1 or tensor.shape[0] != batch:
+            raise KernelInputError(
+                problem(
+                    "SR910",
+                    f"params.{name} has shape {list(tensor.shape)} but the batch has "
+                    f"{batch} requests",
+                    accepted=f"one value per request: shape [{batch}]",
+                    fix="build the parameters for exactly the requests of this batch, in "
+                    "batch order (SamplingParams.of(batch, ...) or params.select(index))",
+                    field=f"params.{name}",
+                )
+            )
+        check_dtype(f"params.{name}", tensor, DTYPES[name])
+        if tensor.device != device:
+            raise KernelInputError(
+                problem(
+                    "SR902",
+                    f"params.{name} is on {tensor.device} but the batch is on {device}",
+                    accepted=f"parameters on {device}",
+                    fix=f"build the parameters with device={str(device)!r}",
+                    field=f"params.{name}",
+                )
+            )
+    if values:
+        problems = params.range_problems(vocab)
+        if problems:
+            raise KernelInputError(problems)
+    return params

@@ -25,7 +25,9 @@ from specreg.phase import Phase
 from specreg.plan import SpecPlan
 from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
+from specreg.testing.step_parts import Batch
 from specreg.testing.toy_model import ToyLM
+from specreg.testing.tree_step import tree_step
 
 if TYPE_CHECKING:
     from specreg.protocols import (
@@ -50,21 +52,6 @@ class GenerationResult:
     def mean_accepted_length(self) -> float:
         per = self.emitted_per_verify
         return sum(per) / len(per) if per else 0.0
-
-
-@attrs.define
-class _Batch:
-    """Committed tokens of every request, padded to a fixed capacity."""
-
-    seqs: torch.Tensor  # int64 [b, capacity]
-    lengths: torch.Tensor  # int64 [b]
-
-    @property
-    def size(self) -> int:
-        return int(self.seqs.shape[0])
-
-    def last_tokens(self) -> torch.Tensor:
-        return self.seqs[torch.arange(self.size), self.lengths - 1]
 
 
 def params_method(verifier: object) -> Callable[..., Any] | None:
@@ -144,7 +131,7 @@ class SpeculativeLoop:
         )
 
     # ----------------------------------------------------------------------------- target side
-    def _verify_logits(self, batch: _Batch, paths: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
+    def verify_logits(self, batch: Batch, paths: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
         """Target logits for every verify node.
 
         paths: int64 [b, N, N] the node's tokens from the root (the last committed token) down
@@ -175,7 +162,7 @@ class SpeculativeLoop:
         return logits.reshape(b, n, -1)
 
     # ----------------------------------------------------------------------------- chain drafting
-    def _draft_chain(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _draft_chain(self, batch: Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
         """gamma tokens autoregressively from the draft model: (candidates [b, n], q [b, gamma, V]).
 
         With a model-free `plan.drafter`, its proposals are used and q is one-hot on them
@@ -203,7 +190,7 @@ class SpeculativeLoop:
         return torch.stack(candidates, 1), torch.stack(qs, 1)
 
     # ----------------------------------------------------------------------------- block drafting
-    def _draft_block(self, batch: _Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _draft_block(self, batch: Batch, gamma: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One draft forward over the block [anchor, mask, ...], then the drafter's proposal
         step (a Markov walk when the checkpoint has a head) picks the draft tokens."""
         b = batch.size
@@ -254,14 +241,14 @@ class SpeculativeLoop:
 
     # ----------------------------------------------------------------------------- verify + commit
     def _verify_chain(
-        self, batch: _Batch, candidates: torch.Tensor, q: torch.Tensor | None
+        self, batch: Batch, candidates: torch.Tensor, q: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         b, n = candidates.shape
         paths = torch.full((b, n, n), -1, dtype=torch.long)
         for i in range(n):
             paths[:, i, : i + 1] = candidates[:, : i + 1]
         depths = torch.arange(n).expand(b, n)
-        logits = self._verify_logits(batch, paths, depths)
+        logits = self.verify_logits(batch, paths, depths)
         verifier = cast("ChainVerifierProtocol", self.plan.verifier)
         if self.params_verify is not None:
             result = self.params_verify(
@@ -275,7 +262,7 @@ class SpeculativeLoop:
             result = verifier.verify_greedy(candidates, logits)
         return result.output_tokens, result.num_accepted.long() + 1
 
-    def _commit(self, batch: _Batch, tokens: torch.Tensor, counts: torch.Tensor) -> None:
+    def _commit(self, batch: Batch, tokens: torch.Tensor, counts: torch.Tensor) -> None:
         b, width = tokens.shape
         cols = torch.arange(width)[None, :]
         positions = batch.lengths[:, None] + cols
@@ -291,7 +278,7 @@ class SpeculativeLoop:
     def generate(self, prompts: torch.Tensor, num_new: int) -> GenerationResult:
         b, prompt_len = prompts.shape
         capacity = prompt_len + num_new + self.max_verify_width + 1
-        batch = _Batch(torch.zeros(b, capacity, dtype=torch.long), torch.full((b,), prompt_len))
+        batch = Batch(torch.zeros(b, capacity, dtype=torch.long), torch.full((b,), prompt_len))
         batch.seqs[:, :prompt_len] = prompts
         self.reader.start(batch.seqs, batch.lengths)
         emitted: list[int] = []
@@ -316,9 +303,7 @@ class SpeculativeLoop:
         return GenerationResult(out, emitted, forwards, self.reader.stats(), backend)
 
     # ----------------------------------------------------------------------------- tree drafting
-    def _step_tree(self, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        from specreg.testing.tree_step import tree_step
-
+    def _step_tree(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         return tree_step(self, batch)
 
 

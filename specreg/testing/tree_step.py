@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from specreg.testing.step_parts import Batch, LoopView
+
 if TYPE_CHECKING:
     from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
-    from specreg.testing.loop import SpeculativeLoop, _Batch
 
 
-def _draft_logits(loop: SpeculativeLoop, batch: _Batch, paths: torch.Tensor, depth: int) -> torch.Tensor:
+def _draft_logits(loop: LoopView, batch: Batch, paths: torch.Tensor, depth: int) -> torch.Tensor:
     """Draft next-token logits after each branch: paths [b, branches, depth] -> [b, branches, V]."""
     b, branches, _ = paths.shape
     ext_len = batch.seqs.shape[1] + depth + 1
@@ -31,7 +32,7 @@ def _draft_logits(loop: SpeculativeLoop, batch: _Batch, paths: torch.Tensor, dep
     return logits.float().reshape(b, branches, -1)
 
 
-def tree_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
+def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Draft a tree, verify it, and return (tokens to commit [b, W], counts [b])."""
     plan = loop.plan
     drafter = cast("TreeDrafterProtocol", plan.drafter)
@@ -58,7 +59,7 @@ def tree_step(loop: SpeculativeLoop, batch: _Batch) -> tuple[torch.Tensor, torch
     where = ancestors.nonzero()
     rows, nodes, anc = where[:, 0], where[:, 1], where[:, 2]
     paths[rows, nodes, depths[rows, anc]] = tokens[rows, anc]
-    logits = loop._verify_logits(batch, paths, depths)
+    logits = loop.verify_logits(batch, paths, depths)
     if loop.params_verify is not None:
         out = loop.params_verify(tree, logits, params=loop.params)
     elif loop.sampling:

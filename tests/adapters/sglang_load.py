@@ -23,12 +23,8 @@ def probe_rules(probes: list[dict]) -> list[dict]:
     from sglang.srt.server_args import ServerArgs
 
     from specreg.adapters import sglang_rules
-    from specreg.framework_args import (
-        DSA_ARCHITECTURES,
-        architecture,
-        model_defaults,
-        read_model_config,
-    )
+    from specreg.framework_args.model_config import architecture, read_model_config
+    from specreg.framework_args.rules import DSA_ARCHITECTURES, model_defaults
 
     answers = []
     for probe in probes:

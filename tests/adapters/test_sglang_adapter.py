@@ -177,7 +177,7 @@ def test_a_mistyped_mode_stops_every_launch_with_the_coded_error(runs):
 
 
 def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(framework_env):
-    from specreg.framework_args import hisparse_runtime_problems
+    from specreg.framework_args.rules import hisparse_runtime_problems
 
     pairs = [[d, k] for d in (1, 2, 3, 4, 5, 8) for k in (512, 1024, 2048, 4096)]
     results = run_in_env(framework_env, str(HERE / "sglang_hisparse_manager.py"), pairs)
@@ -225,7 +225,7 @@ def test_sglangs_launcher_hands_the_plan_to_each_scheduler_process_and_each_chec
     plugin in SGLang's run_scheduler_process, resolves its own plan from the arguments it
     received and checks it against the launcher's fingerprint. Rank 0 agrees and sizes by the
     plan; rank 1 sees an altered published plan (SR165); rank 2 none at all, which in enforce
-    mode is an error (SR178), not a silent pass. SGLang then stops the launch (SIGQUIT to the
+    mode is an error (SR180), not a silent pass. SGLang then stops the launch (SIGQUIT to the
     launcher, which kills its process tree)."""
     import json
 
@@ -245,5 +245,5 @@ def test_sglangs_launcher_hands_the_plan_to_each_scheduler_process_and_each_chec
             assert width == plan.num_tokens_per_req(phase, worker == "draft")
     assert children[1]["error"] == "ConsistencyError" and "[SR165]" in children[1]["message"]
     assert "gamma\": 99" in children[1]["message"]  # it compared with what it was handed
-    assert children[2]["error"] == "ConsistencyError" and "[SR178]" in children[2]["message"]
+    assert children[2]["error"] == "ConsistencyError" and "[SR180]" in children[2]["message"]
     assert children[2]["published"] is None and "load_plugins()" in children[2]["message"]

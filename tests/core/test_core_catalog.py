@@ -95,7 +95,7 @@ def test_explain_prints_an_entry(capsys):
 
 def test_explain_unknown_code(capsys):
     assert main(["explain", "SR1000"]) == 1
-    assert "unknown error code" in capsys.readouterr().err
+    assert "[SR153] no error code 'SR1000'" in capsys.readouterr().err
 
 
 def test_explain_lists_every_code(capsys, loaded):

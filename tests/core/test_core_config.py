@@ -2,13 +2,13 @@ import json
 
 import pytest
 
-from specreg import ConfigError, SpecConfig
-from specreg.config import SGLANG_FLAGS
+from specreg import ConfigError, SpecConfig, config_from_flags
+from specreg.framework_args.flags import COMMAND_LINE
 
 
-def test_from_dict_accepts_fields_and_sglang_spellings():
+def test_config_from_flags_accepts_fields_and_sglang_spellings():
     a = SpecConfig.from_dict({"algorithm": "EAGLE", "num_steps": 3, "topk": 4, "num_draft_tokens": 8})
-    b = SpecConfig.from_dict(
+    b = config_from_flags(
         {
             "--speculative-algorithm": "eagle",
             "--speculative-num-steps": 3,
@@ -20,8 +20,21 @@ def test_from_dict_accepts_fields_and_sglang_spellings():
     assert a.algorithm == "eagle"
 
 
+def test_from_dict_names_a_framework_spelling_and_the_function_that_reads_it():
+    with pytest.raises(ConfigError) as info:
+        SpecConfig.from_dict({"--speculative-algorithm": "eagle", "algorithm": "eagle"})
+    (found,) = info.value.problems
+    assert found.code == "SR104" and "framework spelling" in found.message
+    assert "config_from_flags" in found.fix
+
+
 def test_flag_table_covers_the_sglang_flags():
-    assert set(SGLANG_FLAGS) == {
+    valued = {f.flag for f in COMMAND_LINE if not f.switch}
+    switches = {f.flag for f in COMMAND_LINE if f.switch}
+    assert switches == {
+        "--enable-hisparse", "--disable-radix-cache", "--enable-mixed-chunk", "--speculative-adaptive"
+    }
+    assert valued == {
         "--speculative-algorithm",
         "--speculative-num-steps",
         "--speculative-eagle-topk",

@@ -45,8 +45,12 @@ def test_dspark_one_draft_token_says_what_to_set():
     assert "SR103" not in result.stdout  # the plugin's own message replaces the generic one
 
 
-def test_dspark_dense_widths():
-    data = plan_json("--speculative-algorithm", "dspark", "--speculative-num-draft-tokens", "8")
+def test_dspark_dense_widths(tmp_path):
+    # specreg's own fields: without a draft checkpoint the dense defaults apply (SR308 notice);
+    # SGLang's flags without --speculative-draft-model-path are SR178, as SGLang refuses them
+    config = tmp_path / "spec.json"
+    config.write_text(json.dumps({"algorithm": "dspark", "num_draft_tokens": 8}))
+    data = plan_json("--config", str(config))
     assert data["widths"]["target"]["target_verify"] == 8
     assert data["widths"]["draft"]["target_verify"] == 7
 

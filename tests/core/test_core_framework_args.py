@@ -1,4 +1,4 @@
-"""SGLang and vLLM spellings through SpecConfig.from_dict and the CLI (no framework needed)."""
+"""SGLang and vLLM spellings through config_from_flags and the CLI (no framework needed)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from specreg.config import SpecConfig
 from specreg.errors import ConfigError, ConsistencyError
-from specreg.framework_args import hisparse_runtime_problems, model_defaults
+from specreg.framework_args.rules import hisparse_runtime_problems, model_defaults
 from specreg.registry import Registry
+from specreg.translate import config_from_flags
 
 
 @pytest.fixture(scope="module")
@@ -42,21 +42,21 @@ def test_model_default_rule_names_sglangs_architectures():
 
 def test_missing_config_json_names_the_path_and_the_fix(tmp_path):
     with pytest.raises(ConfigError) as info:
-        SpecConfig.from_dict({"speculative_algorithm": "eagle", "model_path": str(tmp_path)})
+        config_from_flags({"speculative_algorithm": "eagle", "model_path": str(tmp_path)})
     (found,) = info.value.problems
     assert found.code == "SR160" and str(tmp_path) in found.message and "--model-path" in found.fix
     with pytest.raises(ConfigError) as info:
-        SpecConfig.from_dict({"method": "dflash", "model": str(tmp_path / "none")})
+        config_from_flags({"method": "dflash", "model": str(tmp_path / "none")})
     assert info.value.codes == ("SR160",) and "'model'" in info.value.problems[0].message
 
 
 def test_invented_flags_are_aliases_with_a_notice_naming_the_real_flag(model_dirs):
-    config = SpecConfig.from_dict({"--speculative-algorithm": "eagle", "--kv-cache": "hisparse"})
+    config = config_from_flags({"--speculative-algorithm": "eagle", "--kv-cache": "hisparse"})
     assert config.cache == "hisparse"
     (notice,) = config.notices
     assert notice.code == "SR161" and not notice.is_error and "--enable-hisparse" in notice.fix
     path = model_dirs["dspark-draft"] / "config.json"
-    config = SpecConfig.from_dict({"speculative_algorithm": "dspark", "speculative_draft_config": str(path)})
+    config = config_from_flags({"speculative_algorithm": "dspark", "speculative_draft_config": str(path)})
     assert config.draft_config["dspark_config"]["block_size"] == 5
     assert "--speculative-draft-model-path" in config.notices[0].fix
 
@@ -65,7 +65,7 @@ def test_topk_one_rewrite_is_adopted_with_a_notice(registry):
     data = {"speculative_algorithm": "eagle", "speculative_num_steps": 3,
             "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 8}
     assert _plan(registry, data) == (3, 1, 4)
-    assert [n.code for n in SpecConfig.from_dict(data).notices] == ["SR162"]
+    assert [n.code for n in config_from_flags(data).notices] == ["SR162"]
     # specreg's own field names keep the strict check
     assert [p.code for p in registry.check({"algorithm": "eagle", "num_steps": 3, "topk": 1,
                                             "num_draft_tokens": 8})] == ["SR201"]
@@ -80,7 +80,7 @@ def test_block_size_flags(registry, model_dirs):
               "speculative_dflash_block_size": 4}
     assert registry.resolve(dflash).config.num_draft_tokens == 4
     with pytest.raises(ConfigError) as info:
-        SpecConfig.from_dict({**data, "speculative_num_draft_tokens": 8})
+        config_from_flags({**data, "speculative_num_draft_tokens": 8})
     assert info.value.codes == ("SR177",)
 
 
@@ -91,7 +91,7 @@ def test_vllm_dict(registry, model_dirs):
     # the checkpoint's block sits in dspark_config, which neither framework reads: the default 7
     assert plan.gamma == 7 and {"SR309", "SR314"} <= {n.code for n in plan.notices}
     with pytest.raises(ConfigError) as info:
-        SpecConfig.from_dict({"method": "eagle", "num_speculative_tokens": 0})
+        config_from_flags({"method": "eagle", "num_speculative_tokens": 0})
     assert info.value.codes == ("SR174",)
 
 

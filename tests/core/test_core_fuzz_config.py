@@ -1,4 +1,4 @@
-"""Fuzz the config entry points: SpecConfig.from_dict, the CLI, Phase (the DSpark draft
+"""Fuzz the config entry points: config_from_flags, the CLI, Phase (the DSpark draft
 config.json parsers: tests/dspark/test_dspark_fuzz_config.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specreg import ConfigError, Phase, SpecConfig, UnknownPhaseError
+from specreg import ConfigError, Phase, UnknownPhaseError, config_from_flags
 from specreg.cli import main
 from tests.support.fuzz import coded_or_result, fuzz_settings, junk, scalars
 
@@ -39,8 +39,8 @@ config_dicts = st.dictionaries(
 
 @fuzz_settings(300)
 @given(config_dicts)
-def test_from_dict_returns_config_or_coded_error(data):
-    config, error = coded_or_result(lambda: SpecConfig.from_dict(data))
+def test_config_from_flags_returns_config_or_coded_error(data):
+    config, error = coded_or_result(lambda: config_from_flags(data))
     if error is not None:
         assert isinstance(error, ConfigError)
         return
@@ -53,8 +53,8 @@ def test_from_dict_returns_config_or_coded_error(data):
 
 @fuzz_settings(100)
 @given(junk())
-def test_from_dict_rejects_non_mappings_with_a_code(data):
-    config, error = coded_or_result(lambda: SpecConfig.from_dict(data))
+def test_config_from_flags_rejects_non_mappings_with_a_code(data):
+    config, error = coded_or_result(lambda: config_from_flags(data))
     assert error is not None or isinstance(data, dict)
 
 

@@ -1,13 +1,17 @@
 """Fuzz `registry.resolve` / `registry.check` with random configs for every built-in algorithm,
-alone and with the hisparse cache: a plan with positive widths, or a ConfigError."""
+alone and with the hisparse cache: a plan with positive widths, or a ConfigError; and resolving
+a plan's own config gives the same plan (idempotent resolution).
+
+The idempotence target is part of the bounded long-fuzz pass the default run makes (see
+tests/support/fuzz.py): 1,200 examples here, 10,000 under `--fuzz-long`."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from specreg import ConfigError, Phase, Registry, SpecConfig
+from specreg import ConfigError, Phase, Registry, config_from_flags
 from tests.support.fuzz import coded_or_result, fuzz_settings, scalars, structured_drafts
 
 pytestmark = pytest.mark.fuzz
@@ -84,15 +88,60 @@ def test_resolve_gives_plan_or_config_error(registry, data):
         return
     _check_plan(plan)
     assert not any(p.is_error for p in problems)
-    # resolving the resolved config again gives the same widths
+    assert_idempotent(registry, plan)
+
+
+def assert_idempotent(registry, plan) -> None:
+    """`resolve(plan.config)` is the same plan; the config's own sizes are stated beside the
+    maxima that size the buffers."""
     again = registry.resolve(plan.config)
-    assert again.resolution.widths_dict() == plan.resolution.widths_dict()
+    assert again.config.to_dict() == plan.config.to_dict()
+    assert again.resolution == plan.resolution
+    first, second = plan.to_dict(), again.to_dict()
+    first.pop("notices"), second.pop("notices")
+    assert first == second
+    main = plan.resolution.main
+    assert first.get("config_sizes", {"gamma": plan.gamma, "widths": first["widths"]}) == {
+        "gamma": main.gamma, "widths": main.widths_dict()
+    }
+
+
+@st.composite
+def adaptive_configs(draw):
+    """Valid-looking configs with adaptive candidates, with and without the hisparse cache."""
+    algorithm = draw(st.sampled_from(["eagle", "eagle3", "nextn", "dspark", "dflash"]))
+    data = {"algorithm": algorithm}
+    for key, top in (("num_steps", 7), ("topk", 5), ("num_draft_tokens", 24)):
+        if draw(st.booleans()):
+            data[key] = draw(st.integers(1, top))
+    if draw(st.booleans()):
+        data["candidate_steps"] = draw(st.lists(st.integers(0, 8), max_size=4, unique=True))
+    if algorithm.startswith("d"):
+        block = draw(st.one_of(st.none(), st.integers(1, 10)))
+        data["draft_config"] = DRAFT_CONFIG | ({"block_size": block} if block else {})
+    if draw(st.booleans()):
+        data["cache"] = "hisparse"
+        data["cache_options"] = {"max_seq_len": 64, "req_slots": 2}
+    return data
+
+
+DRAFT_CONFIG = {"vocab_size": 16, "markov_rank": 4, "markov_head_type": "vanilla",
+                "mask_token_id": 15}
+
+
+@fuzz_settings(1200)
+@given(data=adaptive_configs())
+@example(data={"algorithm": "eagle", "topk": 2, "candidate_steps": [4], "cache": "hisparse"})
+def test_resolving_a_plans_config_gives_the_same_plan(registry, data):
+    plan, error = coded_or_result(lambda: registry.resolve(data))
+    if error is None:
+        assert_idempotent(registry, plan)
 
 
 @fuzz_settings(100)
 @given(data=configs())
 def test_resolve_accepts_spec_config_objects(registry, data):
-    config, error = coded_or_result(lambda: SpecConfig.from_dict(data))
+    config, error = coded_or_result(lambda: config_from_flags(data))
     if error is None:
         plan, error = coded_or_result(lambda: registry.resolve(config))
         if error is None:

@@ -10,9 +10,10 @@ from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
 from test_eagle_lossless import draw_without_replacement
 from test_eagle_verify import RESULT_FIELDS, links, make_tree
 
+from specreg.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.sampling_params import SamplingParams, mixed_demo_params
+from specreg.sampling_params import SamplingParams
 from tests.support.eagle import full_tree_links
 
 V = 6

@@ -13,6 +13,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specreg.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_greedy_from_predict
 from specreg.kernels.chain_params import verify_chain_with_params
@@ -20,7 +21,7 @@ from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
 from specreg.kernels.filtering.triton_impl import row_stats_triton
 from specreg.kernels.sampling import exponential_race_sample
-from specreg.sampling_params import SamplingParams, mixed_demo_params
+from specreg.sampling_params import SamplingParams
 
 P_THRESHOLD = 1e-3
 SAMPLES = 20_000

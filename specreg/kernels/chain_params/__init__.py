@@ -34,9 +34,9 @@ from specreg.kernels.chain_params.checks import check_score_values
 from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_torch
 from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.checks import should_check_values
+from specreg.kernels.checks import check_params, should_check_values
 from specreg.kernels.sampling import request_coins
-from specreg.sampling_params import SamplingParams, require_params
+from specreg.sampling_params import SamplingParams
 
 __all__ = ["verify_chain_with_params"]
 
@@ -68,14 +68,13 @@ def verify_chain_with_params(
     parameter is a coded error (SR910-SR915); without them (GPU) the request is flagged in
     `result.param_error` and accepts nothing.
     """
-    require_params(params)
     b, n, vocab = check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
         final_coins=final_coins, offsets=offsets, probabilities=False, check_values=False,
     )
     device = candidates.device
     values = should_check_values(device, check_values)
-    params.validate(b, vocab, device, values=values)
+    check_params(params, b, vocab, device, values=values)
     if values and probabilities:
         check_chain(
             candidates, target, "target", verify_lens=verify_lens, draft_probs=draft,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from specreg.errors import KernelInputError, problem
@@ -17,40 +15,41 @@ from specreg.kernels.checks import (
     should_check_values,
 )
 
-if TYPE_CHECKING:
-    from specreg_dspark.kernels.markov_head.torch_impl import MarkovHead
-
 
 def check_block(
-    head: MarkovHead,
     base_logits: torch.Tensor,
     anchor: torch.Tensor,
     hidden: torch.Tensor | None,
+    *,
+    weights: torch.Tensor,
+    vocab_size: int,
+    hidden_size: int | None,
+    head_type: str,
 ) -> None:
     """`base_logits` [b, gamma, V] float, `anchor` [b] int in [0, V), `hidden` [b, gamma, H]
-    float (required by the gated and rnn heads), all on the head's device (SR900-SR903)."""
-    check_shape("base_logits", base_logits, (None, None, head.vocab_size))
+    float (required by every head type but "vanilla"), all on the device of the head's
+    `weights` (SR900-SR903). Takes plain tensors and sizes, so any head can call it."""
+    check_shape("base_logits", base_logits, (None, None, vocab_size))
     b, gamma, _ = base_logits.shape
     check_dtype("base_logits", base_logits, FLOAT_DTYPES)
     check_shape("anchor", anchor, (b,))
     check_dtype("anchor", anchor, INDEX_DTYPES)
-    needs_hidden = head.head_type != "vanilla"
+    needs_hidden = head_type != "vanilla"
     if hidden is not None or needs_hidden:
         if hidden is None:
             raise KernelInputError(
                 problem(
                     "SR900",
-                    f"the {head.head_type} Markov head needs hidden states [b, gamma, H]",
-                    accepted=f"hidden of shape [{b}, {gamma}, {head.hidden_size}]",
+                    f"the {head_type} Markov head needs hidden states [b, gamma, H]",
+                    accepted=f"hidden of shape [{b}, {gamma}, {hidden_size}]",
                     fix="pass the draft model's hidden states of the block",
                     field="hidden",
                 )
             )
-        check_shape("hidden", hidden, (b, gamma, head.hidden_size or None))
+        check_shape("hidden", hidden, (b, gamma, hidden_size or None))
         check_dtype("hidden", hidden, FLOAT_DTYPES)
-    weights = next(head.parameters())
     device = check_same_device(
         markov_weights=weights, base_logits=base_logits, anchor=anchor, hidden=hidden
     )
     if should_check_values(device, None):
-        check_index_range("anchor", anchor, 0, head.vocab_size)
+        check_index_range("anchor", anchor, 0, vocab_size)

@@ -82,6 +82,14 @@ class MarkovHead(nn.Module):
     def init_state(self, batch: int, like: torch.Tensor) -> torch.Tensor | None:
         return None
 
+    def _check(
+        self, base_logits: torch.Tensor, anchor: torch.Tensor, hidden: torch.Tensor | None
+    ) -> None:
+        check_block(
+            base_logits, anchor, hidden, weights=self.markov_w1.weight,
+            vocab_size=self.vocab_size, hidden_size=self.hidden_size, head_type=self.head_type,
+        )
+
     def _bias(
         self, prev: torch.Tensor, hidden: torch.Tensor | None, state: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -108,7 +116,7 @@ class MarkovHead(nn.Module):
         `base_logits` [b, gamma, V]; `anchor` [b]; `hidden` [b, gamma, H] (gated/rnn);
         `sampler` maps logits [b, V] to tokens [b] (default greedy).
         """
-        check_block(self, base_logits, anchor, hidden)
+        self._check(base_logits, anchor, hidden)
         sampler = sampler or greedy_sampler
         b, gamma, vocab = base_logits.shape
         tokens = torch.empty((b, gamma), dtype=torch.int64, device=base_logits.device)
@@ -136,7 +144,7 @@ class MarkovHead(nn.Module):
         ('auto' | 'torch' | 'triton', or None: SPECREG_KERNEL_BACKEND)."""
         if self.head_type != "vanilla":
             return self.sample_block(base_logits, anchor, hidden, greedy_sampler)[0]
-        check_block(self, base_logits, anchor, hidden)
+        self._check(base_logits, anchor, hidden)
         b, gamma, _ = base_logits.shape
         tokens = torch.empty((b, gamma), dtype=torch.int64, device=base_logits.device)
         prev = anchor.to(torch.int64)

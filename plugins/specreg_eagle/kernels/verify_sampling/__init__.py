@@ -41,6 +41,7 @@ from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
     check_dtype,
+    check_params,
     check_probabilities,
     check_same_device,
     check_shape,
@@ -48,7 +49,7 @@ from specreg.kernels.checks import (
 )
 from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
 from specreg.kernels.sampling import request_coins
-from specreg.sampling_params import SamplingParams, require_params
+from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.verify_greedy.checks import (
     check_tree_inputs,
     check_tree_rows,
@@ -192,7 +193,6 @@ def verify_tree_with_params(
     """
     from specreg.kernels.chain_params.checks import check_scores
 
-    require_params(params)
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     b, n = check_tree_inputs(*links, depth)
     vocab = check_tree_rows(b, n, target=target, draft=draft)
@@ -202,7 +202,7 @@ def verify_tree_with_params(
         target=target, draft=draft,
     )
     values = should_check_values(device, check_values)
-    params.validate(b, vocab, device, values=values)
+    check_params(params, b, vocab, device, values=values)
     if values:
         check_tree_values(*links, vocab)
         for name, scores in (("target", target), ("draft", draft)):

@@ -1,0 +1,100 @@
+"""Each framework's defaults and the rules its runtime enforces (SGLang 0.5.23, vLLM 0.33.0).
+
+SGLang's model-dependent EAGLE-family defaults, the DSA targets HiSparse needs, its HiSparse
+runtime rules (enforced only after the weights load in SGLang, reported at config time here) and
+vLLM's method aliases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from specreg.errors import Problem, problem
+from specreg.integers import is_int
+
+#: Architectures whose EAGLE-family defaults are (5, 4, 8) in SGLang 0.5.23; every other is (3, 1, 4).
+WIDE_TREE_ARCHITECTURES = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"})
+WIDE_TREE_DEFAULTS = (5, 4, 8)
+CHAIN_DEFAULTS = (3, 1, 4)
+EAGLE_FAMILY = frozenset({"eagle", "eagle3", "nextn"})
+#: vLLM method names that are aliases of a specreg algorithm.
+VLLM_METHODS: Mapping[str, str] = {"mtp": "nextn", "deepseek_mtp": "nextn"}
+#: DeepSeek sparse-attention targets (SGLang's is_deepseek_dsa), DeepSeek V4 and MiniMax M3.
+DSA_ARCHITECTURES = frozenset(
+    {
+        "DeepseekV3ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "DeepseekV3ForCausalLMNextN",
+        "MistralLarge3ForCausalLM",
+        "PixtralForConditionalGeneration",
+        "GlmMoeDsaForCausalLM",
+        "GlmMoeDsaForCausalLMNextN",
+        "DeepseekV4ForCausalLM",
+        "MiniMaxM3ForCausalLM",
+    }
+)
+
+
+def model_defaults(arch: str | None) -> tuple[int, int, int]:
+    """SGLang's (num_steps, topk, num_draft_tokens) for an EAGLE-family draft of this target."""
+    return WIDE_TREE_DEFAULTS if arch in WIDE_TREE_ARCHITECTURES else CHAIN_DEFAULTS
+
+
+def hisparse_runtime_problems(
+    framework: Mapping[str, Any], topk: int, num_draft_tokens: int
+) -> list[Problem]:
+    """SGLang's HiSparse rules that its runtime (swap manager, hooks) enforces, as coded problems."""
+    if not framework.get("enable_hisparse"):
+        return []
+    out: list[Problem] = []
+    arch = framework.get("target_architecture")
+    sparse = framework.get("target_is_sparse")  # SGLang's own answer, inside SGLang
+    if arch is not None and (arch not in DSA_ARCHITECTURES if sparse is None else not sparse):
+        out.append(problem(
+            "SR169", f"--enable-hisparse needs a DSA target; --model-path is a {arch}",
+            accepted="DeepSeek V3.2 / GLM-5 (DSA), DeepSeek V4, MiniMax M3",
+            fix="use a DSA --model-path, or drop --enable-hisparse", field="model_path",
+        ))
+    if not framework.get("disable_radix_cache"):
+        out.append(problem(
+            "SR170", "--enable-hisparse requires --disable-radix-cache",
+            accepted="--disable-radix-cache", fix="add --disable-radix-cache", field="disable_radix_cache",
+        ))
+    if topk != 1:
+        out.append(problem(
+            "SR171", f"--enable-hisparse supports linear speculation only; topk is {topk}",
+            accepted="--speculative-eagle-topk 1", fix="set --speculative-eagle-topk 1", field="topk",
+        ))
+    if framework.get("speculative_adaptive"):
+        out.append(problem(
+            "SR172", "--enable-hisparse sizes swap state statically; --speculative-adaptive is on",
+            accepted="no --speculative-adaptive", fix="drop --speculative-adaptive",
+            field="speculative_adaptive",
+        ))
+    if framework.get("enable_mixed_chunk"):
+        out.append(problem(
+            "SR173", "--enable-hisparse does not support --enable-mixed-chunk",
+            accepted="no --enable-mixed-chunk", fix="drop --enable-mixed-chunk", field="enable_mixed_chunk",
+        ))
+    if not 2 <= num_draft_tokens <= 4:
+        out.append(problem(
+            "SR167",
+            f"SGLang's HiSparse swap manager takes 2-4 draft tokens; the plan verifies "
+            f"{num_draft_tokens} (SGLang would fail after loading the weights)",
+            accepted="2 <= draft tokens <= 4",
+            fix="set --speculative-num-steps 3 with --speculative-eagle-topk 1 (4 draft tokens), "
+            "or fewer",
+            field="num_draft_tokens",
+        ))
+    top_k = (framework.get("hisparse_config") or {}).get("top_k") or framework.get("index_topk") or 2048
+    if is_int(top_k) and (top_k < 1024 or num_draft_tokens * top_k > 8192):
+        out.append(problem(
+            "SR168",
+            f"SGLang's HiSparse swap needs top_k >= 1024 and draft tokens x top_k <= 8192; "
+            f"got {num_draft_tokens} x {top_k} = {num_draft_tokens * top_k}",
+            accepted="top_k >= 1024 and draft tokens x top_k <= 8192",
+            fix="lower --speculative-num-draft-tokens or the top_k in --hisparse-config",
+            field="num_draft_tokens",
+        ))
+    return out

@@ -1,0 +1,54 @@
+"""What one draft-and-verify step shares with the loop that runs it: the batch and the loop's view.
+
+`Batch` holds every request's committed tokens; `LoopView` is what a step reads from the loop
+(the plan, the draft model, the widths of the running candidate, the sampling settings and the
+target's verify logits). `specreg.testing.tree_step` takes a `LoopView`, so it never imports the
+loop that calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+import torch
+
+if TYPE_CHECKING:
+    from specreg.plan import SpecPlan
+    from specreg.sampling_params import SamplingParams
+    from specreg.testing.toy_model import ToyLM
+
+
+@attrs.define
+class Batch:
+    """Committed tokens of every request, padded to a fixed capacity."""
+
+    seqs: torch.Tensor  # int64 [b, capacity]
+    lengths: torch.Tensor  # int64 [b]
+
+    @property
+    def size(self) -> int:
+        return int(self.seqs.shape[0])
+
+    def last_tokens(self) -> torch.Tensor:
+        return self.seqs[torch.arange(self.size), self.lengths - 1]
+
+
+class LoopView(Protocol):
+    """The loop as one step reads it."""
+
+    plan: SpecPlan
+    draft: ToyLM
+    steps: int
+    verify_width: int
+    draft_decode_width: int
+    params: SamplingParams | None
+    params_verify: Callable[..., Any] | None
+    sampling: bool
+    temperature: float
+    generator: torch.Generator
+
+    def verify_logits(
+        self, batch: Batch, paths: torch.Tensor, depths: torch.Tensor
+    ) -> torch.Tensor: ...
