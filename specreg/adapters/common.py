@@ -83,13 +83,13 @@ def resolve_for_framework(
     facts: dict[str, Any] | None = None,
 ) -> tuple[SpecPlan, list[Problem]]:
     """The plan for framework-spelled `data`, and the notices to print, in `framework`'s words
-    (`specreg.catalog.words`). `facts` are the framework's own answers (inside SGLang:
+    (`specreg.adapters.words`). `facts` are the framework's own answers (inside SGLang:
     `specreg.adapters.sglang_rules`), used instead of specreg's standalone copy of its rules.
 
     Raises one `ConfigError` (a ValueError) with every problem: the registry's and, with
     HiSparse on, SGLang's runtime rules.
     """
-    from specreg.catalog.words import error_in_words, in_words
+    from specreg.adapters.words import error_in_words, in_words
     from specreg.errors import SpecRegError
     from specreg.framework_args.rules import hisparse_runtime_problems
     from specreg.translate import config_from_flags
@@ -156,7 +156,7 @@ class FrameworkAdapter:
     refusal: ConfigError | None = None
 
     framework = ""  # "SGLang" or "vLLM", for messages
-    words = ""  # "sglang" or "vllm": whose flags messages name (specreg.catalog.words)
+    words = ""  # "sglang" or "vllm": whose flags messages name (specreg.adapters.words)
     variable = ""  # the switch, e.g. SPECREG_SGLANG
 
     def refuse_if_mistyped(self) -> None:

@@ -1,11 +1,11 @@
-"""Messages name the flag of the framework the user runs (specreg.catalog.words)."""
+"""Messages name the flag of the framework the user runs (specreg.adapters.words)."""
 
 from __future__ import annotations
 
 import pytest
 
 from specreg.adapters.common import resolve_for_framework
-from specreg.catalog.words import in_words
+from specreg.adapters.words import in_words
 from specreg.errors import SpecRegError, problem
 from specreg.registry import Registry
 from tests.adapters.test_vllm_parity import grid  # the vLLM parity grid's own cases
