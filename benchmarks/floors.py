@@ -30,6 +30,13 @@ FLOOR_LINE = re.compile(
     flags=re.MULTILINE,
 )
 
+#: What `bench_traffic.py` prints per Triton kernel: interpreter-counted bytes against the rule's.
+TRAFFIC_LINE = re.compile(
+    r"^TRAFFIC (?P<name>.+?): loaded (?P<loaded>\d+) B, distinct (?P<distinct>\d+) B, "
+    r"must read (?P<rule>\d+) B -> (?P<multiple>[\d.]+)x the rule, (?P<reuse>[\d.]+)x distinct$",
+    flags=re.MULTILINE,
+)
+
 
 def clock() -> Callable[[], float]:
     """The thread's CPU time with one torch thread (preemption not counted), else wall time."""

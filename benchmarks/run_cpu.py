@@ -24,7 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from floors import FLOOR_LINE  # noqa: E402
+from floors import FLOOR_LINE, TRAFFIC_LINE  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FIGURE = ROOT / "docs" / "img" / "benchmarks.png"
@@ -68,6 +68,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
             ("HiSparse 4 steps in one call vs 4 calls (time)", r"\(([\d.]+)x\); resolving", "higher", None),
         ],
     ),
+    ("traffic", ["benchmarks/bench_traffic.py"], []),
 ]
 
 
@@ -101,6 +102,27 @@ def floor_rows(name: str, output: str) -> list[dict[str, object]]:
     ]
 
 
+#: issue #22: a verify kernel loads at most this multiple of the bytes its rule must read.
+TRAFFIC_TARGET = 1.1
+
+
+def traffic_rows(name: str, output: str) -> list[dict[str, object]]:
+    """One row per TRAFFIC line (bench_traffic.py): bytes loaded as a multiple of the rule's."""
+    return [
+        {
+            "benchmark": name,
+            "label": f"{m['name']} / bytes the rule reads (interpreter)",
+            "value": float(m["multiple"]),
+            "better": "lower",
+            "target": TRAFFIC_TARGET,
+            "loaded_bytes": int(m["loaded"]),
+            "distinct_bytes": int(m["distinct"]),
+            "rule_bytes": int(m["rule"]),
+        }
+        for m in TRAFFIC_LINE.finditer(output)
+    ]
+
+
 def run_all() -> dict[str, Any]:
     RESULTS.mkdir(parents=True, exist_ok=True)
     raw: list[str] = []
@@ -123,6 +145,7 @@ def run_all() -> dict[str, Any]:
                 {"benchmark": name, "label": label, "value": value, "better": better, "target": target}
             )
         ratios.extend(floor_rows(name, output))
+        ratios.extend(traffic_rows(name, output))
     data = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}",
@@ -139,7 +162,7 @@ def chart_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     (50% -> 0.5), with its target. Multiples of a floor go to the second panel."""
     rows = []
     for r in data["ratios"]:
-        if r["value"] is None or "floor_ms" in r:
+        if r["value"] is None or "floor_ms" in r or "rule_bytes" in r:
             continue
         if "%" in r["label"]:
             target = None if r["target"] is None else r["target"] / 100
@@ -158,9 +181,10 @@ def plot(data: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     speed = chart_rows(data)
-    floors = [r for r in data["ratios"] if r["value"] is not None and "floor_ms" in r]
+    floors = [r for r in data["ratios"]
+              if r["value"] is not None and ("floor_ms" in r or "rule_bytes" in r)]
     panels = [(speed, "ratio vs naive loop / baseline (higher is better)"),
-              (floors, "time as a multiple of the floor (lower is better)")]  # fmt: skip
+              (floors, "time (or interpreter bytes) as a multiple of the floor (lower is better)")]  # fmt: skip
     height = 0.42 * (len(speed) + len(floors)) + 2
     fig, axes = plt.subplots(2, 1, figsize=(9, height),
                              gridspec_kw={"height_ratios": [max(len(speed), 1), max(len(floors), 1)]})  # fmt: skip

@@ -198,7 +198,9 @@ class HiSparseSwapper:
         `row_elems` defaults to the layout's row_bytes in elements of `dtype`."""
         row_elems = self._row_elems("new_host_cache", row_elems, dtype)
         pin = self.device.type == "cuda" if pin is None else pin
-        return torch.zeros((self.layout.host_rows, row_elems), dtype=dtype, pin_memory=pin)
+        return torch.zeros(
+            (self.layout.host_rows, row_elems), dtype=dtype, device="cpu", pin_memory=pin
+        )
 
     def new_device_buffer(
         self, row_elems: int | None = None, dtype: torch.dtype = torch.uint8
@@ -399,7 +401,7 @@ class HiSparseSwapper:
     # ------------------------------------------------------------------------------- checks
     def _row_elems(self, helper: str, row_elems: int | None, dtype: torch.dtype) -> int:
         """The row length in `dtype` elements that makes rows of the layout's row_bytes."""
-        size = torch.empty((), dtype=dtype).element_size()
+        size = dtype.itemsize
         want = self.layout.row_bytes
         if row_elems is None and want % size == 0:
             return want // size

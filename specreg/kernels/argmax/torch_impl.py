@@ -46,7 +46,7 @@ def row_argmax_folded_torch(rows: torch.Tensor, *, width: int = FOLD_WIDTH) -> t
     whole = vocab // width
     main = rows.narrow(1, 0, whole * width).unflatten(1, (whole, width))  # [R, k, W] view
     folded = main.amax(1)  # [R, W]
-    starts = torch.arange(whole, dtype=torch.int64) * width
+    starts = torch.arange(whole, dtype=torch.int64, device=rows.device) * width
     last_start = vocab - width
     partial = last_start > (whole - 1) * width
     if partial:  # fold the remaining columns in through an overlapping last chunk
@@ -57,7 +57,7 @@ def row_argmax_folded_torch(rows: torch.Tensor, *, width: int = FOLD_WIDTH) -> t
     best = top.amax(1)
     nan_rows = best.isnan()
 
-    out = torch.empty(num_rows, dtype=torch.int64)
+    out = torch.empty(num_rows, dtype=torch.int64, device=rows.device)
     row, lane = _reaches(top, best, nan_rows).nonzero(as_tuple=True)
     if row.numel() > num_rows:
         crowded = torch.bincount(row, minlength=num_rows) > MAX_CANDIDATES

@@ -92,9 +92,10 @@ def _verify_chain_greedy_progressive(
     b, n = candidates.shape
     limit = accept_limits(verify_lens, b, n, candidates.device)
     drafts = candidates[:, 1:].to(torch.int64)
-    accept_len = torch.zeros(b, dtype=torch.int64)
-    bonus = torch.empty(b, dtype=torch.int64)
-    active = torch.arange(b)
+    device = candidates.device
+    accept_len = torch.zeros(b, dtype=torch.int64, device=device)
+    bonus = torch.empty(b, dtype=torch.int64, device=device)
+    active = torch.arange(b, device=device)
     gathered = None  # reused: a fresh [k, V] block per position costs page faults
     for i in range(n):
         if active.numel() == 0:
@@ -196,15 +197,16 @@ def _emit_cpu(
     """`_emit_dense` on CPU, in chunks of requests with reused buffers: each request's vocab row
     is read once and stays in cache for the residual, cumsum and search (same values)."""
     b, n, vocab = target_probs.shape
+    device = target_probs.device
     if b == 0:
-        return torch.empty(0, dtype=torch.int64)
+        return torch.empty(0, dtype=torch.int64, device=device)
     gamma = drafts.shape[1]
     p_flat = _flat_rows(target_probs)
     q_flat = None if draft_probs is None or gamma == 0 else _flat_rows(draft_probs)
-    rows = torch.arange(b)
+    rows = torch.arange(b, device=device)
     p_index = rows * n + accept_len
     rejected = accept_len < limit
-    excluded = torch.full((b,), -1, dtype=torch.int64)
+    excluded = torch.full((b,), -1, dtype=torch.int64, device=device)
     q_index = excluded
     if gamma > 0:
         rejected_row = accept_len.clamp(max=gamma - 1)
@@ -213,10 +215,10 @@ def _emit_cpu(
         excluded = torch.where(rejected, excluded, -1)
     chunks = cpu_row_chunks(b, vocab)
     size = chunks[0][1] - chunks[0][0]
-    p_buf = torch.empty(size, vocab, dtype=torch.float32)
+    p_buf = torch.empty(size, vocab, dtype=torch.float32, device=device)
     q_buf = torch.empty_like(p_buf) if q_flat is not None else None
     cdf_buf = torch.empty_like(p_buf)
-    bonus = torch.empty(b, dtype=torch.int64)
+    bonus = torch.empty(b, dtype=torch.int64, device=device)
     for start, stop in chunks:
         p_rows = take_rows_float32(p_flat, p_index[start:stop], p_buf)
         if q_flat is not None:

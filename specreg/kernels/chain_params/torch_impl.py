@@ -158,10 +158,11 @@ def _emit(
     max(p - q, 0) (or p without the draft, target-only) after a rejection, from p otherwise;
     a residual without mass falls back to p. Row chunks, one inverse-CDF draw each."""
     vocab = p_rows.flat.shape[-1]
-    out = torch.empty(requests.shape[0], dtype=torch.int64)
+    device = requests.device
+    out = torch.empty(requests.shape[0], dtype=torch.int64, device=device)
     for start, stop in cpu_row_chunks(requests.shape[0], vocab, FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)
-        chunk = torch.arange(start, stop)
+        chunk = torch.arange(start, stop, device=device)
         p = p_rows.filtered(requests[part], position, _select(p_stats, chunk))
         weights = p
         hit = rejected[part]

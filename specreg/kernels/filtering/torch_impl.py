@@ -92,7 +92,7 @@ def row_stats(
     rows, vocab = z.shape
     shift = z.amax(-1)
     weight = torch.sub(z, shift[:, None]).exp_()
-    threshold = torch.full((rows,), float("-inf"))
+    threshold = torch.full((rows,), float("-inf"), device=z.device)
     cut_k = (top_k > 0) & (top_k < vocab)
     cut_p = top_p < 1
     need = (cut_k | cut_p).nonzero().flatten()
@@ -147,7 +147,7 @@ def _top_p_threshold(
     goal = top_p * weight.sum(-1)
     bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
     bins = bins.to(torch.int64)
-    flat = bins + torch.arange(rows)[:, None] * TOP_P_BINS
+    flat = bins + torch.arange(rows, device=z.device)[:, None] * TOP_P_BINS
     mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
     cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
     crossing = (cum < goal[:, None]).sum(-1).clamp_max(TOP_P_BINS - 1)
@@ -175,9 +175,9 @@ def gathered_row_stats(
     """`RowStats` of the rows `flat[index]` ([R, V] scores, per-row parameters [len(index)]),
     computed chunk by chunk (never more than a chunk of rows in float32 at once)."""
     count = index.shape[0]
-    shift = torch.empty(count)
-    threshold = torch.empty(count)
-    norm = torch.empty(count)
+    shift = torch.empty(count, device=flat.device)
+    threshold = torch.empty(count, device=flat.device)
+    norm = torch.empty(count, device=flat.device)
     for start, stop in cpu_row_chunks(count, flat.shape[-1], FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)
         z = scaled_scores(

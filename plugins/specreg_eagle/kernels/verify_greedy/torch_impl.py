@@ -91,14 +91,15 @@ def verify_tree_greedy_from_logits_torch(
     b, n, vocab = target_logits.shape
     cand = candidates.to(torch.int64)
     nt, ns = next_token.to(torch.int64), next_sibling.to(torch.int64)
-    path = torch.full((b, depth + 1), -1, dtype=torch.int64)
+    device = target_logits.device
+    path = torch.full((b, depth + 1), -1, dtype=torch.int64, device=device)
     path[:, 0] = 0
-    count = torch.zeros(b, dtype=torch.int64)
-    last = torch.zeros(b, dtype=torch.int64)
-    bonus = torch.empty(b, dtype=torch.int64)
+    count = torch.zeros(b, dtype=torch.int64, device=device)
+    last = torch.zeros(b, dtype=torch.int64, device=device)
+    bonus = torch.empty(b, dtype=torch.int64, device=device)
     flat = target_logits.reshape(b * n, vocab)  # a view for the usual layouts
     gathered = None  # reused across levels: a fresh block per level costs page faults
-    active = torch.arange(b)
+    active = torch.arange(b, device=device)
     for level in range(depth + 1):
         if active.numel() == 0:
             break

@@ -259,16 +259,17 @@ def _final_token_cpu(
     """The final token on CPU, in cache-sized chunks of requests (same values as the dense
     path): each request's row at its last node is read once and reused while hot."""
     b, _, vocab = target_probs.shape
-    bonus = torch.empty(b, dtype=torch.int64)
-    slot_ids = torch.arange(tried_tok.shape[1]).unsqueeze(0)
+    device = target_probs.device
+    bonus = torch.empty(b, dtype=torch.int64, device=device)
+    slot_ids = torch.arange(tried_tok.shape[1], device=device).unsqueeze(0)
     for start, stop in cpu_row_chunks(b, vocab):
-        requests = torch.arange(start, stop)
+        requests = torch.arange(start, stop, device=device)
         nodes = last[start:stop]
         p_rows = _node_rows(target_probs, requests, nodes)  # fresh: modified in place below
         live = slot_ids < tried_cnt[start:stop].unsqueeze(1)
         safe_tok = tried_tok[start:stop].clamp(0, vocab - 1)
         p_tried = p_rows.gather(1, safe_tok)
-        rrs_rows = torch.empty(0, dtype=torch.int64)
+        rrs_rows = torch.empty(0, dtype=torch.int64, device=device)
         if draft_probs is not None:
             rrs_rows = rrs[start:stop].nonzero().squeeze(1)
         if rrs_rows.numel():
@@ -310,7 +311,7 @@ def _residual_mass_cpu(
     threads by torch, so a lone needed row is reduced beside a copy of itself whenever the dense
     path (b > 1 rows) would not have split it."""
     b, _, vocab = target_probs.shape
-    mass = torch.zeros(b, dtype=torch.float32)
+    mass = torch.zeros(b, dtype=torch.float32, device=target_probs.device)
     needed = need.nonzero().squeeze(1)
     for start, stop in cpu_row_chunks(needed.shape[0], vocab):
         requests = needed[start:stop]
@@ -319,7 +320,7 @@ def _residual_mass_cpu(
         p_rows = _node_rows(target_probs, requests, last[requests])
         q_rows = _node_rows(draft_probs, requests, last[requests])
         a = coef[requests]
-        slot_ids = torch.arange(tried_tok.shape[1]).unsqueeze(0)
+        slot_ids = torch.arange(tried_tok.shape[1], device=tried_tok.device).unsqueeze(0)
         live = slot_ids < tried_cnt[requests].unsqueeze(1)
         safe_tok = tried_tok[requests].clamp_min(0)
         p_t = p_rows.gather(1, safe_tok)
