@@ -4,7 +4,7 @@ Torch-free: imported by the plugin at entry-point load. Parsing never raises
 (`parse_*_draft_config` returns the config and every problem); `from_hf_config` raises one
 `ConfigError`. What a parsed config implies at run time is `specreg_dspark.runtime`.
 
-Resolution order of every DSpark field (first hit wins):
+Resolution order of every DSpark field except the block size (first hit wins):
 
 1. the prefixed top-level key (``dspark_block_size``, ``dspark_markov_rank``,
    ``dspark_noise_token_id``, ``dspark_target_layer_ids``, ``dspark_markov_head_type``,
@@ -13,6 +13,11 @@ Resolution order of every DSpark field (first hit wins):
 3. the text config (``text_config``);
 4. the top-level key;
 5. the DFlash base parse (``dflash_config`` sub-dict, then top-level keys).
+
+The block size follows SGLang 0.5.23's `parse_dspark_draft_config`: ``dspark_block_size``, else
+the DFlash parse (``dflash_config.block_size``, else a top-level ``block_size``); a
+``dspark_config`` or ``text_config`` block_size is never read, and one that disagrees is the
+notice SR314.
 
 The target vocab size, used to range-check ``mask_token_id``, is read from a
 ``target_vocab_size`` key when present, else from ``vocab_size`` (the draft shares the target's
@@ -42,6 +47,14 @@ _PREFIXED: Mapping[str, str] = {
     "markov_head_type": "dspark_markov_head_type",
     "bonus_anchor": "dspark_bonus_anchor",
 }
+
+#: The block size is read from the prefixed key only in the DSpark layers (then the DFlash base).
+_ONLY_PREFIXED_BLOCK: Mapping[str, str | None] = {
+    "prefixed": "dspark_block_size", "dspark_config": None, "text_config": None, "": None,
+}
+#: Sub-dicts whose block_size SGLang 0.5.23 never reads for DSpark's block.
+_UNREAD_BLOCK_LAYERS = ("dspark_config", "text_config")
+
 
 def _sub(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = mapping.get(key)
@@ -314,9 +327,12 @@ def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Pro
         "num_target_layers",
         base.num_target_layers,
     )
+    # SGLang's order for the block: dspark_block_size, else the DFlash parse (dflash_config,
+    # then top level); a dspark_config / text_config block_size is never read, only compared.
     block_size = pick(
-        r.integer("block_size", minimum=1, keys=keys_for("block_size")), "block_size", base.block_size
+        r.integer("block_size", minimum=1, keys=_ONLY_PREFIXED_BLOCK), "block_size", base.block_size
     )
+    problems += _unread_block_sizes(mapping, block_size, r.sources.get("block_size"))
     ids = pick(r.layer_ids(keys=keys_for("target_layer_ids")), "target_layer_ids", base.target_layer_ids)
     mask_token = pick(r.text("mask_token", keys=keys_for("mask_token")), "mask_token", base.mask_token)
     mask_token_id = pick(
@@ -380,6 +396,31 @@ def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Pro
     )
     return config, dedupe_problems(problems)
 
+
+
+def _unread_block_sizes(mapping: Mapping[str, Any], block_size: int | None, where: str | None) -> list[Problem]:
+    """SR314 (a notice) for each dspark_config / text_config block_size that disagrees with the
+    block read in SGLang's order; the block itself never changes."""
+    found = []
+    for label in _UNREAD_BLOCK_LAYERS:
+        value = _sub(mapping, label).get("block_size")
+        if value is None or value == block_size:
+            continue
+        used = f"{where}={block_size}" if block_size is not None else "none (so the default applies)"
+        found.append(
+            problem(
+                "SR314",
+                f"the draft config's {label}.block_size={value!r} is not read: SGLang takes "
+                f"DSpark's block from dspark_block_size, else dflash_config.block_size, else a "
+                f"top-level block_size; the block used is {used}",
+                accepted="dspark_block_size, dflash_config.block_size or a top-level block_size",
+                fix=f"move the block size to dflash_config.block_size (or drop {label}.block_size) "
+                "in the draft checkpoint's config.json, or set --speculative-num-draft-tokens",
+                field="block_size",
+                severity="warning",
+            )
+        )
+    return found
 
 
 def _layout(mapping: Mapping[str, Any], r: _Reader, keys_for: Any) -> tuple[Layout, list[Problem]]:

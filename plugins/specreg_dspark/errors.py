@@ -221,4 +221,20 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         solutions=("Pass gamma=candidate.gamma for a candidate of plan.candidates, or omit it.",),
         example_fix="drafts, q = plan.drafter.propose(logits, anchor, head=head, gamma=3)",
     ),
+    ErrorEntry(
+        code="SR314",
+        title="A draft config block_size that SGLang does not read",
+        meaning=(
+            "SGLang 0.5.23 takes DSpark's block (gamma) from dspark_block_size, else from the "
+            "DFlash parse: dflash_config.block_size, else a top-level block_size. specreg reads it "
+            "in the same order, so a block_size under dspark_config or text_config changes "
+            "nothing; when it disagrees with the block used, this notice says so."
+        ),
+        when="--speculative-algorithm dspark with a draft config.json holding dspark_config.block_size (or text_config.block_size) unequal to the block read.",
+        solutions=(
+            "Move the block size to dflash_config.block_size (or dspark_block_size for a bundled head).",
+            "Set --speculative-num-draft-tokens to the block the head was trained for, plus one.",
+        ),
+        example_fix='# before\n"dspark_config": {"block_size": 5, "markov_rank": 8}\n# after\n"dflash_config": {"block_size": 5}, "dspark_config": {"markov_rank": 8}',
+    ),
 )

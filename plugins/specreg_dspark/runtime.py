@@ -57,7 +57,7 @@ class BlockRuntime:
     """What one resolved DSpark/DFlash config means at run time.
 
     ``num_draft_tokens`` (n) is the target verify width = gamma + 1; ``draft_width`` is the
-    draft forward width (DSpark: gamma dense / gamma + 1 bonus-anchor; DFlash: the block size).
+    draft forward width (DSpark: gamma dense / gamma + 1 bonus-anchor; DFlash: the block it runs, n).
     """
 
     algorithm: str
@@ -222,8 +222,9 @@ def analyse_dflash(
 ) -> tuple[BlockRuntime, list[Problem]]:
     """Resolve DFlash's verify width and block size; never raises.
 
-    One knob sets both: the block comes from the checkpoint (``block_size``), else from
-    ``num_draft_tokens``, else 16; the verify width n defaults to the block and may be narrower.
+    One knob sets both, as SGLang 0.5.23's DFlash worker runs it: the block is n =
+    ``num_draft_tokens`` when given (at most the checkpoint's ``block_size``, SR310), else the
+    checkpoint's block size, else 16; the draft forward and the verify both span that block.
     """
     problems: list[Problem] = []
     cfg = DFlashDraftConfig()
@@ -274,7 +275,7 @@ def analyse_dflash(
         algorithm="dflash",
         gamma=max(n - 1, 0),
         num_draft_tokens=n,
-        draft_width=max(block, n),
+        draft_width=n,  # SGLang's DFlash worker: block_size = speculative_num_draft_tokens
         mask_token_id=cfg.mask_token_id,
         target_layer_ids=cfg.target_layer_ids,
     )
@@ -295,7 +296,7 @@ def resolve_runtime_config(
 
 def max_candidate_gamma(runtime: BlockRuntime) -> int:
     """The most drafts one draft block holds: DSpark's gamma (its block is sized for it),
-    DFlash's block size - 1."""
+    DFlash's block (n) - 1."""
     return runtime.gamma if runtime.algorithm == "dspark" else max(runtime.draft_width - 1, 0)
 
 

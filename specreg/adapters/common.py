@@ -78,33 +78,46 @@ class OnceLog:
         return True
 
 
-def resolve_for_framework(registry: Any, data: dict[str, Any]) -> tuple[SpecPlan, list[Problem]]:
-    """The plan for framework-spelled `data`, and the notices to print.
+def resolve_for_framework(
+    registry: Any, data: dict[str, Any], framework: str = "sglang",
+    facts: dict[str, Any] | None = None,
+) -> tuple[SpecPlan, list[Problem]]:
+    """The plan for framework-spelled `data`, and the notices to print, in `framework`'s words
+    (`specreg.adapters.words`). `facts` are the framework's own answers (inside SGLang:
+    `specreg.adapters.sglang_rules`), used instead of specreg's standalone copy of its rules.
 
     Raises one `ConfigError` (a ValueError) with every problem: the registry's and, with
     HiSparse on, SGLang's runtime rules.
     """
+    from specreg.adapters.words import error_in_words, in_words
+    from specreg.errors import SpecRegError
     from specreg.framework_args.rules import hisparse_runtime_problems
     from specreg.translate import config_from_flags
 
-    config = config_from_flags(data)
-    plan: SpecPlan = registry.resolve(config)
-    found = hisparse_runtime_problems(
-        config.framework, plan.config.topk or 1, plan.num_tokens_per_req("target_verify")
-    )
-    errors = [p for p in found if p.is_error]
-    if errors:
-        raise ConfigError(errors)
-    return plan, list(config.notices) + list(plan.notices)
+    try:
+        config = config_from_flags(data)
+        plan: SpecPlan = registry.resolve(config)
+        found = hisparse_runtime_problems(
+            {**config.framework, **(facts or {})}, plan.config.topk or 1,
+            plan.num_tokens_per_req("target_verify"),
+        )
+        errors = [p for p in found if p.is_error]
+        if errors:
+            raise ConfigError(errors)
+    except SpecRegError as exc:
+        raise error_in_words(exc, framework) from None
+    return plan, [in_words(p, framework) for p in [*config.notices, *plan.notices]]
 
 
-def outcome(registry: Any, data: dict[str, Any]) -> dict[str, Any]:
+def outcome(
+    registry: Any, data: dict[str, Any], facts: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What specreg resolves for `data`: steps, topk, draft tokens, gamma and widths, or the codes."""
     from specreg.errors import SpecRegError
     from specreg.phase import PHASES
 
     try:
-        plan, _ = resolve_for_framework(registry, data)
+        plan, _ = resolve_for_framework(registry, data, framework_of(data), facts)
     except SpecRegError as exc:
         return {"error": sorted(set(exc.codes))}
     config = plan.config
@@ -120,17 +133,55 @@ def outcome(registry: Any, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def framework_of(data: dict[str, Any]) -> str:
+    """Whose words `data` is spelled in: vLLM's speculative-config keys, else SGLang's flags."""
+    from specreg.framework_args.flags import VLLM_FIELDS
+
+    return "vllm" if any(k in data for k in VLLM_FIELDS) else "sglang"
+
+
 @attrs.define
 class FrameworkAdapter:
     """What each framework's adapter holds: its mode, its registry (loaded on first use) and
-    the once-per-process log of disagreements."""
+    the once-per-process log of disagreements.
+
+    `refusal` is the coded error of a mistyped mode switch (SR176): the adapter is installed
+    anyway and raises it from every hook, so a user who asked for specreg never silently runs
+    without it.
+    """
 
     mode: Mode
     registry: Any = None
     once: OnceLog = attrs.field(factory=OnceLog)
+    refusal: ConfigError | None = None
 
     framework = ""  # "SGLang" or "vLLM", for messages
+    words = ""  # "sglang" or "vllm": whose flags messages name (specreg.adapters.words)
     variable = ""  # the switch, e.g. SPECREG_SGLANG
+
+    def refuse_if_mistyped(self) -> None:
+        """Raise the mode switch's SR176 when it was mistyped."""
+        if self.refusal is not None:
+            raise self.refusal
+
+    def resolve(
+        self, data: dict[str, Any], facts: dict[str, Any] | None = None
+    ) -> tuple[SpecPlan, list[Problem]]:
+        return resolve_for_framework(self.loaded_registry(), data, self.words, facts)
+
+    def log_failure(self, data: dict[str, Any], exc: BaseException) -> None:
+        """Shadow mode: specreg failed where the framework went on (never raised, logged once)."""
+        from specreg.errors import SpecRegError
+
+        if isinstance(exc, SpecRegError):
+            self.log_rejection(data, list(exc.codes))
+            return
+        self.once.log(problem(
+            "SR166", f"{self.framework} accepted {data} but specreg failed: "
+            f"{type(exc).__name__}: {exc}",
+            accepted="a config both accept", fix="run `specreg check` with the same config, "
+            "and report the failure to specreg", severity="warning",
+        ))
 
     def loaded_registry(self) -> Any:
         if self.registry is None:
@@ -159,8 +210,21 @@ class FrameworkAdapter:
 
 
 def load_adapter(adapter_class: type[FrameworkAdapter]) -> None:
-    """A plugin entry point's body: nothing unless the adapter's variable turns it on."""
-    mode = mode_from_env(adapter_class.variable)
+    """A plugin entry point's body: nothing unless the adapter's variable turns it on.
+
+    A mistyped variable (SR176) is raised here, and, since a framework's loader may catch what
+    a plugin raises (SGLang's logs it and goes on), the adapter is first installed with the
+    error as its `refusal`: every later call of it raises the same coded error.
+    """
+    try:
+        mode = mode_from_env(adapter_class.variable)
+    except ConfigError as exc:
+        try:
+            adapter_class(mode="enforce", refusal=exc).install()  # type: ignore[attr-defined]
+        except PluginError:
+            pass  # no framework (SR164) to guard: the mode's own error is the one to see
+        logger.error("%s", exc)
+        raise
     if mode is None:
         return
     adapter_class(mode=mode).install()  # type: ignore[attr-defined]

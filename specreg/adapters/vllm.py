@@ -9,6 +9,11 @@ Loaded by vLLM's plugin loader (entry-point group `vllm.general_plugins`) in eve
   builds its `SpeculativeConfig` from the filled dict.
 - `shadow`: vLLM decides; specreg logs each disagreement once (SR166).
 
+Messages name vLLM's keys (`num_speculative_tokens`, `model`, `method`), not SGLang's flags.
+A mistyped SPECREG_VLLM (SR176) stops vLLM's plugin loader, hence `EngineArgs`; the adapter is
+installed first with the error, so a later `EngineArgs` in the same process (whose loader does
+not run the plugins twice) raises it again from `create_speculative_config`.
+
 Methods specreg has no algorithm for (and `custom_class`, whose proposer is
 `specreg.adapters.vllm_proposers`) pass through untouched.
 """
@@ -25,7 +30,6 @@ from specreg.adapters.common import (
     load_adapter,
     missing_hook,
     outcome,
-    resolve_for_framework,
     version_notice,
 )
 from specreg.framework_args.flags import VLLM_FIELDS
@@ -41,6 +45,7 @@ class VLLMAdapter(FrameworkAdapter):
     """One vLLM process's adapter."""
 
     framework = "vLLM"
+    words = "vllm"
     variable = ENV_MODE
 
     def owns(self, spec: Any) -> bool:
@@ -75,6 +80,7 @@ class VLLMAdapter(FrameworkAdapter):
         EngineArgs.create_speculative_config = create_speculative_config
 
     def create(self, original: Any, engine_args: Any, *args: Any, **kwargs: Any) -> Any:
+        self.refuse_if_mistyped()
         spec = engine_args.speculative_config
         if not self.owns(spec):
             return original(engine_args, *args, **kwargs)
@@ -83,9 +89,12 @@ class VLLMAdapter(FrameworkAdapter):
         data["filter_order"] = "vllm"  # vLLM's sampler order (specreg.kernels.filtering.orders)
         if self.mode == "shadow":
             result = original(engine_args, *args, **kwargs)
-            self._compare(data, result)
+            try:
+                self._compare(data, result)
+            except Exception as exc:  # noqa: BLE001 - shadow mode never changes what vLLM does
+                self.log_failure(data, exc)
             return result
-        plan, notices = resolve_for_framework(self.loaded_registry(), data)
+        plan, notices = self.resolve(data)
         for notice in notices:
             self.once.log(notice)
         if spec.get("num_speculative_tokens") is None:

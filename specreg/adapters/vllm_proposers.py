@@ -4,16 +4,48 @@ Name the algorithm as the class: `{"method": "custom_class", "model":
 "specreg.adapters.vllm_proposers.ngram", "num_speculative_tokens": 3}` runs the ngram plugin's
 drafter under vLLM, with the plan resolved for k = num_speculative_tokens (gamma).
 vLLM calls `propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=...)`
-and takes one list of draft token ids per request (empty where a request is not decoding, and
-where the drafter proposes nothing: a drafter's `propose_lists(history, lengths)`, when it has
-one, says how many tokens it really proposed).
+and takes one list of draft token ids per request. That seam hands over token ids only, so a
+drafter that needs more (target hidden states, base logits, an anchor: DSpark, DFlash, EAGLE) is
+refused when vLLM constructs the proposer (SR175), never at the first step. As vLLM's own ngram
+proposer, a request gets no drafts when it is not decoding, when it has reached the model's
+maximum length (and at most the room left below it), and when the drafter found no match (a
+drafter's `propose_lists(history, lengths)`, when it has one, says how many tokens it really
+proposed).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from specreg.errors import PluginError, problem
+
+SEAM = (
+    "vLLM's custom_class seam, propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu), "
+    "which hands a proposer token ids only"
+)
+
+
+def _history_only(propose: Any) -> bool:
+    """Whether `propose` can be called with one token history and nothing else."""
+    try:
+        parameters = list(inspect.signature(propose).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in parameters if p.default is inspect.Parameter.empty
+                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    return bool(required) and len(required) == 1 and required[0].kind in positional
+
+
+def _refusal(algorithm: str, why: str) -> PluginError:
+    return PluginError(problem(
+        "SR175", f"specreg algorithm {algorithm!r} cannot run behind {SEAM}: {why}",
+        accepted="an algorithm whose drafter proposes from the token history alone (e.g. ngram)",
+        fix="name such an algorithm in the speculative config's model "
+        "(specreg.adapters.vllm_proposers.NAME), or use vLLM's own method for this drafter "
+        "(method 'eagle', 'dspark', 'dflash' with SPECREG_VLLM=enforce)",
+    ))
 
 
 class SpecregProposer:
@@ -26,16 +58,29 @@ class SpecregProposer:
 
         spec = vllm_config.speculative_config
         self.k = int(spec.num_speculative_tokens)
+        model_config = getattr(vllm_config, "model_config", None)
+        self.max_model_len = getattr(model_config, "max_model_len", None)
         registry = registry or Registry.load()
         self.plan = registry.resolve({"algorithm": self.algorithm, "num_draft_tokens": self.k + 1})
-        if self.plan.drafter is None or not callable(getattr(self.plan.drafter, "propose", None)):
-            raise PluginError(problem(
-                "SR175", f"specreg algorithm {self.algorithm!r} builds no drafter with a propose method",
-                accepted="an algorithm whose plugin implements specreg_make_drafter (e.g. ngram)",
-                fix="name such an algorithm in the speculative config's model "
-                "(specreg.adapters.vllm_proposers.NAME)",
-            ))
-        self.drafter = self.plan.drafter
+        drafter = self.plan.drafter
+        if drafter is None or not callable(getattr(drafter, "propose", None)):
+            raise _refusal(self.algorithm, "its plugin builds no drafter with a propose method")
+        if self.plan.algorithm.uses_target_hidden_states:
+            raise _refusal(self.algorithm, "its drafter needs the target's hidden states")
+        if not _history_only(drafter.propose):
+            needs = ", ".join(
+                name for name, p in inspect.signature(drafter.propose).parameters.items()
+                if p.default is inspect.Parameter.empty
+                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+            )
+            raise _refusal(self.algorithm, f"its drafter's propose needs ({needs})")
+        self.drafter = drafter
+
+    def room(self, num_tokens: int) -> int:
+        """How many drafts fit below the model's maximum length (vLLM's ngram rule)."""
+        if self.max_model_len is None:
+            return self.k
+        return max(0, min(self.k, int(self.max_model_len) - num_tokens))
 
     def propose(
         self,
@@ -47,7 +92,10 @@ class SpecregProposer:
         import torch
 
         drafts: list[list[int]] = [[] for _ in sampled_token_ids]
-        active = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled) > 0]
+        active = [
+            i for i, sampled in enumerate(sampled_token_ids)
+            if len(sampled) > 0 and self.room(int(num_tokens_no_spec[i])) > 0
+        ]
         if not active:
             return drafts
         rows = [token_ids_cpu[i, : int(num_tokens_no_spec[i])] for i in active]
@@ -61,7 +109,8 @@ class SpecregProposer:
         else:
             proposed = self.drafter.propose(history, lengths)[:, : self.k].tolist()
         for row, i in enumerate(active):
-            drafts[i] = [int(t) for t in proposed[row]]
+            room = self.room(int(num_tokens_no_spec[i]))
+            drafts[i] = [int(t) for t in proposed[row][:room]]
         return drafts
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:

@@ -135,12 +135,18 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "--speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 3}'",
     ),
     _entry(
-        "SR175", "specreg plugin has no drafter for vLLM",
+        "SR175", "specreg plugin has no drafter vLLM's custom_class can drive",
         "vLLM's custom_class proposer runs the drafter a specreg plugin builds "
-        "(specreg_make_drafter); the algorithm's plugin builds none.",
-        "The vLLM proposer constructed for an algorithm without a drafter.",
-        ("Pick an algorithm whose plugin implements specreg_make_drafter (e.g. ngram).",),
-        "SPECREG_VLLM_ALGORITHM=ngram",
+        "(specreg_make_drafter). vLLM calls it with token ids only (propose(sampled_token_ids, "
+        "num_tokens_no_spec, token_ids_cpu)); the algorithm's plugin builds no drafter, or one "
+        "that needs more (target hidden states, base logits, an anchor).",
+        "vLLM constructs the custom_class proposer for such an algorithm (DSpark, DFlash, EAGLE, "
+        "or one without a drafter); refused at construction, before the first step.",
+        ("Pick an algorithm whose drafter proposes from the token history (e.g. ngram).",
+         "Run DSpark, DFlash or EAGLE through vLLM's own method with SPECREG_VLLM=enforce."),
+        "# before\n{\"method\": \"custom_class\", \"model\": \"specreg.adapters.vllm_proposers.dflash\"}\n"
+        "# after\n{\"method\": \"custom_class\", \"model\": \"specreg.adapters.vllm_proposers.ngram\", "
+        "\"num_speculative_tokens\": 3}",
     ),
     _entry(
         "SR176", "Unknown adapter mode",
@@ -149,6 +155,20 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "The variable holds another value.",
         ("Set it to enforce or shadow, or unset it.",),
         "export SPECREG_SGLANG=enforce",
+    ),
+    _entry(
+        "SR180", "No published plan in an enforcing SGLang process",
+        "With SPECREG_SGLANG=enforce the SGLang launcher resolves the plan and publishes its "
+        "fingerprint in SPECREG_SGLANG_PLAN; every scheduler process it spawns resolves its own "
+        "plan and must find the launcher's to compare with. None was published, so nothing "
+        "proves the processes size their buffers alike (and enforcement may never have run).",
+        "A scheduler or worker process started outside SGLang's launcher, or a process whose "
+        "ServerArgs were built before `sglang.srt.plugins.load_plugins()` ran.",
+        ("Start SGLang through its launcher with SPECREG_SGLANG=enforce in its environment.",
+         "Building ServerArgs by hand: call sglang.srt.plugins.load_plugins() first, then read "
+         "the resolved values through sglang.srt.arg_groups.overrides.resolved_view."),
+        "from sglang.srt.plugins import load_plugins\nload_plugins()\n"
+        "server_args = ServerArgs(model_path=..., speculative_algorithm=\"EAGLE\")",
     ),
     _entry(
         "SR177", "Block size and draft tokens disagree",

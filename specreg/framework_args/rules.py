@@ -49,7 +49,8 @@ def hisparse_runtime_problems(
         return []
     out: list[Problem] = []
     arch = framework.get("target_architecture")
-    if arch is not None and arch not in DSA_ARCHITECTURES:
+    sparse = framework.get("target_is_sparse")  # SGLang's own answer, inside SGLang
+    if arch is not None and (arch not in DSA_ARCHITECTURES if sparse is None else not sparse):
         out.append(problem(
             "SR169", f"--enable-hisparse needs a DSA target; --model-path is a {arch}",
             accepted="DeepSeek V3.2 / GLM-5 (DSA), DeepSeek V4, MiniMax M3",

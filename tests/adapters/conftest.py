@@ -67,13 +67,17 @@ def parity_models(tmp_path_factory):
 @pytest.fixture(scope="session")
 def parity_runs(framework_env, parity_models, tmp_path_factory) -> dict[str, Any]:
     """Every parity grid's framework run, started together (one subprocess each, so the two
-    frameworks and SGLang's enforce-mode run share the machine's cores): name -> output."""
+    frameworks and SGLang's enforce- and shadow-mode runs share the machine's cores): name ->
+    output."""
     from tests.adapters.parity import BUILT_IN_PLUGINS, cases_of, framework_inputs
 
     runs = {
         "sglang": ("sglang", (), {}),
         "sglang-enforce": ("sglang", ("--load-plugins",),
                            {"SPECREG_SGLANG": "enforce", "SPECREG_PLUGINS": ",".join(BUILT_IN_PLUGINS)}),
+        # shadow mode must compute exactly what SGLang alone computes (test_sglang_shadow)
+        "sglang-shadow": ("sglang", ("--load-plugins",),
+                          {"SPECREG_SGLANG": "shadow", "SPECREG_PLUGINS": ",".join(BUILT_IN_PLUGINS)}),
         "vllm": ("vllm", (), {}),
     }
     started, procs = time.monotonic(), {}

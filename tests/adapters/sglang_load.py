@@ -1,18 +1,48 @@
 """Loads SGLang's plugins the way its launcher does and reports what the adapter changed, as JSON.
 
-Runs inside the pinned framework environment; the test sets SPECREG_SGLANG. Cases come on stdin.
+Runs inside the pinned framework environment; the test sets SPECREG_SGLANG. Cases (ServerArgs
+keywords) and rule probes come on stdin as {"cases": [...], "probes": [...]}. Per case: the resolved steps, topk and draft tokens, every phase's width on both workers, and
+the draft worker's verify width asked with `num_draft_tokens` given (2 and n), as SGLang's model
+runner asks it; or the exception raised. Per probe ({"key", "kwargs"}, one (algorithm, target)
+pair): SGLang's `_auto_choose_speculative_params` and HiSparse target test against specreg's
+standalone `model_defaults` and `DSA_ARCHITECTURES`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from importlib.metadata import entry_points
 
 
+def probe_rules(probes: list[dict]) -> list[dict]:
+    """SGLang's own rules (through specreg.adapters.sglang_rules) and specreg's standalone copy,
+    asked the same questions: the EAGLE-family defaults and the HiSparse target test."""
+    from sglang.srt.server_args import ServerArgs
+
+    from specreg.adapters import sglang_rules
+    from specreg.framework_args.model_config import architecture, read_model_config
+    from specreg.framework_args.rules import DSA_ARCHITECTURES, model_defaults
+
+    answers = []
+    for probe in probes:
+        server_args = ServerArgs(**probe["kwargs"])
+        arch = architecture(read_model_config(probe["kwargs"]["model_path"], "--model-path")[0])
+        answers.append({
+            "key": probe["key"],
+            "sglang": {"defaults": list(sglang_rules.auto_params(server_args)),
+                       "hisparse_target": sglang_rules.hisparse_target(server_args)},
+            "standalone": {"defaults": list(model_defaults(arch)),
+                           "hisparse_target": arch in DSA_ARCHITECTURES},
+        })
+    return answers
+
+
 def main() -> None:
-    cases = json.load(sys.stdin)
+    payload = json.load(sys.stdin)
+    cases, probes = payload["cases"], payload.get("probes", [])
     logging.getLogger().setLevel(logging.CRITICAL)
     adapter_log: list[str] = []
     handler = logging.Handler(logging.WARNING)
@@ -50,9 +80,17 @@ def main() -> None:
                 for phase in ("draft_decode", "draft_extend", "target_verify")}
             for worker in ("target", "draft")
         }
+        # as SGLang's model runner asks for the draft worker's verify width, with n given
+        at_n = {str(n): spec_utils.resolve_num_tokens_per_req(
+            phase="target_verify", spec_algorithm=algo, is_draft_worker=True, num_draft_tokens=n)
+            for n in (2, view.speculative_num_draft_tokens) if n is not None}
         results.append({"error": None, "values": [view.speculative_num_steps, view.speculative_eagle_topk,
-                                                   view.speculative_num_draft_tokens], "widths": widths})
-    sys.stdout.write("\n" + json.dumps({"entry_points": found, "results": results, "adapter_log": adapter_log}) + "\n")
+                                                   view.speculative_num_draft_tokens], "widths": widths,
+                        "draft_verify_at": at_n})
+    # the rules are asked with the adapter off only: its answers must be SGLang's alone
+    asked = probe_rules(probes) if not os.environ.get("SPECREG_SGLANG") else []
+    out = {"entry_points": found, "results": results, "adapter_log": adapter_log, "probes": asked}
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 
 if __name__ == "__main__":

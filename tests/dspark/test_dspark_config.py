@@ -25,7 +25,8 @@ def test_prefixed_keys_win_and_mark_a_bundled_vanilla_head():
 
 def test_dspark_config_subdict_beats_text_config_and_top_level():
     cfg = DSparkDraftConfig.from_hf_config(load("dspark_config_subdict"))
-    assert (cfg.markov_rank, cfg.mask_token_id, cfg.gamma) == (32, 7, 7)
+    # the block is SGLang's: dspark_config.block_size 7 is not read, the top-level 3 is
+    assert (cfg.markov_rank, cfg.mask_token_id, cfg.gamma) == (32, 7, 3)
     assert cfg.markov_head_type == "gated"  # lower-cased
     assert cfg.sources["markov_rank"] == "dspark_config.markov_rank"
     assert not cfg.bundled
@@ -49,8 +50,8 @@ def test_dflash_base_supplies_what_dspark_keys_do_not():
     base = DFlashDraftConfig.from_hf_config(mapping)
     assert base.block_size == 16  # dflash_config before top-level block_size 4
     cfg = DSparkDraftConfig.from_hf_config(mapping)
-    # top-level block_size 4 is a DSpark layer above the DFlash base
-    assert cfg.gamma == 4
+    # the block comes from the DFlash parse, as in SGLang: dflash_config's 16 over the top-level 4
+    assert cfg.gamma == 16 and cfg.sources["gamma"] == "dflash_config.block_size"
     assert cfg.mask_token_id == 11 and cfg.sources["mask_token_id"] == "dflash_config.mask_token_id"
     assert cfg.target_layer_ids == (0, 2) and cfg.mask_token == "<|DFLASH_MASK|>"
 
@@ -155,3 +156,25 @@ def test_data_files_are_all_used():
         "mask_out_of_vocab", "mask_target_vocab", "no_mask", "no_block_size", "bonus_anchor_block1",
     }
     assert {p.stem for p in DATA.glob("*.json")} == used
+
+
+def test_block_size_is_read_in_sglangs_order_and_an_unread_one_is_a_notice():
+    """SGLang 0.5.23: dspark_block_size, else dflash_config.block_size, else top-level block_size;
+    a dspark_config (or text_config) block_size never changes the block (notice SR314)."""
+    head = {"markov_rank": 8, "markov_head_type": "vanilla", "mask_token_id": 1, "vocab_size": 10}
+    cases = [
+        ({"dspark_block_size": 4, "dflash_config": {"block_size": 6}, "block_size": 8}, 4, set()),
+        ({"dflash_config": {"block_size": 6}, "block_size": 8}, 6, set()),
+        ({"block_size": 8}, 8, set()),
+        ({"block_size": 8, "dspark_config": {"block_size": 5}}, 8, {"SR314"}),
+        ({"dflash_config": {"block_size": 6}, "dspark_config": {"block_size": 6}}, 6, set()),
+        ({"dspark_config": {"block_size": 5}}, None, {"SR314"}),
+        ({"block_size": 8, "text_config": {"block_size": 3}}, 8, {"SR314"}),
+    ]
+    for extra, gamma, codes in cases:
+        cfg, problems = parse_dspark_draft_config({**head, **extra})
+        assert cfg.gamma == gamma, extra
+        assert {p.code for p in problems} == codes, (extra, problems)
+        assert all(not p.is_error for p in problems)
+    notice = parse_dspark_draft_config({**head, "block_size": 8, "dspark_config": {"block_size": 5}})[1][0]
+    assert "dspark_config.block_size=5" in notice.message and "block_size=8" in notice.message

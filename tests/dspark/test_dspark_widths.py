@@ -116,13 +116,15 @@ def test_checkpoint_errors_surface_through_the_registry(registry, name, code):
     assert code in info.value.codes
 
 
-def test_dflash_block_wider_than_verify(registry):
+def test_dflash_runs_a_block_of_n_below_the_checkpoints_block(registry):
+    """SGLang 0.5.23's DFlash worker runs block_size = speculative_num_draft_tokens (n), so the
+    draft forward and the draft worker's verify span n, not the checkpoint's 16."""
     plan = registry.resolve(
         {"algorithm": "dflash", "num_draft_tokens": 8, "draft_config": load("dflash_only")}
     )
     assert plan.num_tokens_per_req("target_verify") == 8
-    assert plan.num_tokens_per_req("target_verify", is_draft_worker=True) == 16
-    assert plan.num_tokens_per_req("draft_decode", is_draft_worker=True) == 16
+    assert plan.num_tokens_per_req("target_verify", is_draft_worker=True) == 8
+    assert plan.num_tokens_per_req("draft_decode", is_draft_worker=True) == 8
     assert plan.gamma == 7 and not plan.algorithm.supports_ragged_verify
     plan = registry.resolve({"algorithm": "dflash", "draft_config": load("dflash_only")})
     assert plan.num_tokens_per_req("target_verify") == 16 and plan.gamma == 15
