@@ -32,7 +32,7 @@ class ChainVerifier:
     candidate's; by default only `num_draft_tokens`) and returns `specreg.protocols.VerifyResult`.
     `backend` (None: `SPECREG_KERNEL_BACKEND` as read now) is fixed at construction and passed
     to every kernel call; so is `filter_order` (how top-k, top-p and min-p combine for requests
-    with `params`; the plan's `config.filter_order`, `specreg.kernels.filtering.orders`).
+    with `params`; the plan's `config.filter_order`, `specreg.kernels.filtering.types`).
     """
 
     rules: tuple[str, ...] = ("greedy", "chain_sampling")
@@ -46,7 +46,7 @@ class ChainVerifier:
         check_values: bool | None = None,
         filter_order: str | None = None,
     ) -> None:
-        from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, filter_rule
+        from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 
         accepted = tuple(sorted({*(widths or ()), num_draft_tokens}))
         bad = [w for w in accepted if not is_int(w) or w < 1]

@@ -72,7 +72,7 @@ class SpecConfig:
     KV-cache backend and `cache_options` holds its options. `candidate_steps` lists the step counts adaptive
     speculation may switch between; widths then cover every candidate. `filter_order` says how
     top-k, top-p and min-p combine in the plan's verifiers ('specreg', 'vllm' or 'sglang'; unset
-    = 'specreg'; `specreg.kernels.filtering.orders`): the framework adapters set their own.
+    = 'specreg'; `specreg.kernels.filtering.types`): the framework adapters set their own.
     """
 
     algorithm: str = attrs.field(converter=_lower_or_none)
@@ -178,7 +178,7 @@ class SpecConfig:
                     )
                 )
         if self.filter_order is not None:
-            from specreg.kernels.filtering.orders import order_problem
+            from specreg.kernels.filtering.types import order_problem
 
             found = order_problem(
                 self.filter_order, field="filter_order",

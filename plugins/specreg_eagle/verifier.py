@@ -74,7 +74,7 @@ class EagleVerifier:
         widths_by_steps: Mapping[int, int] | None = None,
         filter_order: str | None = None,
     ) -> None:
-        from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, filter_rule
+        from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 
         table = {int(num_steps): int(num_draft_tokens), **(widths_by_steps or {})}
         self.topk = int(topk)

@@ -27,15 +27,17 @@ SEAM = (
 
 
 def _history_only(propose: Any) -> bool:
-    """Whether `propose` can be called with one token history and nothing else."""
+    """Whether `propose` drafts from the token history alone: callable as `propose(history,
+    lengths)` (the token-history drafter protocol), needing nothing else."""
     try:
         parameters = list(inspect.signature(propose).parameters.values())
     except (TypeError, ValueError):
         return False
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    required = [p for p in parameters if p.default is inspect.Parameter.empty
-                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
-    return bool(required) and len(required) == 1 and required[0].kind in positional
+    leading = [p.name for p in parameters if p.kind in positional][:2]
+    required = {p.name for p in parameters if p.default is inspect.Parameter.empty
+                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+    return bool(leading) and leading[0] == "history" and required <= set(leading)
 
 
 def _refusal(algorithm: str, why: str) -> PluginError:

@@ -36,8 +36,11 @@ DSA_ARCHITECTURES = frozenset(
 )
 
 
-def model_defaults(arch: str | None) -> tuple[int, int, int]:
-    """SGLang's (num_steps, topk, num_draft_tokens) for an EAGLE-family draft of this target."""
+def model_defaults(arch: str | None, algorithm: str | None = None) -> tuple[int, int, int]:
+    """SGLang's (num_steps, topk, num_draft_tokens) for a draft of this target: STANDALONE's
+    are always the chain's; the EAGLE family's depend on the target architecture."""
+    if algorithm is not None and algorithm.lower() == "standalone":
+        return CHAIN_DEFAULTS
     return WIDE_TREE_DEFAULTS if arch in WIDE_TREE_ARCHITECTURES else CHAIN_DEFAULTS
 
 

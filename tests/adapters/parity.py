@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specreg.adapters import deviations
+from specreg.adapters import deviation_pages, deviations
 from specreg.adapters.common import outcome
 from tests.adapters.envs import REPO_ROOT, FrameworkEnv
 from tests.support.models import MODEL_CONFIGS
@@ -506,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for snapshot in fresh.values():
             print(f"wrote {write_snapshot(snapshot)}", file=sys.stderr)
         rows = recount_rows(fresh, rows)
-        deviations.main([str(REPO_ROOT)])
+        deviation_pages.main([str(REPO_ROOT)])
     else:
         for framework, snapshot in fresh.items():
             changed = snapshot_diff(deviations.load_snapshot(framework, SNAPSHOTS), snapshot)

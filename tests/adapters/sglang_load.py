@@ -34,7 +34,7 @@ def probe_rules(probes: list[dict]) -> list[dict]:
             "key": probe["key"],
             "sglang": {"defaults": list(sglang_rules.auto_params(server_args)),
                        "hisparse_target": sglang_rules.hisparse_target(server_args)},
-            "standalone": {"defaults": list(model_defaults(arch)),
+            "standalone": {"defaults": list(model_defaults(arch, probe["key"][0])),
                            "hisparse_target": arch in DSA_ARCHITECTURES},
         })
     return answers

@@ -94,11 +94,12 @@ def test_the_overlay_carries_this_checkouts_entry_points(tmp_path):
     assert "[vllm.general_plugins]\nspecreg = specreg.adapters.vllm:load" in text
     assert "eagle = specreg_eagle.plugin" in text
     ngram = (overlay / "specreg_ngram-0.1.0.dist-info" / "entry_points.txt").read_text()
-    assert "ngram = specreg_ngram.plugin" in ngram
+    assert "ngram_example = specreg_ngram.plugin" in ngram
     assert (overlay / "checkout.txt").read_text().strip() == str(envs.REPO_ROOT)
     # specreg reads top_level.txt to tell its shipped plugins (codes SR200-SR499) from others
     shipped = (overlay / "specreg-0.1.0.dist-info" / "top_level.txt").read_text().split()
-    assert shipped == ["specreg", "specreg_dspark", "specreg_eagle", "specreg_hisparse"]
+    assert shipped == ["specreg", "specreg_draft_model", "specreg_dspark", "specreg_eagle",
+                       "specreg_hisparse", "specreg_lookup", "specreg_medusa"]
     assert (overlay / "specreg_ngram-0.1.0.dist-info" / "top_level.txt").read_text() == "specreg_ngram\n"
 
 

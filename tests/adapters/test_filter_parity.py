@@ -30,10 +30,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specreg.kernels.filtering.orders import FILTER_RULES
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
 from specreg.kernels.filtering.triton_impl import row_stats_triton
+from specreg.kernels.filtering.types import FILTER_RULES
 from tests.adapters.conftest import run_in_env
 from tests.adapters.envs import HERE
 
@@ -330,17 +330,18 @@ def test_the_sglang_adapter_resolves_plans_in_sglangs_order():
 
 
 def test_the_vllm_adapter_resolves_plans_in_vllms_order(monkeypatch):
+    from specreg.adapters import common
     from specreg.adapters import vllm as adapter
 
     plans = []
+    real = common.resolve_for_framework
 
-    def resolve(registry, data):
-        plan, notices = real(registry, data)
+    def resolve(*args, **kwargs):
+        plan, notices = real(*args, **kwargs)
         plans.append(plan)
         return plan, notices
 
-    real = adapter.resolve_for_framework
-    monkeypatch.setattr(adapter, "resolve_for_framework", resolve)
+    monkeypatch.setattr(common, "resolve_for_framework", resolve)
     engine_args = SimpleNamespace(speculative_config={"method": "eagle",
                                                       "num_speculative_tokens": 3})
     built = adapter.VLLMAdapter(mode="enforce").create(lambda args: "built", engine_args)

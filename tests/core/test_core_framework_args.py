@@ -38,6 +38,7 @@ def test_model_default_rule_names_sglangs_architectures():
     assert model_defaults("Grok1ForCausalLM") == (5, 4, 8)
     assert model_defaults("Qwen2ForCausalLM") == (3, 1, 4)
     assert model_defaults(None) == (3, 1, 4)
+    assert model_defaults("LlamaForCausalLM", "STANDALONE") == (3, 1, 4)  # SGLang's own rule
 
 
 def test_missing_config_json_names_the_path_and_the_fix(tmp_path):

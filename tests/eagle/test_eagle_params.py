@@ -212,7 +212,7 @@ def test_tree_rows_are_filtered_in_the_order_on_both_paths(order):
     after it see filtered rows only, whatever the order)."""
     from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
 
-    from specreg.kernels.filtering.orders import FILTER_RULES
+    from specreg.kernels.filtering.types import FILTER_RULES
 
     _, target, _, _ = _case(3, b=1, vocab=32)
     n = target.shape[1]

@@ -18,10 +18,10 @@ from specreg.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_greedy_from_predict
 from specreg.kernels.chain_params import verify_chain_with_params
-from specreg.kernels.filtering.orders import FILTER_RULES
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
 from specreg.kernels.filtering.triton_impl import row_stats_triton
+from specreg.kernels.filtering.types import FILTER_RULES
 from specreg.kernels.sampling import exponential_race_sample
 from specreg.registry import Registry
 from specreg.sampling_params import SamplingParams
@@ -626,7 +626,7 @@ def test_params_kernels_compile_for_sm90():
 
 
 # ---------------------------------------------------------------------------------------------
-# Filter orders (specreg.kernels.filtering.orders): each against its reference, Triton against
+# Filter orders (specreg.kernels.filtering.types): each against its reference, Triton against
 # torch, lossless chain verification in each order, and the order reaching the plan's verifier.
 
 ORDERS = ("specreg", "vllm", "sglang")

@@ -7,12 +7,12 @@ import itertools
 
 import pytest
 import torch
-
-from specreg import ConfigError, KernelInputError, Registry
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.reference import build_tree_reference
 from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
 from specreg_medusa.runtime import eagle_layout, static_tree, tree_nodes
+
+from specreg import ConfigError, KernelInputError, Registry
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_tor
 from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.checks import check_params, should_check_values
-from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
 

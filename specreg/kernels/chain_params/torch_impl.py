@@ -13,7 +13,6 @@ import torch
 from specreg.kernels.chain.torch_impl import accept_limits, assemble
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.filtering.orders import FilterRule, filter_rule
 from specreg.kernels.filtering.torch_impl import (
     FILTER_CHUNK_ELEMENTS,
     RowStats,
@@ -21,6 +20,7 @@ from specreg.kernels.filtering.torch_impl import (
     filtered_rows,
     gathered_row_stats,
 )
+from specreg.kernels.filtering.types import FilterRule, filter_rule
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks, inverse_cdf_from_cdf
 from specreg.sampling_params import SamplingParams
 

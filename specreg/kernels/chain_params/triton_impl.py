@@ -10,7 +10,7 @@ from __future__ import annotations
 from specreg.kernels.chain.triton_impl import empty_outputs
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.filtering.orders import filter_rule
+from specreg.kernels.filtering.types import filter_rule
 from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:

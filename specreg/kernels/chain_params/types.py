@@ -6,7 +6,7 @@ from __future__ import annotations
 import attrs
 import torch
 
-from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder
 from specreg.sampling_params import SamplingParams
 
 
@@ -17,7 +17,7 @@ class ChainParamsInputs:
     candidates [b, n]; target [b, n, V] and draft [b, n-1, V] (or None: the target-only rule for
     sampled requests) as logits, or probabilities with `probabilities=True`; params one value
     per request; coins [b, >= n-1] and final_coins [b]; verify_lens [b] or None;
-    `filter_order` how top-k, top-p and min-p combine (`specreg.kernels.filtering.orders`).
+    `filter_order` how top-k, top-p and min-p combine (`specreg.kernels.filtering.types`).
     """
 
     candidates: torch.Tensor

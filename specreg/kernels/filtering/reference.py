@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 
 
 def filtered_distribution(
@@ -22,7 +22,7 @@ def filtered_distribution(
     """The filtered, temperature-scaled distribution of one row `scores` [V] as float64 [V].
 
     Follows the rule in `specreg.kernels.filtering` step by step with a full sort, top-p
-    measured as `order` says (`specreg.kernels.filtering.orders`); temperature 0 returns the
+    measured as `order` says (`specreg.kernels.filtering.types`); temperature 0 returns the
     one-hot of the argmax (lowest index on ties)."""
     rule = filter_rule(order)
     s = scores.to(torch.float32)

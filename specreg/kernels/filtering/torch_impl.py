@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 import torch
 
-from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks
 
 #: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
@@ -90,7 +90,7 @@ def row_stats(
     rule: FilterRule = FILTER_RULES[DEFAULT_FILTER_ORDER],
 ) -> RowStats:
     """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p,
-    top-p measured as `rule` says (`specreg.kernels.filtering.orders`).
+    top-p measured as `rule` says (`specreg.kernels.filtering.types`).
 
     Top-k and top-p thresholds come from one `torch.topk` prefix (at least `TOP_P_PREFIX` long,
     and long enough for the largest k); a row whose nucleus does not fit in the prefix falls

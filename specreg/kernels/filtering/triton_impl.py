@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:

@@ -47,13 +47,13 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.filtering.orders import (
+from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
+from specreg.kernels.filtering.types import (
     DEFAULT_FILTER_ORDER,
     FilterOrder,
     FilterRule,
     filter_rule,
 )
-from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.verify_greedy.checks import (

@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.argmax.reference import row_argmax_reference
-from specreg.kernels.filtering.orders import DEFAULT_FILTER_ORDER, FilterOrder
 from specreg.kernels.filtering.reference import filtered_distribution
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.verify_greedy.reference import greedy_walk, path_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
