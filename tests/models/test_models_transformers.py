@@ -149,8 +149,7 @@ def cases(registry, target_model, tmp_path_factory):
 
 
 def _case(cases, name):
-    if name not in cases:
-        pytest.skip(f"{name} is not registered here (another helper's plugin)")
+    assert name in cases, f"built-in algorithm {name} is not registered"
     return cases[name]
 
 
