@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from specreg.testing.tree_step import verify_tree
+
 if TYPE_CHECKING:
     from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
     from specreg.testing.step_parts import Batch, LoopView
@@ -46,19 +48,4 @@ def heads_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor
         draft = drafter.step(draft, heads[:, d], hidden)
     tree = drafter.tree(draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only")
     assert tree.num_verify_tokens == n, (tree.num_verify_tokens, n)
-    tokens = tree.draft_tokens.view(b, n)
-    depths = tree.positions.view(b, n) - (batch.lengths - 1)[:, None]
-    ancestors = tree.tree_mask.view(b, n, n)
-    paths = torch.full((b, n, n), -1, dtype=torch.long)
-    where = ancestors.nonzero()
-    rows, nodes, anc = where[:, 0], where[:, 1], where[:, 2]
-    paths[rows, nodes, depths[rows, anc]] = tokens[rows, anc]
-    logits = loop.verify_logits(batch, paths, depths)
-    if loop.params_verify is not None:
-        out = loop.params_verify(tree, logits, params=loop.params)
-    elif loop.sampling:
-        probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
-        out = verifier.verify_sampling(tree, probs, generator=loop.generator)
-    else:
-        out = verifier.verify_greedy(tree, logits)
-    return out.output_tokens, out.num_accepted.long() + 1
+    return verify_tree(loop, batch, tree, verifier)

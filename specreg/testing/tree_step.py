@@ -9,7 +9,7 @@ the toy draft model can score it. Nothing here imports a plugin.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -37,7 +37,7 @@ def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]
     plan = loop.plan
     drafter = cast("TreeDrafterProtocol", plan.drafter)
     verifier = cast("TreeVerifierProtocol", plan.verifier)
-    k, steps, n = drafter.topk, loop.steps, loop.verify_width
+    k, steps = drafter.topk, loop.steps
     b = batch.size
     assert loop.draft_decode_width == k  # draft_decode width = one token per branch
 
@@ -52,6 +52,15 @@ def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]
         draft = drafter.step(draft, logits, hidden)
     tree = drafter.tree(draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only")
     assert tree.num_verify_tokens == loop.verify_width, (tree.num_verify_tokens, loop.verify_width)
+    return verify_tree(loop, batch, tree, verifier)
+
+
+def verify_tree(
+    loop: LoopView, batch: Batch, tree: Any, verifier: TreeVerifierProtocol
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Score every node of `tree` with the target (each along its own path) and verify it:
+    (tokens to commit [b, W], counts [b]). Shared by every tree-drafting step."""
+    b, n = batch.size, loop.verify_width
     tokens = tree.draft_tokens.view(b, n)
     depths = tree.positions.view(b, n) - (batch.lengths - 1)[:, None]
     ancestors = tree.tree_mask.view(b, n, n)  # row t: the nodes t attends (its path)
@@ -63,8 +72,8 @@ def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]
     if loop.params_verify is not None:
         out = loop.params_verify(tree, logits, params=loop.params)
     elif loop.sampling:
-        probs_t = torch.softmax(logits.float() / loop.temperature, dim=-1)
-        out = verifier.verify_sampling(tree, probs_t, generator=loop.generator)
+        probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
+        out = verifier.verify_sampling(tree, probs, generator=loop.generator)
     else:
         out = verifier.verify_greedy(tree, logits)
     return out.output_tokens, out.num_accepted.long() + 1
