@@ -1,0 +1,305 @@
+"""SGLang's tree-verification kernel signatures, computed by specreg's EAGLE verifier kernels.
+
+Each function here takes exactly the arguments SGLang 0.5.23's `eagle_sample` passes to the
+kernel it stands in for, validates them as specreg's own kernels do (a `KernelInputError` with
+an SR9xx code, before anything is written), and writes SGLang's mutable outputs the way
+SGLang's kernels write them (only the accepted path's `predicts` and `accept_index` slots):
+
+- `verify_tree_greedy` for `spec_tree.verify_tree_greedy_func`: `verify_greedy` on the target's
+  argmax; depth = `accept_index.shape[1] - 1` (SGLang's `max_tree_depth` slots).
+- `tree_sampling_target_only` for `verify_sampling.tree_speculative_sampling_target_only`:
+  `verify_tree_sampling`'s target-only rule on SGLang's coins (seeded per request when the
+  request has a `sampling_seed`: SGLang derives them from the seed and the sequence length, so a
+  seeded request's tokens do not depend on the rest of the batch), after min-p.
+- `top_k_renorm_prob` / `top_p_renorm_prob` for `sampling.renorm`'s: specreg's filtering rule
+  (`specreg.kernels.filtering`) on probability rows, renormalised.
+- `seeded_verify_coins` for `eagle_utils._seeded_verify_coins`: SGLang's own seeded coin stream
+  (murmur_hash32 of seed, sequence length and column), computed in torch on a CPU, where SGLang
+  needs its compiled `sgl_kernel` for it; SGLang's own function everywhere else.
+
+Min-p: SGLang's `eagle_sample` has no min-p step and passes the kernel no sampling parameters,
+so `verify_call` (an AROUND hook on `eagle_sample`) makes the batch's `SamplingBatchInfo`
+visible to the sampling kernel for the duration of that call only (a context variable; nothing
+outlives the call), and requests with `min_p > 0` have their target rows filtered (keep a token
+whose probability is at least min_p times the largest, renormalise) before verification.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy as specreg_verify_greedy
+from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+
+from specreg.errors import KernelInputError, problem
+from specreg.kernels.checks import (
+    FLOAT_DTYPES,
+    INDEX_DTYPES,
+    check_dtype,
+    check_params,
+    check_probabilities,
+    check_same_device,
+    check_shape,
+)
+from specreg.kernels.filtering.torch_impl import row_stats, scaled_scores
+from specreg.kernels.filtering.types import FILTER_RULES
+from specreg.sampling_params import SamplingParams
+
+#: The `SamplingBatchInfo` of the `eagle_sample` call in progress (None outside one).
+CURRENT_SAMPLING_INFO: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "specreg_sglang_sampling_info", default=None
+)
+
+#: SGLang's top-k meaning "every token" (`sglang.srt.sampling.sampling_params.TOP_K_ALL`).
+SGLANG_TOP_K_ALL = 1 << 30
+
+
+def verify_call(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """AROUND hook of `eagle_sample(verify_input, batch, logits_output, ...)`: runs it with the
+    batch's sampling info visible to `tree_sampling_target_only` (for min-p)."""
+    batch = args[1] if len(args) > 1 else kwargs.get("batch")
+    token = CURRENT_SAMPLING_INFO.set(getattr(batch, "sampling_info", None))
+    try:
+        return original(*args, **kwargs)
+    finally:
+        CURRENT_SAMPLING_INFO.reset(token)
+
+
+# ------------------------------------------------------------------------------- tree kernels
+def write_outputs(
+    result: TreeVerifyResult,
+    predicts: torch.Tensor,
+    accept_index: torch.Tensor,
+    accept_token_num: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Write `result` into SGLang's mutable outputs as its kernels do: the accepted path's
+    `predicts` rows and `accept_index` slots, and every request's count."""
+    on_path = result.accept_index >= 0
+    rows = result.accept_index[on_path]
+    predicts[rows] = result.output_tokens[on_path].to(predicts.dtype)
+    accept_index.copy_(torch.where(on_path, result.accept_index.to(accept_index.dtype),
+                                   accept_index))
+    accept_token_num.copy_(result.accept_token_num.to(accept_token_num.dtype))
+    return predicts, accept_index, accept_token_num
+
+
+def _check_outputs(
+    b: int, n: int, predicts: torch.Tensor, accept_index: torch.Tensor,
+    accept_token_num: torch.Tensor,
+) -> int:
+    """SGLang's output buffers: predicts [b*N], accept_index [b, depth + 1] (depth >= 1),
+    accept_token_num [b], integer; returns depth."""
+    check_shape("predicts", predicts, (b * n,))
+    check_shape("accept_index", accept_index, (b, None))
+    check_shape("accept_token_num", accept_token_num, (b,))
+    for name, tensor in (("predicts", predicts), ("accept_index", accept_index),
+                         ("accept_token_num", accept_token_num)):
+        check_dtype(name, tensor, INDEX_DTYPES)
+    depth = accept_index.shape[1] - 1
+    if depth < 1:
+        raise KernelInputError(
+            problem("SR900", f"accept_index has {accept_index.shape[1]} slots per request",
+                    accepted="[b, depth + 1] with depth >= 1 (SGLang's max_tree_depth)",
+                    fix="pass SGLang's accept_index buffer (speculative_num_steps + 1 slots)",
+                    field="accept_index")
+        )
+    return depth
+
+
+def verify_tree_greedy(
+    predicts: torch.Tensor,
+    accept_index: torch.Tensor,
+    accept_token_num: torch.Tensor,
+    candidates: torch.Tensor,
+    retrieve_index: torch.Tensor,
+    retrieve_next_token: torch.Tensor,
+    retrieve_next_sibling: torch.Tensor,
+    target_predict: torch.Tensor,
+    topk: int = -1,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`verify_tree_greedy_func`'s signature: greedy tree verification by specreg's kernel."""
+    del topk  # SGLang's dispatch hint; the walk does not need it
+    b, n = candidates.shape if candidates.dim() == 2 else (0, 0)
+    result = specreg_verify_greedy(
+        candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling,
+        depth=_check_outputs(b, n, predicts, accept_index, accept_token_num),
+        target_predict=target_predict,
+    )
+    return write_outputs(result, predicts, accept_index, accept_token_num)
+
+
+def tree_sampling_target_only(
+    predicts: torch.Tensor,
+    accept_index: torch.Tensor,
+    accept_token_num: torch.Tensor,
+    candidates: torch.Tensor,
+    retrive_index: torch.Tensor,
+    retrive_next_token: torch.Tensor,
+    retrive_next_sibling: torch.Tensor,
+    uniform_samples: torch.Tensor,
+    uniform_samples_for_final_sampling: torch.Tensor,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None = None,
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+    deterministic: bool = True,
+) -> None:
+    """`tree_speculative_sampling_target_only`'s signature: specreg's target-only tree sampling
+    on SGLang's coins, after min-p for the requests of the `eagle_sample` call that ask for it.
+
+    `draft_probs` is SGLang's scratch buffer (zeros) for this rule and is not read."""
+    del draft_probs, deterministic  # target-only; specreg's kernels are deterministic
+    b, n = candidates.shape if candidates.dim() == 2 else (0, 0)
+    depth = _check_outputs(b, n, predicts, accept_index, accept_token_num)
+    probs = with_min_p(target_probs, CURRENT_SAMPLING_INFO.get())
+    result = verify_tree_sampling(
+        candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs,
+        depth=depth, coins=uniform_samples, final_coins=uniform_samples_for_final_sampling,
+        threshold_single=threshold_single, threshold_acc=threshold_acc,
+    )
+    write_outputs(result, predicts, accept_index, accept_token_num)
+
+
+# ------------------------------------------------------------------------------- seeded coins
+_MASK32 = 0xFFFFFFFF
+#: The largest float32 below one: SGLang clamps its coins to it (half-open [0, 1)).
+_MAX_COIN = 1.0 - 2**-24
+
+
+def _rotl32(x: torch.Tensor, r: int) -> torch.Tensor:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def _murmur_mix(h: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    k = _rotl32((k * 0xCC9E2D51) & _MASK32, 15)
+    h = _rotl32(h ^ ((k * 0x1B873593) & _MASK32), 13)
+    return (h * 5 + 0xE6546B64) & _MASK32
+
+
+def murmur_hash32(seed: torch.Tensor, positions: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """SGLang's `murmur_hash32(seed [n], positions [n], cols [m])` -> int64 [n, m] in
+    [0, 2^32): the 64-bit seed's two halves, the position and the column mixed in that order,
+    then MurmurHash3's finaliser (int64 arithmetic; products keep their low 32 bits)."""
+    s = seed.to(torch.int64)
+    h = torch.zeros_like(s)
+    h = _murmur_mix(h, s & _MASK32)
+    h = _murmur_mix(h, (s >> 32) & _MASK32)
+    h = _murmur_mix(h, positions.to(torch.int64) & _MASK32)[:, None]
+    h = _murmur_mix(h, (cols.to(torch.int64) & _MASK32)[None, :]) ^ 16
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & _MASK32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & _MASK32
+    return h ^ (h >> 16)
+
+
+def seeded_verify_coins(
+    original: Callable[..., Any], *, sampling_seed: torch.Tensor, seq_lens: torch.Tensor,
+    draft_token_num: int, device: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AROUND hook of `_seeded_verify_coins`: on a CPU, SGLang's coins computed here (it needs
+    its compiled CPU kernel for the hash); elsewhere SGLang's own function."""
+    if torch.device(device).type != "cpu":
+        return original(sampling_seed=sampling_seed, seq_lens=seq_lens,
+                        draft_token_num=draft_token_num, device=device)
+    check_dtype("sampling_seed", sampling_seed, INDEX_DTYPES)
+    if sampling_seed.numel() and bool((sampling_seed < 0).any()):
+        raise KernelInputError(
+            problem("SR915", "sampling_seed holds a negative seed", accepted="seeds >= 0",
+                    fix="pass sampling_seed >= 0 in the request's sampling parameters",
+                    field="sampling_seed")
+        )
+    cols = torch.arange(draft_token_num + 1, device=seq_lens.device, dtype=torch.int64)
+    uniforms = murmur_hash32(sampling_seed, seq_lens, cols).to(torch.float64) / _MASK32
+    coins = uniforms[:, :draft_token_num].to(torch.float32).clamp_(max=_MAX_COIN).contiguous()
+    final = uniforms[:, draft_token_num].to(torch.float32).clamp_(max=_MAX_COIN).contiguous()
+    return coins, final
+
+
+# ------------------------------------------------------------------------------- filtering
+def filter_probs(
+    probs: torch.Tensor, *, top_k: torch.Tensor | None = None, top_p: torch.Tensor | None = None,
+    min_p: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Probability rows [R, V] filtered by specreg's rule (per-row top-k, then top-p over the
+    top-k survivors, then min-p) and renormalised; a fresh float32 [R, V].
+
+    The kept set is specreg's (`row_stats` thresholds on log p; ties at a cut all kept); the
+    kept values are the row's own probabilities divided by their sum."""
+    check_shape("probs", probs, (None, None))
+    check_dtype("probs", probs, FLOAT_DTYPES)
+    rows, vocab = probs.shape
+    device = probs.device
+    params = SamplingParams.of(
+        rows, temperature=1.0, top_k=0 if top_k is None else top_k,
+        top_p=1.0 if top_p is None else top_p, min_p=0.0 if min_p is None else min_p,
+        device=device,
+    )
+    check_params(params, rows, vocab, device, values=True)
+    check_probabilities("probs", probs)
+    out = probs.to(torch.float32, copy=True)
+    if rows == 0:
+        return out
+    z = scaled_scores(probs, params.temperature, probabilities=True)
+    stats = row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES["specreg"])
+    keep = z >= stats.threshold[:, None]
+    if bool((params.min_p > 0).any()):  # the filtering rule's min-p: exp(z - max z) >= min_p
+        keep &= torch.exp(z - stats.shift[:, None]) >= params.min_p[:, None]
+    out.masked_fill_(~keep, 0.0)
+    return out.div_(out.sum(-1, keepdim=True))
+
+
+def _per_row(name: str, values: torch.Tensor | float | int, rows: int) -> torch.Tensor:
+    """SGLang passes a per-row tensor ([R] or [R, 1]) or one number."""
+    if isinstance(values, torch.Tensor):
+        flat = values.reshape(-1)
+        if flat.numel() == 1:
+            return flat.expand(rows)
+        if flat.numel() != rows:
+            raise KernelInputError(
+                problem("SR900", f"{name} has {flat.numel()} values for {rows} rows",
+                        accepted=f"one value, or one per row ([{rows}])",
+                        fix=f"repeat {name} per draft token, as eagle_sample does", field=name)
+            )
+        return flat
+    return torch.full((rows,), values)
+
+
+def top_k_renorm_prob(probs: torch.Tensor, top_ks: torch.Tensor | int) -> torch.Tensor:
+    """`top_k_renorm_prob(probs [R, V], top_ks)`: keep each row's k most likely tokens (ties at
+    the k-th all kept); SGLang's "all" (k >= V, e.g. `TOP_K_ALL`) keeps every token."""
+    check_shape("probs", probs, (None, None))
+    k = _per_row("top_ks", top_ks, probs.shape[0]).to(device=probs.device, dtype=torch.int64)
+    k = torch.where(k >= probs.shape[1], 0, k)
+    return filter_probs(probs, top_k=k)
+
+
+def top_p_renorm_prob(probs: torch.Tensor, top_ps: torch.Tensor | float) -> torch.Tensor:
+    """`top_p_renorm_prob(probs [R, V], top_ps)`: keep each row's smallest most-likely set whose
+    mass reaches p (ties at the boundary all kept)."""
+    check_shape("probs", probs, (None, None))
+    p = _per_row("top_ps", top_ps, probs.shape[0]).to(device=probs.device, dtype=torch.float32)
+    return filter_probs(probs, top_p=p)
+
+
+def with_min_p(target_probs: torch.Tensor, sampling_info: Any) -> torch.Tensor:
+    """`target_probs` [b, N, V] with min-p applied to the requests whose `min_ps` > 0 (the
+    tensor itself when none does, or outside an `eagle_sample` call)."""
+    if sampling_info is None or not getattr(sampling_info, "need_min_p_sampling", False):
+        return target_probs
+    check_shape("target_probs", target_probs, (None, None, None))
+    b, n, vocab = target_probs.shape
+    min_ps = _per_row("sampling_info.min_ps", sampling_info.min_ps, b)
+    check_same_device(target_probs=target_probs, min_ps=min_ps)
+    needed = (min_ps > 0).nonzero().flatten()
+    if needed.numel() == 0:
+        return target_probs
+    rows = target_probs.index_select(0, needed).reshape(-1, vocab)
+    filtered = filter_probs(rows, min_p=min_ps[needed].to(torch.float32).repeat_interleave(n))
+    out = target_probs.to(torch.float32, copy=True)
+    out[needed] = filtered.view(-1, n, vocab)
+    return out
