@@ -13,6 +13,10 @@ SGLang's kernels write them (only the accepted path's `predicts` and `accept_ind
   seeded request's tokens do not depend on the rest of the batch), after min-p.
 - `top_k_renorm_prob` / `top_p_renorm_prob` for `sampling.renorm`'s: specreg's filtering rule
   (`specreg.kernels.filtering`) on probability rows, renormalised.
+- `chain_sampling` around `reject_sampling.chain_speculative_sampling_triton` (the kernel
+  `--speculative-use-rejection-sampling` selects): min-p, then `verify_tree_sampling`'s
+  recursive rejection sampling with SGLang's draft distribution (it equals SGLang's Triton
+  chain kernel on the same uniforms); block verification stays SGLang's kernel, after min-p.
 - `seeded_verify_coins` for `eagle_utils._seeded_verify_coins`: SGLang's own seeded coin stream
   (murmur_hash32 of seed, sequence length and column), computed in torch on a CPU, where SGLang
   needs its compiled `sgl_kernel` for it; SGLang's own function everywhere else.
@@ -77,12 +81,11 @@ def write_outputs(
     accept_token_num: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Write `result` into SGLang's mutable outputs as its kernels do: the accepted path's
-    `predicts` rows and `accept_index` slots, and every request's count."""
-    on_path = result.accept_index >= 0
-    rows = result.accept_index[on_path]
-    predicts[rows] = result.output_tokens[on_path].to(predicts.dtype)
-    accept_index.copy_(torch.where(on_path, result.accept_index.to(accept_index.dtype),
-                                   accept_index))
+    `predicts` rows and `accept_index` slots, and every request's count (elementwise selects:
+    `result.predicts` is -1 exactly off the path, since every emitted token is >= 0)."""
+    predicts.copy_(torch.where(result.predicts >= 0, result.predicts.to(predicts.dtype), predicts))
+    accept_index.copy_(torch.where(result.accept_index >= 0,
+                                   result.accept_index.to(accept_index.dtype), accept_index))
     accept_token_num.copy_(result.accept_token_num.to(accept_token_num.dtype))
     return predicts, accept_index, accept_token_num
 
@@ -164,6 +167,48 @@ def tree_sampling_target_only(
     write_outputs(result, predicts, accept_index, accept_token_num)
 
 
+def chain_sampling(
+    original: Callable[..., Any],
+    predicts: torch.Tensor,
+    accept_index: torch.Tensor,
+    accept_token_num: torch.Tensor,
+    candidates: torch.Tensor,
+    retrive_index: torch.Tensor,
+    retrive_next_token: torch.Tensor,
+    retrive_next_sibling: torch.Tensor,
+    uniform_samples: torch.Tensor,
+    uniform_samples_for_final_sampling: torch.Tensor,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+    deterministic: bool = True,
+    *,
+    block_verification: bool = False,
+) -> None:
+    """AROUND hook of `chain_speculative_sampling_triton`: rejection sampling of a chain with
+    SGLang's draft distribution `draft_probs` ([b, N - 1, V] or [b, N, V]: row i is the q node
+    i + 1 was drawn from), after min-p. Thresholds do not apply to this rule (as in SGLang)."""
+    probs = with_min_p(target_probs, CURRENT_SAMPLING_INFO.get())
+    if block_verification:  # SGLang's block rule (specreg has none): its kernel, after min-p
+        original(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                 retrive_next_token, retrive_next_sibling, uniform_samples,
+                 uniform_samples_for_final_sampling, probs, draft_probs, threshold_single,
+                 threshold_acc, deterministic, block_verification=True)
+        return
+    b, n = candidates.shape if candidates.dim() == 2 else (0, 0)
+    depth = _check_outputs(b, n, predicts, accept_index, accept_token_num)
+    check_shape("draft_probs", draft_probs, (b, None, None))
+    if draft_probs.shape[1] == n - 1:  # SGLang's drafts have no row for the last node
+        draft_probs = torch.cat([draft_probs, draft_probs.new_zeros(b, 1, draft_probs.shape[2])], 1)
+    result = verify_tree_sampling(
+        candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs, depth=depth,
+        draft_probs=draft_probs, coins=uniform_samples,
+        final_coins=uniform_samples_for_final_sampling,
+    )
+    write_outputs(result, predicts, accept_index, accept_token_num)
+
+
 # ------------------------------------------------------------------------------- seeded coins
 _MASK32 = 0xFFFFFFFF
 #: The largest float32 below one: SGLang clamps its coins to it (half-open [0, 1)).
@@ -228,8 +273,10 @@ def filter_probs(
     """Probability rows [R, V] filtered by specreg's rule (per-row top-k, then top-p over the
     top-k survivors, then min-p) and renormalised; a fresh float32 [R, V].
 
-    The kept set is specreg's (`row_stats` thresholds on log p; ties at a cut all kept); the
-    kept values are the row's own probabilities divided by their sum."""
+    The kept set is specreg's (`specreg.kernels.filtering`; ties at a cut all kept): top-k keeps
+    p >= the k-th largest p, top-p keeps z = log p >= `row_stats`' threshold, min-p keeps
+    p >= min_p * max p. The kept values are the row's own probabilities over their sum. Only
+    the filters a call asks for are computed (SGLang calls one at a time)."""
     check_shape("probs", probs, (None, None))
     check_dtype("probs", probs, FLOAT_DTYPES)
     rows, vocab = probs.shape
@@ -244,12 +291,23 @@ def filter_probs(
     out = probs.to(torch.float32, copy=True)
     if rows == 0:
         return out
-    z = scaled_scores(probs, params.temperature, probabilities=True)
-    stats = row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES["specreg"])
-    keep = z >= stats.threshold[:, None]
-    if bool((params.min_p > 0).any()):  # the filtering rule's min-p: exp(z - max z) >= min_p
-        keep &= torch.exp(z - stats.shift[:, None]) >= params.min_p[:, None]
-    out.masked_fill_(~keep, 0.0)
+    keep = None
+    cut_k = (params.top_k > 0) & (params.top_k < vocab)
+    if top_k is not None and bool(cut_k.any()):
+        kmax = int(params.top_k[cut_k].max())
+        values = torch.topk(out, kmax, dim=-1).values
+        kth = values.gather(1, (params.top_k - 1).clamp(0, kmax - 1)[:, None])
+        keep = (out >= kth) | ~cut_k[:, None]
+    if top_p is not None and bool((params.top_p < 1).any()):
+        z = scaled_scores(out, params.temperature, probabilities=True)
+        stats = row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES["specreg"])
+        kept = z >= stats.threshold[:, None]
+        keep = kept if keep is None else keep & kept
+    if min_p is not None and bool((params.min_p > 0).any()):
+        kept = out >= params.min_p[:, None] * out.amax(-1, keepdim=True)
+        keep = kept if keep is None else keep & kept
+    if keep is not None:
+        out.masked_fill_(~keep, 0.0)
     return out.div_(out.sum(-1, keepdim=True))
 
 

@@ -3,7 +3,8 @@
 `install(plan)` puts `specreg.adapters.sglang_tree_kernels`'s functions in place of SGLang
 0.5.23's greedy tree kernel, its target-only tree sampling kernel and the top-k / top-p renorm
 before it, and wraps `eagle_sample` (AROUND) so that the sampling kernel sees the batch's
-min-p, and `_seeded_verify_coins` so that seeded requests get SGLang's coins on a CPU too. A seam whose value is a real function goes through SGLang's `HookRegistry` (which
+min-p, `_seeded_verify_coins` so that seeded requests get SGLang's coins on a CPU too, and
+the chain kernel `--speculative-use-rejection-sampling` selects (min-p there as well). A seam whose value is a real function goes through SGLang's `HookRegistry` (which
 patches the defining module and every module-level copy); a seam whose value is `None` (on a
 CPU: the renorm and tree-sampling names) is bound directly, in the defining module and in every
 loaded module holding that name bound to `None` (a hook on a `None` value would rebind every
@@ -30,6 +31,8 @@ from specreg.adapters.substitution_runtime import require_applied, seam_missing
 AROUND = {
     "sglang.srt.speculative.eagle_utils.eagle_sample": kernels.verify_call,
     "sglang.srt.speculative.eagle_utils._seeded_verify_coins": kernels.seeded_verify_coins,
+    "sglang.kernels.ops.speculative.reject_sampling.chain_speculative_sampling_triton":
+        kernels.chain_sampling,
 }
 #: SGLang's kernel name -> specreg's function with its signature.
 SEAMS: dict[str, Any] = {

@@ -68,6 +68,8 @@ def names_now() -> dict:
                                   eu.top_p_renorm_prob is renorm.top_p_renorm_prob],
         "greedy_module": getattr(eu.verify_tree_greedy_func, "__module__", None),
         "sampling_module": getattr(eu.tree_speculative_sampling_target_only, "__module__", None),
+        "chain_is_sglangs": own(eu.chain_speculative_sampling_triton,
+                                "sglang.kernels.ops.speculative.reject_sampling"),
     }
 
 
@@ -171,20 +173,30 @@ def greedy_oracle(gen, batches: list[list[int]]) -> dict:
     return {"agree": agree, "total": total, "accepted_histogram": accepted}
 
 
+def sglang_chain_kernel():
+    """SGLang's own chain kernel (the substitution wraps the name; the wrapper keeps it)."""
+    from sglang.kernels.ops.speculative import reject_sampling
+
+    kernel = reject_sampling.chain_speculative_sampling_triton
+    return getattr(kernel, "__wrapped__", kernel)
+
+
 def chain_oracle(gen, b: int, n: int, vocab: int) -> dict:
     """On the same uniforms, SGLang's Triton chain_speculative_sampling_triton against
-    (a) the substituted target-only kernel (q one-hot: the rules coincide) and (b) specreg's
-    recursive rejection sampling with the same general q."""
+    (a) the substituted target-only kernel (q one-hot: the rules coincide), (b) specreg's
+    recursive rejection sampling with the same general q, and (c) the substituted chain kernel
+    as eagle_sample calls it in rejection-sampling mode (SGLang's [b, N - 1, V] draft rows)."""
     import sglang.srt.speculative.eagle_utils as eu
     import torch
-    from sglang.kernels.ops.speculative.reject_sampling import chain_speculative_sampling_triton
     from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 
+    from specreg.adapters.sglang_tree_kernels import write_outputs
+
+    theirs_fn = sglang_chain_kernel()
     out = {}
     cand, index, nt, ns, p, q, coins, final = chain_inputs(gen, b, n, vocab)
     theirs = sglang_outputs(b, n, n)
-    chain_speculative_sampling_triton(*theirs, cand, index, nt, ns, coins, final, p, q, 1.0, 1.0,
-                                      True)
+    theirs_fn(*theirs, cand, index, nt, ns, coins, final, p, q, 1.0, 1.0, True)
     ours = sglang_outputs(b, n, n)
     eu.tree_speculative_sampling_target_only(*ours, cand, index, nt, ns, coins, final, p,
                                              torch.zeros_like(p), 1.0, 1.0, True)
@@ -197,17 +209,23 @@ def chain_oracle(gen, b: int, n: int, vocab: int) -> dict:
     for i in range(1, n):
         cand[:, i] = torch.multinomial(q[:, i - 1], 1, generator=gen).squeeze(1)
     theirs = sglang_outputs(b, n, n)
-    chain_speculative_sampling_triton(*theirs, cand, index, nt, ns, coins, final, p, q, 1.0, 1.0,
-                                      True)
+    theirs_fn(*theirs, cand, index, nt, ns, coins, final, p, q, 1.0, 1.0, True)
     result = verify_tree_sampling(cand, index, nt, ns, p, depth=n - 1, draft_probs=q,
                                   coins=coins, final_coins=final)
     ours = sglang_outputs(b, n, n)
-    from specreg.adapters.sglang_tree_kernels import write_outputs
-
     write_outputs(result, *ours)
     flags = same_outputs(ours, theirs)
     out["rejection"] = {"agree": sum(flags), "total": len(flags),
                         "accepted_mean": float(ours[2].float().mean())}
+    ours = sglang_outputs(b, n, n)
+    eu.chain_speculative_sampling_triton(
+        predicts=ours[0], accept_index=ours[1], accept_token_num=ours[2], candidates=cand,
+        retrive_index=index, retrive_next_token=nt, retrive_next_sibling=ns,
+        uniform_samples=coins, uniform_samples_for_final_sampling=final, target_probs=p,
+        draft_probs=q[:, :-1].contiguous(), threshold_single=1.0, threshold_acc=1.0,
+        deterministic=True)
+    flags = same_outputs(ours, theirs)
+    out["chain_substituted"] = {"agree": sum(flags), "total": len(flags)}
     return out
 
 

@@ -64,6 +64,7 @@ def test_switch_off_leaves_sglangs_own_objects_and_its_cpu_behaviour(runs):
         "sampling_is_none": True, "sampling_call_site_same": True,
         "renorm_is_none": [True, True], "renorm_call_site_same": [True, True],
         "greedy_module": "sglang.kernels.ops.speculative.spec_tree", "sampling_module": None,
+        "chain_is_sglangs": True,
     }
     # what SGLang itself does on this CPU: the greedy kernel writes nothing (not even the
     # root's slot), and the sampling path calls a None renorm
@@ -83,7 +84,7 @@ def test_switch_on_installs_every_seam_and_says_so_once(runs):
         "renorm_is_none": [False, False], "renorm_call_site_same": [True, True],
         # SGLang's REPLACE wrapper copies the original's metadata; the None seams are ours
         "greedy_module": "sglang.kernels.ops.speculative.spec_tree",
-        "sampling_module": "specreg.adapters.sglang_tree_kernels",
+        "sampling_module": "specreg.adapters.sglang_tree_kernels", "chain_is_sglangs": False,
     }
 
 
@@ -114,6 +115,8 @@ def test_sampling_equals_sglangs_triton_chain_kernel_on_the_same_uniforms(runs):
     assert chain["target_only"]["agree"] == chain["target_only"]["total"] == 200
     # specreg's recursive rejection sampling with SGLang's q
     assert chain["rejection"]["agree"] == chain["rejection"]["total"] == 200
+    # the substituted chain kernel, called as eagle_sample calls it with rejection sampling on
+    assert chain["chain_substituted"] == {"agree": 200, "total": 200}
     assert chain["target_only"]["accepted_mean"] > 0.3 and chain["rejection"]["accepted_mean"] > 0.2
 
 
