@@ -361,6 +361,37 @@ def eagle_sample_greedy(gen, b: int, n: int, vocab: int, depth: int) -> dict:
             "root_slot": got[2][:, 0].tolist()[:8]}
 
 
+def eagle_sample_rejection(gen, b: int, n: int, vocab: int) -> dict:
+    """eagle_sample with --speculative-use-rejection-sampling on seeded chains (temperature 0.7,
+    no other filter): what it returns against SGLang's own Triton chain kernel on the same
+    target rows, draft rows and seeded coins (SGLang's hash, as the murmur oracle checks)."""
+    import sglang.srt.speculative.eagle_utils as eu
+    import torch
+    from sglang.srt.runtime_context import get_spec
+
+    cand, index, nt, ns, p, q, _, _ = chain_inputs(gen, b, n, vocab)
+    q = torch.softmax(torch.randn((b, n, vocab), generator=gen) * 2.0, -1)
+    for i in range(1, n):
+        cand[:, i] = torch.multinomial(q[:, i - 1], 1, generator=gen).squeeze(1)
+    logits = (p.log() * 0.7).reshape(b * n, vocab)  # softmax(logits / 0.7) = p
+    vi = verify_input(b, cand, nt, ns, n - 1)
+    vi.tree_topk, vi.draft_probs = 1, q[:, :-1].contiguous()
+    seeds = torch.arange(7, 7 + b, dtype=torch.int64)
+    seq_lens = torch.randint(5, 50, (b,), generator=gen)
+    info = sampling_info(b, vocab, greedy=False, params=(0.7, 1 << 30, 1.0, 0.0), seeds=seeds)
+    info.need_top_k_sampling = False
+    with get_spec().override(speculative_use_rejection_sampling=True):
+        got = run_eagle_sample(vi, info, logits, seq_lens)
+    coins, final = eu._seeded_verify_coins(sampling_seed=seeds, seq_lens=seq_lens,
+                                           draft_token_num=n, device="cpu")
+    probs = torch.softmax(logits / 0.7, -1).view(b, n, vocab)
+    theirs = sglang_outputs(b, n, n)
+    sglang_chain_kernel()(*theirs, cand, index, nt, ns, coins, final, probs, vi.draft_probs,
+                          1.0, 1.0, True)
+    flags = same_outputs((got[0], got[2], got[1] - 1), theirs)
+    return {"agree": sum(flags), "total": b, "accepted_mean": float((got[1] - 1).float().mean())}
+
+
 def seeded(gen, b: int) -> dict:
     """Seeded sampling: a request's tokens are the same alone as in the batch, and twice."""
     import torch
@@ -505,6 +536,7 @@ def main() -> None:
             ("murmur_oracle", murmur_oracle, sizes["murmur"]),
             ("eagle_sample_greedy", eagle_sample_greedy, sizes["eagle_greedy"]),
             ("seeded", seeded, (sizes["seeded"],)),
+            ("eagle_sample_rejection", eagle_sample_rejection, sizes["eagle_rejection"]),
         )
         seconds = {}
         for name, fn, args in sections:

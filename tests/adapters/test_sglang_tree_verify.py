@@ -29,6 +29,7 @@ SIZES = {
     "eagle_greedy": [64, 8, 8, 4],  # requests, nodes, vocab, depth
     "chi_square_samples": 20000,
     "seeded": 8,
+    "eagle_rejection": [64, 4, 16],  # seeded chains, nodes, vocab
 }
 
 
@@ -118,6 +119,11 @@ def test_sampling_equals_sglangs_triton_chain_kernel_on_the_same_uniforms(runs):
     # the substituted chain kernel, called as eagle_sample calls it with rejection sampling on
     assert chain["chain_substituted"] == {"agree": 200, "total": 200}
     assert chain["target_only"]["accepted_mean"] > 0.3 and chain["rejection"]["accepted_mean"] > 0.2
+
+
+def test_eagle_sample_with_rejection_sampling_equals_sglangs_triton_chain_kernel(runs):
+    rejection = runs["on"]["eagle_sample_rejection"]
+    assert rejection["agree"] == rejection["total"] == 64 and rejection["accepted_mean"] > 0.2
 
 
 def test_renorm_equals_sglangs_triton_renorm(runs):
