@@ -173,6 +173,8 @@ def main() -> None:
     # come and go, the first of them would pay for fresh pages
     times.update(interleaved_best({
         "greedy_kernel_sub": greedy_kernel_sub, "greedy_kernel_direct": greedy_kernel_direct,
+    }, args.repeats * 5))
+    times.update(interleaved_best({
         "sampling_kernel_sub": sampling_kernel_sub,
         "sampling_kernel_direct": sampling_kernel_direct,
     }, args.repeats * 3))

@@ -356,6 +356,9 @@ def with_min_p(target_probs: torch.Tensor, sampling_info: Any) -> torch.Tensor:
     needed = (min_ps > 0).nonzero().flatten()
     if needed.numel() == 0:
         return target_probs
+    row_min_p = min_ps.to(torch.float32).repeat_interleave(n)
+    if needed.numel() == b:  # the whole batch: one filtered copy
+        return filter_probs(target_probs.reshape(-1, vocab), min_p=row_min_p).view(b, n, vocab)
     rows = target_probs.index_select(0, needed).reshape(-1, vocab)
     filtered = filter_probs(rows, min_p=min_ps[needed].to(torch.float32).repeat_interleave(n))
     out = target_probs.to(torch.float32, copy=True)
