@@ -393,23 +393,30 @@ def eagle_sample_rejection(gen, b: int, n: int, vocab: int) -> dict:
 
 
 def seeded(gen, b: int) -> dict:
-    """Seeded sampling: a request's tokens are the same alone as in the batch, and twice."""
+    """Seeded sampling with min-p on some requests only: a request's tokens are the same alone
+    as in the batch (its min-p applied to its own rows, nobody else's), and twice."""
     import torch
 
     n, vocab = len(SCENARIO_TOKENS), len(SCENARIO_LOGITS)
     logits = torch.randn((b * n, vocab), generator=gen) * 2.0
     seeds = torch.arange(100, 100 + b, dtype=torch.int64)
     seq_lens = torch.randint(5, 50, (b,), generator=gen)
+    min_ps = torch.tensor([0.0, 0.3] * (b // 2) + [0.0] * (b % 2))
+
+    def info(rows: slice):
+        out = sampling_info(rows.stop - rows.start, vocab, greedy=False, seeds=seeds[rows])
+        out.min_ps = min_ps[rows].clone()
+        out.need_min_p_sampling = bool((out.min_ps > 0).any())
+        return out
+
     vi = verify_input(b, SCENARIO_TOKENS, SCENARIO_NEXT, SCENARIO_SIBLING, 3)
-    batch = run_eagle_sample(vi, sampling_info(b, vocab, greedy=False, seeds=seeds), logits,
-                             seq_lens)
-    again = run_eagle_sample(vi, sampling_info(b, vocab, greedy=False, seeds=seeds), logits,
-                             seq_lens)
+    batch = run_eagle_sample(vi, info(slice(0, b)), logits, seq_lens)
+    again = run_eagle_sample(vi, info(slice(0, b)), logits, seq_lens)
     alone_same = 0
     for r in range(b):
         one = verify_input(1, SCENARIO_TOKENS, SCENARIO_NEXT, SCENARIO_SIBLING, 3)
-        single = run_eagle_sample(one, sampling_info(1, vocab, greedy=False, seeds=seeds[r:r + 1]),
-                                  logits[r * n:(r + 1) * n], seq_lens[r:r + 1])
+        single = run_eagle_sample(one, info(slice(r, r + 1)), logits[r * n:(r + 1) * n],
+                                  seq_lens[r:r + 1])
         rows = batch[2][r][batch[2][r] >= 0].long()
         alone_same += int(torch.equal(single[1], batch[1][r:r + 1])
                           and torch.equal(single[0][(single[2][0][single[2][0] >= 0]).long()],

@@ -197,7 +197,7 @@ def test_sampled_tokens_follow_the_filtered_target_with_min_p(runs):
     assert chi_square_p(chi["threshold_acc_0.3"]["counts"], expected) < 1e-6
 
 
-def test_a_seeded_request_samples_the_same_alone_and_in_a_batch(runs):
+def test_a_seeded_request_samples_the_same_alone_and_in_a_batch_with_its_own_min_p(runs):
     seeded = runs["on"]["seeded"]
     assert seeded["alone_same"] == seeded["total"] == 8 and seeded["repeat_same"]
     assert len(set(seeded["emitted"])) > 1  # the seeds differ, so do the draws
