@@ -152,4 +152,19 @@ ENTRIES = (
         solutions=("Pass a seed >= 0, or -1 (or leave seed out) for an unseeded request.",),
         example_fix="# before\nSamplingParams.of(b, temperature=1.0, seed=-5)\n# after\nSamplingParams.of(b, temperature=1.0, seed=5)",
     ),
+    ErrorEntry(
+        code="SR916",
+        title="Log-probabilities asked for inputs that do not match",
+        meaning=(
+            "emitted_logprobs reads, for every token a verify step emitted, the target row it was "
+            "drawn from: it needs the verifier's result and the same target scores the step "
+            "verified ([b, W, V] or [b * W, V]), on one device, and at most V alternatives."
+        ),
+        when="top_n below 0 or above the vocabulary; target scores of another batch, shape or "
+        "device than the result; an object that is not a verify result.",
+        solutions=("Pass the result and the target scores of the same verify call.",
+                   "Ask for 0 <= top_n <= V alternatives."),
+        example_fix="# before\nemitted_logprobs(result, logits, top_n=10**6)\n"
+        "# after\nemitted_logprobs(result, logits, top_n=5)",
+    ),
 )

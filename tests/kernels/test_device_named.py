@@ -18,6 +18,7 @@ TORCH_PATH_TESTS = (
     "tests/hisparse/test_reference.py",
     "tests/dspark/test_dspark_reference.py",
     "tests/lookup/test_lookup_kernels.py",
+    "tests/kernels/test_logprobs.py",
 )
 
 
