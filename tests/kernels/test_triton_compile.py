@@ -25,6 +25,7 @@ LAUNCHING_TESTS = (
     "tests/hisparse/test_triton.py::test_triton_equals_torch_over_a_call_sequence",
     "tests/hisparse/test_triton.py::test_planned_copy_triton_equals_torch",
     "tests/kernels/test_logprobs.py::test_chain_logprobs_equal_plain_decoding",
+    "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
 )
 
 
