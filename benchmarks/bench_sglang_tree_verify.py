@@ -44,7 +44,8 @@ def in_framework_env(argv: list[str]) -> int:
     model = Path(tempfile.mkdtemp()) / "llama"  # a tiny config: SGLang's server arguments read it
     model.mkdir()
     (model / "config.json").write_text(json.dumps(MODEL_CONFIGS["llama"]))
-    extra = {"SPECREG_BENCH_MODEL": str(model),"SPECREG_SGLANG": "enforce", "SPECREG_SGLANG_SUBSTITUTE": "tree_verify",
+    extra = {"SPECREG_BENCH_MODEL": str(model), "SPECREG_SGLANG": "enforce",
+             "SPECREG_SGLANG_SUBSTITUTE": "tree_verify",
              "TRITON_INTERPRET": "1", "SPECREG_BENCH_IN_ENV": "1"}
     return subprocess.call([str(env.python), __file__, *argv], env=env.subprocess_env(**extra))
 
@@ -118,7 +119,8 @@ def main() -> None:
 
     def buffers():
         return (torch.zeros(b * n, dtype=torch.int32),
-                torch.full((b, depth + 1), -1, dtype=torch.int32), torch.zeros(b, dtype=torch.int32))
+                torch.full((b, depth + 1), -1, dtype=torch.int32),
+                torch.zeros(b, dtype=torch.int32))
 
     predict = torch.argmax(x.logits, dim=-1).view(b, n)
 
@@ -191,7 +193,8 @@ def main() -> None:
           f"{times['greedy_kernel_sub'] / times['greedy_kernel_direct']:.3f}x (target <= 1.05x)")
     print(f"greedy substituted / specreg from logits ({ms['greedy_from_logits']:.3f} ms) = "
           f"{times['greedy_sub'] / times['greedy_from_logits']:.2f}x")
-    print(f"greedy SGLang Triton under the interpreter {ms['triton']:.1f} ms: substituted / SGLang = "
+    print(f"greedy SGLang Triton under the interpreter {ms['triton']:.1f} ms: "
+          f"substituted / SGLang = "
           f"{times['greedy_sub'] / triton_s['triton']:.4f}x (SGLang's default CPU greedy writes "
           "nothing, so it has no time to compare)")
     print(f"sampling (T={temperature}, top_k={top_k}, top_p={top_p}, min_p={min_p}): eagle_sample "
@@ -201,7 +204,8 @@ def main() -> None:
           f"{times['sampling_sub'] / times['sampling_direct']:.3f}x (SGLang's call site included)")
     print(f"sampling wrapping: substituted kernel {ms['sampling_kernel_sub']:.3f} ms / specreg "
           f"kernel {ms['sampling_kernel_direct']:.3f} ms = "
-          f"{times['sampling_kernel_sub'] / times['sampling_kernel_direct']:.3f}x (target <= 1.05x)")
+          f"{times['sampling_kernel_sub'] / times['sampling_kernel_direct']:.3f}x "
+          "(target <= 1.05x)")
     print(f"sampling substituted / specreg verify_tree_with_params ({ms['sampling_fused']:.3f} ms)"
           f" = {times['sampling_sub'] / times['sampling_fused']:.2f}x")
     print("sampling SGLang's own path: does not run on a CPU (top_k_renorm_prob and "

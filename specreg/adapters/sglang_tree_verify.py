@@ -1,23 +1,26 @@
-"""Installs the `tree_verify` substitution in an SGLang process: eagle_sample runs specreg's kernels.
+"""Installs `tree_verify` in an SGLang process: eagle_sample runs specreg's tree kernels.
 
 `install(plan)` puts `specreg.adapters.sglang_tree_kernels`'s functions in place of SGLang
 0.5.23's greedy tree kernel, its target-only tree sampling kernel and the top-k / top-p renorm
-before it, and wraps `eagle_sample` (AROUND) so that the sampling kernel sees the batch's
-min-p, `_seeded_verify_coins` so that seeded requests get SGLang's coins on a CPU too, and
-the chain kernel `--speculative-use-rejection-sampling` selects (min-p there as well). A seam whose value is a real function goes through SGLang's `HookRegistry` (which
-patches the defining module and every module-level copy); a seam whose value is `None` (on a
-CPU: the renorm and tree-sampling names) is bound directly, in the defining module and in every
-loaded module holding that name bound to `None` (a hook on a `None` value would rebind every
-`None` global of every module). Every seam is then checked: a hook SGLang did not apply, or a
-seam this SGLang release lacks, raises SR182 (`substitution_runtime`), never a silent fallback.
+before it, and wraps (AROUND) `eagle_sample` so that the sampling kernel sees the batch's
+min-p, `_seeded_verify_coins` so that seeded requests get SGLang's coins on a CPU too, and the
+chain kernel `--speculative-use-rejection-sampling` selects (min-p there as well).
 
-`SEAMS` lists the seams with SGLang's names; `originals()` reports what those names hold now
-(the tests compare it with SGLang's own objects when the switch is off).
+A seam whose value is a function goes through SGLang's `HookRegistry` (which patches the
+defining module and every module-level copy); a seam whose value is not a function (`None` on
+a CPU for the renorm and tree-sampling names; CUDA's lazy FlashInfer renorm objects) is bound
+directly, in the defining module and in every loaded module holding that name bound to the
+same object (a hook on a `None` value would rebind every `None` global of every module). Every
+seam is then checked: a hook SGLang did not apply, or a seam this SGLang release lacks, raises
+SR182 (`substitution_runtime`), never a silent fallback.
+
+`SEAMS` and `AROUND` list the seams with SGLang's dotted names.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 import types
@@ -58,8 +61,8 @@ def install(plan: Any = None) -> None:
     hooked: dict[str, Any] = {}
     for target, ours in SEAMS.items():
         module_name, name = target.rsplit(".", 1)
-        if originals[target] is None:
-            bind_none(_import(module_name), name, ours)
+        if not inspect.isroutine(originals[target]):  # None, or a lazy import object
+            bind_direct(_import(module_name), name, originals[target], ours)
         else:
             HookRegistry.register(target, ours, HookType.REPLACE)
             hooked[target] = ours
@@ -78,25 +81,17 @@ def install(plan: Any = None) -> None:
         _require_hook(target, _resolve(target), originals[target], ours)
 
 
-def bind_none(module: types.ModuleType, name: str, ours: Any) -> int:
-    """Bind `name` to `ours` in `module` and in every loaded module where `name` is None (its
-    `from module import name` copies); returns how many modules were rebound."""
+def bind_direct(module: types.ModuleType, name: str, original: Any, ours: Any) -> int:
+    """Bind `name` to `ours` in `module` and in every loaded module where `name` holds
+    `original` (its `from module import name` copies; only that name, so a `None` elsewhere is
+    left alone); returns how many modules were rebound."""
     count = 0
     for other in [module, *[m for m in list(sys.modules.values()) if m is not module]]:
-        if isinstance(other, types.ModuleType) and name in vars(other) and vars(other)[name] is None:
+        if (isinstance(other, types.ModuleType) and name in vars(other)
+                and vars(other)[name] is original):
             setattr(other, name, ours)
             count += 1
     return count
-
-
-def originals() -> dict[str, Any]:
-    """What each seam's name (and eagle_utils' copy of it) holds in this process now."""
-    out = {target: _resolve(target) for target in (*AROUND, *SEAMS)}
-    call_site = _import(CALL_SITE)
-    for target in SEAMS:
-        name = target.rsplit(".", 1)[1]
-        out[f"{CALL_SITE}.{name}"] = getattr(call_site, name)
-    return out
 
 
 def _require_hook(target: str, now: Any, original: Any, ours: Any) -> None:

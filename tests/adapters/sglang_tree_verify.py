@@ -516,7 +516,7 @@ def main() -> None:
     from specreg.adapters import substitution_runtime
 
     publish_server_args(payload["model_path"])
-    import sglang.srt.speculative.eagle_utils  # noqa: F401 - eagle_sample's module, as workers load it
+    import sglang.srt.speculative.eagle_utils  # noqa: F401 - as a worker loads it
 
     sizes = payload["sizes"]
     gen = torch.Generator().manual_seed(20)
