@@ -1,7 +1,8 @@
 """SGLang's tree-verification kernel signatures, computed by specreg's EAGLE verifier kernels.
 
 Each function here takes exactly the arguments SGLang 0.5.23's `eagle_sample` passes to the
-kernel it stands in for, validates them as specreg's own kernels do (a `KernelInputError` with
+kernel it stands in for (running the EAGLE plugin's kernels, found through its entry point:
+`eagle_kernels`), validates them as specreg's own kernels do (a `KernelInputError` with
 an SR9xx code, before anything is written), and writes SGLang's mutable outputs the way
 SGLang's kernels write them (only the accepted path's `predicts` and `accept_index` slots):
 
@@ -31,13 +32,14 @@ whose probability is at least min_p times the largest, renormalise) before verif
 from __future__ import annotations
 
 import contextvars
+import functools
+import importlib
 from collections.abc import Callable
+from importlib.metadata import entry_points
+from types import SimpleNamespace
 from typing import Any
 
 import torch
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy as specreg_verify_greedy
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
@@ -58,6 +60,25 @@ CURRENT_SAMPLING_INFO: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "specreg_sglang_sampling_info", default=None
 )
 
+#: The plugin whose tree verifier these kernels run (its entry point in the `specreg` group).
+EAGLE_PLUGIN = "eagle"
+
+
+@functools.lru_cache(maxsize=1)
+def eagle_kernels() -> SimpleNamespace:
+    """The EAGLE plugin's tree verification kernels (`verify_tree_greedy`,
+    `verify_tree_sampling`), found through its `specreg` entry point as the registry finds
+    plugins (specreg's core never imports a shipped plugin). ImportError when it is absent."""
+    found = [ep for ep in entry_points(group="specreg") if ep.name == EAGLE_PLUGIN]
+    if not found:
+        raise ImportError(f"no {EAGLE_PLUGIN!r} plugin in the 'specreg' entry-point group")
+    package = found[0].module.rsplit(".", 1)[0]
+    greedy = importlib.import_module(f"{package}.kernels.verify_greedy")
+    sampling = importlib.import_module(f"{package}.kernels.verify_sampling")
+    return SimpleNamespace(verify_tree_greedy=greedy.verify_tree_greedy,
+                           verify_tree_sampling=sampling.verify_tree_sampling)
+
+
 #: SGLang's top-k meaning "every token" (`sglang.srt.sampling.sampling_params.TOP_K_ALL`).
 SGLANG_TOP_K_ALL = 1 << 30
 
@@ -75,14 +96,15 @@ def verify_call(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 # ------------------------------------------------------------------------------- tree kernels
 def write_outputs(
-    result: TreeVerifyResult,
+    result: Any,
     predicts: torch.Tensor,
     accept_index: torch.Tensor,
     accept_token_num: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Write `result` into SGLang's mutable outputs as its kernels do: the accepted path's
-    `predicts` rows and `accept_index` slots, and every request's count (elementwise selects:
-    `result.predicts` is -1 exactly off the path, since every emitted token is >= 0)."""
+    """Write `result` (the EAGLE kernels' `TreeVerifyResult`) into SGLang's mutable outputs as
+    its kernels do: the accepted path's `predicts` rows and `accept_index` slots, and every
+    request's count (elementwise selects: `result.predicts` is -1 exactly off the path, since
+    every emitted token is >= 0)."""
     predicts.copy_(torch.where(result.predicts >= 0, result.predicts.to(predicts.dtype), predicts))
     accept_index.copy_(torch.where(result.accept_index >= 0,
                                    result.accept_index.to(accept_index.dtype), accept_index))
@@ -127,7 +149,7 @@ def verify_tree_greedy(
     """`verify_tree_greedy_func`'s signature: greedy tree verification by specreg's kernel."""
     del topk  # SGLang's dispatch hint; the walk does not need it
     b, n = candidates.shape if candidates.dim() == 2 else (0, 0)
-    result = specreg_verify_greedy(
+    result = eagle_kernels().verify_tree_greedy(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling,
         depth=_check_outputs(b, n, predicts, accept_index, accept_token_num),
         target_predict=target_predict,
@@ -159,7 +181,7 @@ def tree_sampling_target_only(
     b, n = candidates.shape if candidates.dim() == 2 else (0, 0)
     depth = _check_outputs(b, n, predicts, accept_index, accept_token_num)
     probs = with_min_p(target_probs, CURRENT_SAMPLING_INFO.get())
-    result = verify_tree_sampling(
+    result = eagle_kernels().verify_tree_sampling(
         candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs,
         depth=depth, coins=uniform_samples, final_coins=uniform_samples_for_final_sampling,
         threshold_single=threshold_single, threshold_acc=threshold_acc,
@@ -201,7 +223,7 @@ def chain_sampling(
     check_shape("draft_probs", draft_probs, (b, None, None))
     if draft_probs.shape[1] == n - 1:  # SGLang's drafts have no row for the last node
         draft_probs = torch.cat([draft_probs, draft_probs.new_zeros(b, 1, draft_probs.shape[2])], 1)
-    result = verify_tree_sampling(
+    result = eagle_kernels().verify_tree_sampling(
         candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs, depth=depth,
         draft_probs=draft_probs, coins=uniform_samples,
         final_coins=uniform_samples_for_final_sampling,
