@@ -1,0 +1,432 @@
+"""Drives SGLang's own HiSparse coordinator on CPU, with or without specreg's `hisparse_swap`.
+
+Runs inside the pinned framework environment. Everything is SGLang's real code (its DSA KV pool,
+its HiSparse allocator, host pool and `HiSparseCoordinator`, whose ``__init__`` builds the
+speculative swap manager), except what needs a GPU, patched here and nowhere else:
+
+- the host pool is built with ``pin_memory=False`` (pinning needs CUDA);
+- the device -> host backup (``backup_from_device_all_layer``) and the device -> device
+  transfer (``transfer_values_on_device``) are pointer-based GPU kernels: torch row copies here;
+- ``copy_cache_planned_mla`` (the skip layers' replay of a miss plan) is CUDA compiled at run
+  time: specreg's ``copy_cache_planned`` replays the same plan here.
+
+The calls are SGLang's call sites: ``HiSparseCoordinator(...)`` (builds the manager),
+``alloc_device_buffer`` (admission), ``prepare_spec_verify`` (what EAGLE's verify calls),
+``swap_in_selected_pages`` (what the DSA backend calls in target-verify), and
+``commit_spec_accept_tokens`` / ``request_finished``. Prints one JSON object: what each case saw.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import random
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any
+
+SIG = 4  # int16 words of a KV row that carry its signature (request serial, position, version, layer)
+
+
+def setup(substitute: str) -> Any:
+    """Import SGLang, start a one-process gloo group (the coordinator asks its TP size), patch
+    the GPU-only pieces, and apply the substitution the way the payload says."""
+    logging.disable(logging.CRITICAL)
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(20000 + os.getpid() % 20000))
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    if substitute == "load_plugins":  # the adapter, as SGLang's plugin loader runs it
+        from sglang.srt.plugins import load_plugins
+
+        load_plugins()
+    elif substitute == "install":
+        from specreg.adapters.sglang_hisparse import install
+
+        install(None)
+    import sglang.srt.managers.hisparse_coordinator as hc
+
+    hc.MLATokenToKVPoolHost = functools.partial(hc.MLATokenToKVPoolHost, pin_memory=False)
+
+    def copy_cache_planned_mla(*, miss_src, miss_dst, miss_count, num_real_reqs, host_cache,
+                               device_buffer, **_: Any) -> None:
+        from specreg_hisparse.kernels.planned_copy import copy_cache_planned
+
+        copy_cache_planned(miss_src, miss_dst, miss_count, num_real_reqs, host_cache, device_buffer)
+
+    hc.copy_cache_planned_mla = copy_cache_planned_mla
+    return hc
+
+
+class World:
+    """One coordinator over SGLang's real pools, its requests, and what every token should hold."""
+
+    def __init__(self, hc: Any, *, ndt: int, top_k: int, dbs: int, page: int, slots: int,
+                 ctx: int, layers: int = 2, shared: list[bool] | None = None) -> None:
+        import torch
+        from sglang.srt.mem_cache.allocator.hisparse import HiSparseTokenToKVPoolAllocator
+        from sglang.srt.mem_cache.hisparse_memory_pool import HiSparseDSATokenToKVPool
+        from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+
+        self.torch, self.hc = torch, hc
+        self.ndt, self.top_k, self.dbs, self.page, self.layers = ndt, top_k, dbs, page, layers
+        size = slots * (dbs + 2 * page + max(0, ndt * top_k - dbs) + page) + 4 * page
+        pool = HiSparseDSATokenToKVPool(
+            size=size, page_size=page, kv_lora_rank=32, dtype=torch.bfloat16, qk_rope_head_dim=16,
+            layer_num=layers, device="cpu", index_head_dim=128, enable_memory_saver=False,
+            kv_cache_dim=48,
+        )  # fmt: skip
+        alloc = HiSparseTokenToKVPoolAllocator(size=size, page_size=page, dtype=torch.bfloat16,
+                                               device="cpu", kvcache=pool, need_sort=False)
+        rtp = ReqToTokenPool(size=slots, max_context_len=ctx, device="cpu", enable_memory_saver=False)
+        self.c = hc.HiSparseCoordinator(
+            rtp, alloc, top_k=top_k, device_buffer_size=dbs, device="cpu", tp_group=None,
+            num_draft_tokens=ndt, shared_index_layers=shared,
+        )  # fmt: skip
+        self.patch_gpu_io()
+        self.free_slots = list(range(rtp.req_to_token.shape[0]))
+        self.free_logical = list(range(1, alloc.size_full + 1))  # 0 means "unmapped"
+        self.reqs: dict[int, Any] = {}
+        self.truth: dict[tuple[int, int], tuple[int, int]] = {}  # (slot, pos) -> (serial, version)
+        self.serial = 0
+        self.counts = {"swap_calls": 0, "checked_tokens": 0, "verify_steps": 0, "joined": 0,
+                       "left": 0, "misses": 0, "replayed_layers": 0}
+
+    # ------------------------------------------------------------------ GPU-only IO, patched
+    def patch_gpu_io(self) -> None:
+        c = self.c
+
+        def rows(buf: Any) -> Any:
+            return buf.view(buf.shape[0], -1)
+
+        def backup_from_device_all_layer(device_pool, host_indices, device_indices, io_backend):
+            for layer in range(self.layers):
+                rows(c.mem_pool_host.kv_buffer[layer])[host_indices.long()] = rows(
+                    device_pool.kv_buffer[layer])[device_indices.long()]
+
+        def transfer_values_on_device(dst_indices, src_indices):
+            for layer in range(self.layers):
+                buf = rows(c.mem_pool_device.kv_buffer[layer])
+                buf[dst_indices.long()] = buf[src_indices.long()].clone()
+
+        c.mem_pool_host.backup_from_device_all_layer = backup_from_device_all_layer
+        c.mem_pool_device.transfer_values_on_device = transfer_values_on_device
+
+    # ------------------------------------------------------------------ signatures
+    def signature(self, serial: int, pos: int, version: int, layer: int) -> Any:
+        return self.torch.tensor([serial % 30000 + 1, pos % 30000, version % 30000, layer + 1],
+                                 dtype=self.torch.int16)
+
+    def write_kv(self, buffer: Any, rows: Any, slot: int, positions: list[int], layer: int) -> None:
+        view = buffer.view(buffer.shape[0], -1).view(self.torch.int16)
+        serial = self.reqs[slot].serial
+        for row, pos in zip(rows.tolist(), positions):
+            view[row, :SIG] = self.signature(serial, pos, self.truth[(slot, pos)][1], layer)
+
+    # ------------------------------------------------------------------ requests
+    def join(self, length: int) -> int:
+        """A request of `length` prompt tokens, admitted as SGLang's staging leaves it: its
+        prompt backed up on host, then `alloc_device_buffer` (SGLang's) binds its buffer."""
+        torch, c = self.torch, self.c
+        slot = self.free_slots.pop(0)
+        self.serial += 1
+        logical = [self.free_logical.pop(0) for _ in range(length + 8 * self.ndt + 16)]
+        c.req_to_token_pool.req_to_token[slot, : len(logical)] = torch.tensor(logical)
+        kv = SimpleNamespace(req_pool_idx=slot, kv_allocated_len=length)
+        req = SimpleNamespace(kv=kv, serial=self.serial, logical=logical, rid=f"r{self.serial}",
+                              extend_end=length, seq_len=length)
+        self.reqs[slot] = req
+        for pos in range(length):
+            self.truth[(slot, pos)] = (self.serial, 0)
+        host = c.mem_pool_host.alloc_paged_token_slots(
+            c.req_to_host_pool, c.req_to_host_pool_allocated_len, slot, 0, length)
+        for layer in range(self.layers):
+            self.write_kv(c.mem_pool_host.kv_buffer[layer], host, slot, list(range(length)), layer)
+        c.alloc_device_buffer(req)
+        # prefill wrote the first device_buffer_size tokens into the buffer's rows
+        first = min(length, self.dbs)
+        dev_rows = c.req_to_device_buffer[slot, :first]
+        for layer in range(self.layers):
+            self.write_kv(c.mem_pool_device.kv_buffer[layer], dev_rows, slot, list(range(first)),
+                          layer)
+        self.counts["joined"] += 1
+        return slot
+
+    def leave(self, slot: int) -> None:
+        req = self.reqs.pop(slot)
+        self.c.request_finished(req)
+        self.free_slots.append(slot)
+        self.free_logical.extend(req.logical)
+        for key in [k for k in self.truth if k[0] == slot]:
+            del self.truth[key]
+        self.counts["left"] += 1
+
+    # ------------------------------------------------------------------ one verify step
+    def batch(self, slots: list[int]) -> Any:
+        torch = self.torch
+        reqs = [self.reqs[s] for s in slots]
+        seq = torch.tensor([r.seq_len for r in reqs], dtype=torch.int64)
+        out = torch.tensor([r.logical[r.seq_len + i] for r in reqs for i in range(self.ndt)])
+        return SimpleNamespace(
+            reqs=reqs, req_pool_indices=torch.tensor(slots, dtype=torch.int64), seq_lens=seq,
+            out_cache_loc=out, forward_mode=SimpleNamespace(is_idle=lambda: False),
+        )  # fmt: skip
+
+    def selection(self, rng: random.Random, slots: list[int], pick: Any = None) -> tuple[Any, Any]:
+        """Random top-k per step (duplicates across steps, -1 padding, out-of-range tokens)."""
+        torch = self.torch
+        rows = []
+        for s in slots:
+            start = self.reqs[s].seq_len
+            steps = []
+            for step in range(self.ndt):
+                visible = start + step + 1
+                if pick is not None:
+                    chosen = pick(s, step, visible)
+                else:
+                    pool = list(range(max(0, visible - 3 * self.top_k), visible))
+                    chosen = rng.sample(pool, min(len(pool), self.top_k - 2)) + [-1, visible + 5]
+                steps.append((chosen + [-1] * self.top_k)[: self.top_k])
+            rows.append(steps)
+        seq = torch.tensor([self.reqs[s].seq_len + step + 1 for s in slots for step in range(self.ndt)],
+                           dtype=torch.int32)
+        return torch.tensor(rows, dtype=torch.int32), seq
+
+    def verify(self, rng: random.Random, slots: list[int], *, accept: list[int] | None = None,
+               pick: Any = None, check: bool = True) -> dict[str, Any]:
+        """EAGLE's verify of one batch: prepare (SGLang's), the target forward writing the verify
+        tokens' KV, every layer's swap (SGLang's DSA call), a check, then the commit."""
+        torch, c = self.torch, self.c
+        for s in slots:
+            r = self.reqs[s]
+            r.kv.kv_allocated_len = r.seq_len + self.ndt
+            for i in range(self.ndt):
+                key = (s, r.seq_len + i)
+                self.truth[key] = (r.serial, self.truth.get(key, (0, 0))[1] + 1)
+        batch = self.batch(slots)
+        c.num_real_reqs.fill_(len(slots))
+        c.prepare_spec_verify(batch)
+        mapping = c.token_to_kv_pool_allocator.full_to_hisparse_device_index_mapping
+        verify_rows = mapping[batch.out_cache_loc]
+        for layer in range(self.layers):
+            for b, s in enumerate(slots):
+                r = self.reqs[s]
+                self.write_kv(c.mem_pool_device.kv_buffer[layer],
+                              verify_rows[b * self.ndt : (b + 1) * self.ndt], s,
+                              [r.seq_len + i for i in range(self.ndt)], layer)
+        top_k, seq = self.selection(rng, slots, pick)
+        seen = []
+        for layer in range(self.layers):
+            before = (c.req_device_buffer_tokens[layer].clone(), c.req_device_buffer_token_locs[layer].clone())
+            locs = c.swap_in_selected_pages(batch.req_pool_indices, seq, top_k, layer).clone()
+            self.counts["swap_calls"] += 1
+            if self.c.enable_prefetch and self.c._is_shared_index_layer[layer]:
+                self.counts["replayed_layers"] += 1
+            if check:
+                self.check(slots, top_k, seq, locs, layer)
+            seen.append((top_k, seq, locs, before))
+        if accept is None:
+            accept = [rng.randint(1, self.ndt) for _ in slots]
+        index = torch.full((len(slots), self.ndt), -1, dtype=torch.int64)
+        for b, n in enumerate(accept):
+            index[b, :n] = torch.arange(n) + b * self.ndt
+        c.commit_spec_accept_tokens(batch, index)
+        for s, n in zip(slots, accept):
+            r = self.reqs[s]
+            for i in range(n, self.ndt):  # rejected: rewritten by the next verify
+                self.truth.pop((s, r.seq_len + i), None)
+            r.seq_len += n
+        self.counts["verify_steps"] += 1
+        return {"seen": seen}
+
+    def check(self, slots: list[int], top_k: Any, seq: Any, locs: Any, layer: int) -> None:
+        """Every valid selected token's device row holds its KV; every invalid one reads -1."""
+        torch = self.torch
+        dev = self.c.mem_pool_device.kv_buffer[layer]
+        view = dev.view(dev.shape[0], -1).view(torch.int16)
+        for b, s in enumerate(slots):
+            r = self.reqs[s]
+            for step in range(self.ndt):
+                visible = int(seq[b * self.ndt + step])
+                for k, token in enumerate(top_k[b, step].tolist()):
+                    loc = int(locs[b, step, k])
+                    if not 0 <= token < visible:
+                        assert loc == -1, (token, visible, loc)
+                        continue
+                    want = self.signature(r.serial, token, self.truth[(s, token)][1], layer)
+                    got = view[loc, :SIG]
+                    assert loc >= 0 and torch.equal(got, want), (
+                        f"slot {s} token {token} layer {layer}: row {loc} holds {got.tolist()}, "
+                        f"want {want.tolist()}")
+                    self.counts["checked_tokens"] += 1
+
+
+# ------------------------------------------------------------------------------ the cases
+def builds(hc: Any, cases: list[list[int]]) -> list[dict[str, Any]]:
+    """The coordinator building its manager for (draft tokens, top_k, device_buffer_size, page)."""
+    out = []
+    for ndt, top_k, dbs, page in cases:
+        try:
+            world = World(hc, ndt=ndt, top_k=top_k, dbs=dbs, page=page, slots=2, ctx=dbs * 4)
+        except Exception as exc:  # noqa: BLE001 - what SGLang (or specreg) refused with
+            if os.environ.get("H1_DEBUG"):
+                import traceback; traceback.print_exc()
+            code = getattr(getattr(exc, "problems", [None])[0], "code", None)
+            out.append({"case": [ndt, top_k, dbs, page], "built": False,
+                        "error": type(exc).__name__, "code": code, "message": str(exc)})
+            continue
+        manager = world.c.spec_swap
+        out.append({"case": [ndt, top_k, dbs, page], "built": True,
+                    "manager": f"{type(manager).__module__}.{type(manager).__qualname__}",
+                    "scratch_capacity": manager.scratch_capacity})
+    return out
+
+
+def swap_path(hc: Any, cases: list[list[int]], steps: int, seed: int) -> list[dict[str, Any]]:
+    """Requests of a long prompt (beyond the device buffer), verified `steps` times through
+    SGLang's own call sites, every selected token checked against what it should hold."""
+    out = []
+    for ndt, top_k, dbs, page in cases:
+        rng = random.Random(seed + ndt)
+        world = World(hc, ndt=ndt, top_k=top_k, dbs=dbs, page=page, slots=3, ctx=dbs * 8)
+        slots = [world.join(dbs + 3 * top_k), world.join(dbs // 2)]
+        for _ in range(steps):
+            world.verify(rng, slots)
+        out.append({"case": [ndt, top_k, dbs, page], **world.counts})
+    return out
+
+
+def churn(hc: Any, ndt: int, steps: int, seed: int) -> dict[str, Any]:
+    """`steps` verify steps while requests join and leave at random; every token checked."""
+    rng = random.Random(seed)
+    world = World(hc, ndt=ndt, top_k=8, dbs=16, page=16, slots=4, ctx=512, layers=1)
+    live: list[int] = []
+    started = time.perf_counter()
+    for _ in range(steps):
+        if live and (rng.random() < 0.03 or any(world.reqs[s].seq_len > 400 for s in live)):
+            world.leave(live.pop(rng.randrange(len(live))))
+        if len(live) < 3 and (not live or rng.random() < 0.1):
+            live.append(world.join(rng.randint(1, 60)))
+        batch = rng.sample(live, rng.randint(1, len(live)))
+        world.verify(rng, batch)
+    return {**world.counts, "seconds": time.perf_counter() - started,
+            "totals": world.c.spec_swap.swapper.totals.tolist()}
+
+
+def replay(hc: Any, ndt: int, steps: int, seed: int) -> dict[str, Any]:
+    """A shared-index model (layer 1 reuses layer 0's top-k): the anchor records its miss plan
+    and SGLang's prefetch path replays it into layer 1; layer 1's rows are checked too."""
+    rng = random.Random(seed)
+    world = World(hc, ndt=ndt, top_k=16, dbs=32, page=16, slots=3, ctx=512, layers=2,
+                  shared=[False, True])
+    slots = [world.join(200), world.join(90)]
+    planned = 0
+    for _ in range(steps):
+        world.verify(rng, slots)
+        planned += int(world.c._miss_count[: len(slots)].sum())
+    return {**world.counts, "planned_rows": planned, "prefetch": world.c.enable_prefetch}
+
+
+def contract(hc: Any, ndt: int, seed: int) -> dict[str, Any]:
+    """One verify whose selection holds every case of SGLang's location contract, with the
+    coordinator's tables before the call, so the test pins each case."""
+    torch = None
+    rng = random.Random(seed)
+    world = World(hc, ndt=ndt, top_k=12, dbs=16, page=16, slots=3, ctx=256, layers=1)
+    torch = world.torch
+    a, b = world.join(60), world.join(10)  # long (misses, host) and short (all in the buffer)
+    world.verify(rng, [a, b], accept=[ndt, 1])  # the newest token now sits on the extra page
+    case_rows: dict[str, list[int]] = {}
+
+    def pick(slot: int, step: int, visible: int) -> list[int]:
+        start = world.reqs[slot].seq_len
+        newest = start - 1
+        verify = [start + i for i in range(step + 1)]  # visible verify tokens of this step
+        hot = [3, 7]  # prompt tokens that the device buffer holds (alloc put 0..15 there)
+        far = [20 + step, 30, 41] if visible > 41 else []  # beyond the buffer: host only
+        return [newest, *verify, *hot, *far, -1, visible, visible + 3][: world.top_k]
+
+    c = world.c
+    tokens_before = c.req_device_buffer_tokens[0].clone()
+    locs_before = c.req_device_buffer_token_locs[0].clone()
+    scratch = world.c.spec_swap.req_to_scratch[0].clone()
+    c.num_real_reqs.fill_(2)
+    slots = [a, b, a]  # a padding row (CUDA-graph style) past num_real_reqs
+    result = world.verify(rng, [a, b], accept=[1, 1], pick=pick)
+    top_k, seq, locs, _ = result["seen"][0]
+    # a padded batch through the same call: rows >= num_real_reqs
+    padded = None
+    try:
+        padded_top = torch.cat([top_k, top_k[:1]])
+        padded_seq = torch.cat([seq, seq[:ndt]])
+        world.c.num_real_reqs.fill_(2)
+        for s in (a, b):
+            world.reqs[s].kv.kv_allocated_len = world.reqs[s].seq_len + ndt
+        batch = world.batch([a, b])
+        c.prepare_spec_verify(batch)
+        padded = c.swap_in_selected_pages(torch.tensor(slots), padded_seq, padded_top, 0)[2].tolist()
+    except Exception as exc:  # noqa: BLE001
+        padded = f"{type(exc).__name__}: {exc}"
+    hot, page = world.dbs, world.page
+    for row, slot in enumerate([a, b]):
+        owned = set(locs_before[slot, :hot].tolist()) | set(scratch[slot].tolist())
+        extra = {int(t): int(l) for t, l in zip(tokens_before[slot, hot:hot + page].tolist(),
+                                                 locs_before[slot, hot:hot + page].tolist()) if t >= 0}
+        held = {int(t): int(locs_before[slot, j]) for j, t in enumerate(tokens_before[slot, :hot].tolist())
+                if t >= 0}
+        start = int(seq[row * ndt]) - 1
+        miss_rows: dict[int, int] = {}
+        for step in range(ndt):
+            visible = int(seq[row * ndt + step])
+            for k, token in enumerate(top_k[row, step].tolist()):
+                loc = int(locs[row, step, k])
+                if not 0 <= token < visible:
+                    kind, ok = "invalid", loc == -1
+                elif token >= visible - page and token in extra and token >= start:
+                    kind, ok = "extra_page", loc == extra[token]
+                elif token in held:
+                    kind, ok = "hot_hit", loc == held[token]
+                else:
+                    kind = "host_miss"
+                    ok = loc in owned and miss_rows.setdefault(token, loc) == loc
+                    ok = ok and loc not in extra.values() and all(
+                        loc != held[t] for t in held if t in top_k[row].reshape(-1).tolist())
+                case_rows.setdefault(kind, []).append(int(ok))
+        distinct = len(set(miss_rows.values())) == len(miss_rows)
+        case_rows.setdefault("host_miss_distinct_rows", []).append(int(distinct))
+    return {"ndt": ndt, "cases": {k: [sum(v), len(v)] for k, v in case_rows.items()},
+            "padded_row": padded, "checked_tokens": world.counts["checked_tokens"]}
+
+
+def main() -> None:
+    payload = json.load(sys.stdin)
+    hc = setup(payload.get("substitute", "off"))
+    manager = hc.HiSparseSpecSwapManager
+    result: dict[str, Any] = {"manager_class": f"{manager.__module__}.{manager.__qualname__}"}
+    started = time.perf_counter()
+    if "builds" in payload:
+        result["builds"] = builds(hc, payload["builds"])
+    if "swap_path" in payload:
+        result["swap_path"] = swap_path(hc, payload["swap_path"], payload.get("steps", 6), 7)
+    if "churn" in payload:
+        result["churn"] = churn(hc, *payload["churn"])
+    if "replay" in payload:
+        result["replay"] = replay(hc, *payload["replay"])
+    if "contract" in payload:
+        result["contract"] = [contract(hc, ndt, 11) for ndt in payload["contract"]]
+    if payload.get("active"):
+        from specreg.adapters.sglang_hisparse import installed
+
+        result["installed"] = installed()
+    result["seconds"] = time.perf_counter() - started
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
