@@ -25,10 +25,12 @@ Imported only inside an SGLang process with the substitution on (never by ``impo
 from __future__ import annotations
 
 import importlib
+import sys
 import weakref
 from typing import Any
 
-from specreg.errors import ConfigError, PluginError, problem
+from specreg.errors import ConfigError
+from specreg.framework_args.rules import hisparse_swap_limits
 
 NAME = "hisparse_swap"
 MODULE = "sglang.srt.managers.hisparse_coordinator"
@@ -45,42 +47,6 @@ CALLERS = (
     f"{MODULE}.HiSparseCoordinator.prepare_spec_verify",
     f"{MODULE}.HiSparseCoordinator.commit_spec_accept_tokens",
 )
-_FLAG = "--hisparse-config"
-
-
-# ------------------------------------------------------------------------------ the limits
-def layout_problems(top_k: int, device_buffer_size: int, page_size: int | None, num_draft_tokens: int):
-    """specreg's own limits on a substituted HiSparse swap, in SGLang's flags (empty: fits).
-
-    - SR183: the hot buffer (``device_buffer_size``) holds every token one step selects, so it
-      must be at least top_k.
-    - SR184: the extra page holds the newest token and the verify tokens, so
-      ``num_draft_tokens + 1 <= page_size`` (SGLang's ``prepare_verify`` check, reported at
-      start-up instead of at the first verify).
-    Any number of draft tokens >= 1 and any top_k >= 1 work otherwise.
-    """
-    found = []
-    if top_k > device_buffer_size:
-        found.append(problem(
-            "SR183",
-            f"HiSparse top_k={top_k} exceeds the device buffer of {device_buffer_size} tokens "
-            "(one step's selection must be resident at once)",
-            accepted=f"device_buffer_size >= top_k = {top_k}",
-            fix=f"raise it: {_FLAG} '{{\"device_buffer_size\": {max(top_k, 4096)}}}', or lower "
-            f"top_k in {_FLAG}",
-            field="hisparse_config.device_buffer_size",
-        ))
-    if page_size is not None and num_draft_tokens + 1 > page_size:
-        found.append(problem(
-            "SR184",
-            f"{num_draft_tokens} draft tokens do not fit HiSparse's extra page of {page_size} "
-            f"slots (it holds the newest token and every verify token: {num_draft_tokens + 1})",
-            accepted=f"--speculative-num-draft-tokens <= {page_size - 1}",
-            fix=f"set --speculative-num-draft-tokens {page_size - 1} or fewer, or raise "
-            f"--page-size to {num_draft_tokens + 1} or more",
-            field="num_draft_tokens",
-        ))
-    return found
 
 
 # ------------------------------------------------------------------------------ the manager
@@ -88,7 +54,6 @@ def manager_class(original: type) -> type:
     """The replacement of SGLang's manager class `original` (a subclass, so every attribute
     SGLang's callers read is there)."""
     import torch
-
     from specreg_hisparse.runtime import HiSparseLayout
     from specreg_hisparse.swapper import HiSparseSwapper
 
@@ -122,7 +87,7 @@ def manager_class(original: type) -> type:
                 raise ValueError("HiSparse spec swap currently supports DSA caches only.")
             top_k, hot = coordinator.top_k, coordinator.device_buffer_size
             page = coordinator.padded_buffer_size - hot
-            found = layout_problems(top_k, hot, page, num_draft_tokens)
+            found = hisparse_swap_limits(top_k, hot, page, num_draft_tokens)
             if found:
                 raise ConfigError(found)
             # scratch serves one call's misses beyond the hot buffer; SGLang's allocator hands
@@ -238,58 +203,47 @@ def manager_class(original: type) -> type:
             state.slot_rows[rows, hot : hot + page] = tail_rows[:, :page]
 
     SpecregHiSparseSpecSwapManager.__module__ = __name__
+    SpecregHiSparseSpecSwapManager.__qualname__ = "SpecregHiSparseSpecSwapManager"
     return SpecregHiSparseSpecSwapManager
 
 
 # ------------------------------------------------------------------------------ installing
-def _missing(seam: str, why: str, version: str) -> PluginError:
-    return PluginError(problem(
-        "SR182",
-        f"the {NAME} substitution cannot apply: {seam} {why} (SGLang {version})",
-        accepted=f"SGLang 0.5.23, where {seam} is the HiSparse speculative swap seam",
-        fix="install the tested SGLang release, or drop hisparse_swap from "
-        "SPECREG_SGLANG_SUBSTITUTE",
-    ))
-
-
 def install(plan: Any) -> None:
     """Replace SGLang's HiSparse speculative swap manager with specreg's (REPLACE through
-    SGLang's HookRegistry), then check that the coordinator module now builds ours; SR182
-    names the seam otherwise. `plan` is unused: the manager takes its sizes from SGLang's own
-    arguments when the coordinator builds it. Idempotent."""
+    SGLang's HookRegistry), then check that the coordinator module now builds ours: SR182
+    names the seam that is missing or was not replaced. `plan` is unused: the manager takes its
+    sizes from SGLang's own arguments when the coordinator builds it. Idempotent."""
     del plan
-    try:
-        import sglang
+    from specreg.adapters.substitution_runtime import require_applied, seam_missing
 
-        version = str(getattr(sglang, "__version__", "unknown"))
+    try:
         from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     except ImportError as exc:
-        raise _missing("sglang.srt.plugins.hook_registry.HookRegistry", f"is missing ({exc})",
-                       "not importable") from exc
+        raise seam_missing("sglang", "sglang.srt.plugins.hook_registry.HookRegistry", exc) from exc
     try:
         module = importlib.import_module(MODULE)
     except ImportError as exc:
-        raise _missing(MODULE, f"does not import ({exc})", version) from exc
+        raise seam_missing("sglang", MODULE, exc) from exc
     original = getattr(module, "HiSparseSpecSwapManager", None)
     if getattr(original, "specreg_substitution", None) == NAME:
         return
     if not isinstance(original, type):
-        raise _missing(SEAM, "is missing", version)
-    absent = [name for name in MANAGER_INTERFACE if not hasattr(original, name)]
-    absent += [c for c in CALLERS if not hasattr(module.HiSparseCoordinator, c.rsplit(".", 1)[1])]
-    if absent:
-        raise _missing(SEAM, f"has moved: no {', '.join(absent)}", version)
+        raise seam_missing("sglang", SEAM)
+    for name in MANAGER_INTERFACE:
+        if not hasattr(original, name):
+            raise seam_missing("sglang", f"{SEAM}.{name}")
+    coordinator = getattr(module, "HiSparseCoordinator", None)
+    for caller in CALLERS:
+        if not hasattr(coordinator, caller.rsplit(".", 1)[1]):
+            raise seam_missing("sglang", caller)
     replacement = manager_class(original)
     HookRegistry.register(SEAM, replacement, HookType.REPLACE)
     HookRegistry.apply_hooks()  # idempotent; SGLang's loader calls it again after all plugins
-    if getattr(module, "HiSparseSpecSwapManager", None) is not replacement:
-        raise _missing(SEAM, "was not replaced (SGLang's HookRegistry logged why)", version)
+    require_applied("sglang", SEAM, getattr(module, "HiSparseSpecSwapManager", None), replacement)
 
 
 def installed() -> bool:
     """Whether this process's SGLang builds specreg's manager (reads the module, imports nothing)."""
-    import sys
-
     module = sys.modules.get(MODULE)
     manager = getattr(module, "HiSparseSpecSwapManager", None)
     return getattr(manager, "specreg_substitution", None) == NAME

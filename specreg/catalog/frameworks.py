@@ -199,6 +199,33 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "# after\npip install sglang==0.5.23   # or: unset SPECREG_SGLANG_SUBSTITUTE",
     ),
     _entry(
+        "SR183", "HiSparse top_k above the device buffer (substituted swap)",
+        "With SPECREG_SGLANG_SUBSTITUTE=hisparse_swap, specreg's swapper serves SGLang's HiSparse "
+        "speculative swap for any number of draft tokens. Every token one step selects must be "
+        "resident in the request's device buffer at once, so the buffer (device_buffer_size) "
+        "must hold at least top_k tokens; the misses of all steps beyond it go to scratch rows "
+        "sized automatically. SGLang takes top_k from the model's index_topk when it has one, "
+        "which can exceed the --hisparse-config buffer.",
+        "Resolving an SGLang config, or SGLang's coordinator building its swap manager, with "
+        "top_k (index_topk, else --hisparse-config top_k) above device_buffer_size.",
+        ("Raise device_buffer_size in --hisparse-config to top_k or more (4096 is usual).",
+         "Lower top_k in --hisparse-config when the model has no index_topk."),
+        "# before\n--hisparse-config '{\"top_k\": 2048, \"device_buffer_size\": 1024}'\n"
+        "# after\n--hisparse-config '{\"top_k\": 2048, \"device_buffer_size\": 4096}'",
+    ),
+    _entry(
+        "SR184", "Draft tokens do not fit HiSparse's extra page (substituted swap)",
+        "SGLang's HiSparse keeps the newest token and every token of a verify in one extra "
+        "page of the request's device buffer (a DSA page: 64 tokens), so a verify of N draft "
+        "tokens needs N + 1 <= page_size. SGLang's own prepare_verify refuses the same at the "
+        "first verify; with hisparse_swap specreg reports it when the config resolves and when "
+        "the swap manager is built, before any weights load.",
+        "--speculative-num-draft-tokens of page_size or more with --enable-hisparse and "
+        "SPECREG_SGLANG_SUBSTITUTE=hisparse_swap.",
+        ("Set --speculative-num-draft-tokens to page_size - 1 (63 on DSA) or fewer.",),
+        "# before\n--speculative-num-draft-tokens 64\n# after\n--speculative-num-draft-tokens 16",
+    ),
+    _entry(
         "SR177", "Block size and draft tokens disagree",
         "DSpark verifies block_size + 1 tokens (gamma = block size) and DFlash block_size tokens; "
         "a --speculative-num-draft-tokens that says otherwise contradicts the block-size flag.",

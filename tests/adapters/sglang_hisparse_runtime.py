@@ -28,15 +28,29 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+class _Captured(logging.Handler):
+    """The specreg adapters' log lines of this process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+CAPTURED = _Captured()
 SIG = 4  # int16 words of a KV row that carry its signature (request serial, position, version, layer)
 
 
 def setup(substitute: str) -> Any:
     """Import SGLang, start a one-process gloo group (the coordinator asks its TP size), patch
     the GPU-only pieces, and apply the substitution the way the payload says."""
-    logging.disable(logging.CRITICAL)
     import torch
     import torch.distributed as dist
+
+    logging.getLogger("specreg.adapters").addHandler(CAPTURED)
+    logging.disable(logging.INFO)  # SGLang's import-time notices; specreg logs at WARNING
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(20000 + os.getpid() % 20000))
@@ -50,6 +64,8 @@ def setup(substitute: str) -> Any:
         from specreg.adapters.sglang_hisparse import install
 
         install(None)
+    elif substitute in ("no_apply", "moved"):  # a hook SGLang does not apply / a moved seam
+        return sabotaged(substitute)
     import sglang.srt.managers.hisparse_coordinator as hc
 
     hc.MLATokenToKVPoolHost = functools.partial(hc.MLATokenToKVPoolHost, pin_memory=False)
@@ -74,9 +90,10 @@ class World:
         from sglang.srt.mem_cache.hisparse_memory_pool import HiSparseDSATokenToKVPool
         from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 
-        self.torch, self.hc = torch, hc
+        self.torch, self.hc, self.ctx = torch, hc, ctx
         self.ndt, self.top_k, self.dbs, self.page, self.layers = ndt, top_k, dbs, page, layers
         size = slots * (dbs + 2 * page + max(0, ndt * top_k - dbs) + page) + 4 * page
+        size = max(size, -(-slots * ctx // (2 * page)) * page)  # logical ids: 2 x size
         pool = HiSparseDSATokenToKVPool(
             size=size, page_size=page, kv_lora_rank=32, dtype=torch.bfloat16, qk_rope_head_dim=16,
             layer_num=layers, device="cpu", index_head_dim=128, enable_memory_saver=False,
@@ -93,7 +110,9 @@ class World:
         self.free_slots = list(range(rtp.req_to_token.shape[0]))
         self.free_logical = list(range(1, alloc.size_full + 1))  # 0 means "unmapped"
         self.reqs: dict[int, Any] = {}
-        self.truth: dict[tuple[int, int], tuple[int, int]] = {}  # (slot, pos) -> (serial, version)
+        slot_count = rtp.req_to_token.shape[0]
+        self.serials = torch.zeros(slot_count, dtype=torch.long)  # the request in each slot
+        self.versions = torch.zeros((slot_count, ctx), dtype=torch.int32)  # KV rewrites per token
         self.serial = 0
         self.counts = {"swap_calls": 0, "checked_tokens": 0, "verify_steps": 0, "joined": 0,
                        "left": 0, "misses": 0, "replayed_layers": 0}
@@ -119,15 +138,16 @@ class World:
         c.mem_pool_device.transfer_values_on_device = transfer_values_on_device
 
     # ------------------------------------------------------------------ signatures
-    def signature(self, serial: int, pos: int, version: int, layer: int) -> Any:
-        return self.torch.tensor([serial % 30000 + 1, pos % 30000, version % 30000, layer + 1],
-                                 dtype=self.torch.int16)
-
     def write_kv(self, buffer: Any, rows: Any, slot: int, positions: list[int], layer: int) -> None:
-        view = buffer.view(buffer.shape[0], -1).view(self.torch.int16)
-        serial = self.reqs[slot].serial
-        for row, pos in zip(rows.tolist(), positions):
-            view[row, :SIG] = self.signature(serial, pos, self.truth[(slot, pos)][1], layer)
+        """Write the signature of (slot's request, position, its version, layer) into `rows`."""
+        torch = self.torch
+        view = buffer.view(buffer.shape[0], -1).view(torch.int16)
+        pos = torch.tensor(positions, dtype=torch.long)
+        sig = torch.stack([
+            torch.full_like(pos, int(self.serials[slot]) % 30000 + 1), pos % 30000,
+            self.versions[slot, pos].long() % 30000, torch.full_like(pos, layer + 1),
+        ], 1).to(torch.int16)
+        view[rows.long(), :SIG] = sig
 
     # ------------------------------------------------------------------ requests
     def join(self, length: int) -> int:
@@ -136,14 +156,15 @@ class World:
         torch, c = self.torch, self.c
         slot = self.free_slots.pop(0)
         self.serial += 1
-        logical = [self.free_logical.pop(0) for _ in range(length + 8 * self.ndt + 16)]
+        logical = self.free_logical[: self.ctx]
+        del self.free_logical[: self.ctx]
         c.req_to_token_pool.req_to_token[slot, : len(logical)] = torch.tensor(logical)
         kv = SimpleNamespace(req_pool_idx=slot, kv_allocated_len=length)
         req = SimpleNamespace(kv=kv, serial=self.serial, logical=logical, rid=f"r{self.serial}",
                               extend_end=length, seq_len=length)
         self.reqs[slot] = req
-        for pos in range(length):
-            self.truth[(slot, pos)] = (self.serial, 0)
+        self.serials[slot] = self.serial
+        self.versions[slot] = 0
         host = c.mem_pool_host.alloc_paged_token_slots(
             c.req_to_host_pool, c.req_to_host_pool_allocated_len, slot, 0, length)
         for layer in range(self.layers):
@@ -163,8 +184,6 @@ class World:
         self.c.request_finished(req)
         self.free_slots.append(slot)
         self.free_logical.extend(req.logical)
-        for key in [k for k in self.truth if k[0] == slot]:
-            del self.truth[key]
         self.counts["left"] += 1
 
     # ------------------------------------------------------------------ one verify step
@@ -199,16 +218,14 @@ class World:
         return torch.tensor(rows, dtype=torch.int32), seq
 
     def verify(self, rng: random.Random, slots: list[int], *, accept: list[int] | None = None,
-               pick: Any = None, check: bool = True) -> dict[str, Any]:
+               pick: Any = None, check: bool = True, pad: int = 0) -> dict[str, Any]:
         """EAGLE's verify of one batch: prepare (SGLang's), the target forward writing the verify
         tokens' KV, every layer's swap (SGLang's DSA call), a check, then the commit."""
         torch, c = self.torch, self.c
         for s in slots:
             r = self.reqs[s]
             r.kv.kv_allocated_len = r.seq_len + self.ndt
-            for i in range(self.ndt):
-                key = (s, r.seq_len + i)
-                self.truth[key] = (r.serial, self.truth.get(key, (0, 0))[1] + 1)
+            self.versions[s, r.seq_len : r.seq_len + self.ndt] += 1  # the target's new KV
         batch = self.batch(slots)
         c.num_real_reqs.fill_(len(slots))
         c.prepare_spec_verify(batch)
@@ -221,16 +238,23 @@ class World:
                               verify_rows[b * self.ndt : (b + 1) * self.ndt], s,
                               [r.seq_len + i for i in range(self.ndt)], layer)
         top_k, seq = self.selection(rng, slots, pick)
+        req_pool_indices, all_top_k, all_seq = batch.req_pool_indices, top_k, seq
+        if pad:  # CUDA-graph padding rows past num_real_reqs, repeating the first slot
+            req_pool_indices = torch.cat([req_pool_indices, req_pool_indices[:1].repeat(pad)])
+            all_top_k = torch.cat([top_k, top_k[:1].repeat(pad, 1, 1)])
+            all_seq = torch.cat([seq, seq[: self.ndt].repeat(pad)])
         seen = []
         for layer in range(self.layers):
-            before = (c.req_device_buffer_tokens[layer].clone(), c.req_device_buffer_token_locs[layer].clone())
-            locs = c.swap_in_selected_pages(batch.req_pool_indices, seq, top_k, layer).clone()
+            before = (c.req_device_buffer_tokens[layer].clone(),
+                      c.req_device_buffer_token_locs[layer].clone())
+            out = c.swap_in_selected_pages(req_pool_indices, all_seq, all_top_k, layer).clone()
+            locs = out[: len(slots)]
             self.counts["swap_calls"] += 1
             if self.c.enable_prefetch and self.c._is_shared_index_layer[layer]:
                 self.counts["replayed_layers"] += 1
             if check:
                 self.check(slots, top_k, seq, locs, layer)
-            seen.append((top_k, seq, locs, before))
+            seen.append((top_k, seq, locs, before, out[len(slots):]))
         if accept is None:
             accept = [rng.randint(1, self.ndt) for _ in slots]
         index = torch.full((len(slots), self.ndt), -1, dtype=torch.int64)
@@ -238,10 +262,7 @@ class World:
             index[b, :n] = torch.arange(n) + b * self.ndt
         c.commit_spec_accept_tokens(batch, index)
         for s, n in zip(slots, accept):
-            r = self.reqs[s]
-            for i in range(n, self.ndt):  # rejected: rewritten by the next verify
-                self.truth.pop((s, r.seq_len + i), None)
-            r.seq_len += n
+            self.reqs[s].seq_len += n  # rejected positions get new KV at the next verify
         self.counts["verify_steps"] += 1
         return {"seen": seen}
 
@@ -250,21 +271,28 @@ class World:
         torch = self.torch
         dev = self.c.mem_pool_device.kv_buffer[layer]
         view = dev.view(dev.shape[0], -1).view(torch.int16)
-        for b, s in enumerate(slots):
-            r = self.reqs[s]
-            for step in range(self.ndt):
-                visible = int(seq[b * self.ndt + step])
-                for k, token in enumerate(top_k[b, step].tolist()):
-                    loc = int(locs[b, step, k])
-                    if not 0 <= token < visible:
-                        assert loc == -1, (token, visible, loc)
-                        continue
-                    want = self.signature(r.serial, token, self.truth[(s, token)][1], layer)
-                    got = view[loc, :SIG]
-                    assert loc >= 0 and torch.equal(got, want), (
-                        f"slot {s} token {token} layer {layer}: row {loc} holds {got.tolist()}, "
-                        f"want {want.tolist()}")
-                    self.counts["checked_tokens"] += 1
+        bs = len(slots)
+        tokens = top_k.long()
+        visible = seq.view(bs, self.ndt, 1).long()
+        valid = (tokens >= 0) & (tokens < visible)
+        assert bool((locs[~valid] == -1).all()), "an invalid selection did not read -1"
+        rows = torch.tensor(slots)[:, None, None].expand_as(tokens)[valid]
+        positions = tokens[valid]
+        want = torch.stack([
+            self.serials[rows] % 30000 + 1, positions % 30000,
+            self.versions[rows, positions].long() % 30000,
+            torch.full_like(positions, layer + 1),
+        ], 1).to(torch.int16)
+        got_rows = locs[valid].long()
+        assert bool((got_rows >= 0).all()), "a valid selection read -1"
+        got = view[got_rows, :SIG]
+        bad = (got != want).any(1)
+        if bool(bad.any()):
+            i = int(bad.nonzero()[0])
+            raise AssertionError(
+                f"slot {int(rows[i])} token {int(positions[i])} layer {layer}: row "
+                f"{int(got_rows[i])} holds {got[i].tolist()}, want {want[i].tolist()}")
+        self.counts["checked_tokens"] += int(valid.sum())
 
 
 # ------------------------------------------------------------------------------ the cases
@@ -305,14 +333,14 @@ def swap_path(hc: Any, cases: list[list[int]], steps: int, seed: int) -> list[di
 def churn(hc: Any, ndt: int, steps: int, seed: int) -> dict[str, Any]:
     """`steps` verify steps while requests join and leave at random; every token checked."""
     rng = random.Random(seed)
-    world = World(hc, ndt=ndt, top_k=8, dbs=16, page=16, slots=4, ctx=512, layers=1)
+    world = World(hc, ndt=ndt, top_k=16, dbs=64, page=64, slots=4, ctx=1024, layers=1)
     live: list[int] = []
     started = time.perf_counter()
     for _ in range(steps):
-        if live and (rng.random() < 0.03 or any(world.reqs[s].seq_len > 400 for s in live)):
+        if live and (rng.random() < 0.03 or any(world.reqs[s].seq_len > 900 for s in live)):
             world.leave(live.pop(rng.randrange(len(live))))
         if len(live) < 3 and (not live or rng.random() < 0.1):
-            live.append(world.join(rng.randint(1, 60)))
+            live.append(world.join(rng.randint(1, 300)))
         batch = rng.sample(live, rng.randint(1, len(live)))
         world.verify(rng, batch)
     return {**world.counts, "seconds": time.perf_counter() - started,
@@ -323,7 +351,7 @@ def replay(hc: Any, ndt: int, steps: int, seed: int) -> dict[str, Any]:
     """A shared-index model (layer 1 reuses layer 0's top-k): the anchor records its miss plan
     and SGLang's prefetch path replays it into layer 1; layer 1's rows are checked too."""
     rng = random.Random(seed)
-    world = World(hc, ndt=ndt, top_k=16, dbs=32, page=16, slots=3, ctx=512, layers=2,
+    world = World(hc, ndt=ndt, top_k=16, dbs=64, page=64, slots=3, ctx=512, layers=2,
                   shared=[False, True])
     slots = [world.join(200), world.join(90)]
     planned = 0
@@ -334,79 +362,107 @@ def replay(hc: Any, ndt: int, steps: int, seed: int) -> dict[str, Any]:
 
 
 def contract(hc: Any, ndt: int, seed: int) -> dict[str, Any]:
-    """One verify whose selection holds every case of SGLang's location contract, with the
-    coordinator's tables before the call, so the test pins each case."""
-    torch = None
+    """One padded verify whose selection holds every case of SGLang's location contract (read
+    off its kernel, ``hisparse_spec.cuh``), each occurrence classified against the coordinator's
+    tables as they stood right before the swap:
+
+    - invalid (token < 0 or >= its step's seq_len): -1;
+    - extra page (``token >= seq_len - page_size`` and the extra page holds it): exactly that
+      page slot's device row;
+    - hot hit (a hot slot holds it): exactly that slot's device row, no copy;
+    - host miss: one of the request's own rows (its hot rows or scratch), the same row for
+      every occurrence of the token in the call, distinct tokens on distinct rows, none of them a
+      row this call reads for a hit or the extra page; and the row holds the host copy (`check`);
+    - CUDA-graph padding rows (``>= num_real_reqs``): 0 everywhere.
+    """
     rng = random.Random(seed)
-    world = World(hc, ndt=ndt, top_k=12, dbs=16, page=16, slots=3, ctx=256, layers=1)
-    torch = world.torch
-    a, b = world.join(60), world.join(10)  # long (misses, host) and short (all in the buffer)
-    world.verify(rng, [a, b], accept=[ndt, 1])  # the newest token now sits on the extra page
-    case_rows: dict[str, list[int]] = {}
+    world = World(hc, ndt=ndt, top_k=12, dbs=64, page=64, slots=3, ctx=512, layers=1)
+    a, b = world.join(200), world.join(10)  # long (beyond the buffer: misses) and short
+    world.verify(rng, [a, b], accept=[ndt, 1])  # a's newest token now sits on the extra page
 
     def pick(slot: int, step: int, visible: int) -> list[int]:
         start = world.reqs[slot].seq_len
-        newest = start - 1
-        verify = [start + i for i in range(step + 1)]  # visible verify tokens of this step
-        hot = [3, 7]  # prompt tokens that the device buffer holds (alloc put 0..15 there)
-        far = [20 + step, 30, 41] if visible > 41 else []  # beyond the buffer: host only
-        return [newest, *verify, *hot, *far, -1, visible, visible + 3][: world.top_k]
+        verify = [start + i for i in range(step + 1)]  # this step's visible verify tokens
+        far = [90 + step, 120, 150, 151] if visible > 151 else []  # beyond the buffer: host only
+        return [start - 1, *verify, 3, 7, *far, -1, visible, visible + 3][: world.top_k]
 
-    c = world.c
-    tokens_before = c.req_device_buffer_tokens[0].clone()
-    locs_before = c.req_device_buffer_token_locs[0].clone()
-    scratch = world.c.spec_swap.req_to_scratch[0].clone()
-    c.num_real_reqs.fill_(2)
-    slots = [a, b, a]  # a padding row (CUDA-graph style) past num_real_reqs
-    result = world.verify(rng, [a, b], accept=[1, 1], pick=pick)
-    top_k, seq, locs, _ = result["seen"][0]
-    # a padded batch through the same call: rows >= num_real_reqs
-    padded = None
-    try:
-        padded_top = torch.cat([top_k, top_k[:1]])
-        padded_seq = torch.cat([seq, seq[:ndt]])
-        world.c.num_real_reqs.fill_(2)
-        for s in (a, b):
-            world.reqs[s].kv.kv_allocated_len = world.reqs[s].seq_len + ndt
-        batch = world.batch([a, b])
-        c.prepare_spec_verify(batch)
-        padded = c.swap_in_selected_pages(torch.tensor(slots), padded_seq, padded_top, 0)[2].tolist()
-    except Exception as exc:  # noqa: BLE001
-        padded = f"{type(exc).__name__}: {exc}"
+    seen = world.verify(rng, [a, b], accept=[1, 1], pick=pick, pad=1)["seen"][0]
+    top_k, seq, locs, (tokens_before, locs_before), padded = seen
+    scratch = world.c.spec_swap.req_to_scratch[0]
     hot, page = world.dbs, world.page
+    cases: dict[str, list[int]] = {}
     for row, slot in enumerate([a, b]):
         owned = set(locs_before[slot, :hot].tolist()) | set(scratch[slot].tolist())
-        extra = {int(t): int(l) for t, l in zip(tokens_before[slot, hot:hot + page].tolist(),
-                                                 locs_before[slot, hot:hot + page].tolist()) if t >= 0}
-        held = {int(t): int(locs_before[slot, j]) for j, t in enumerate(tokens_before[slot, :hot].tolist())
+        extra = {t: loc for t, loc in zip(tokens_before[slot, hot:].tolist(),
+                                          locs_before[slot, hot:].tolist(), strict=True)
+                 if t >= 0 and loc >= 0}
+        held = {t: int(locs_before[slot, j]) for j, t in enumerate(tokens_before[slot, :hot].tolist())
                 if t >= 0}
-        start = int(seq[row * ndt]) - 1
-        miss_rows: dict[int, int] = {}
+        read, misses = set(), {}
         for step in range(ndt):
             visible = int(seq[row * ndt + step])
-            for k, token in enumerate(top_k[row, step].tolist()):
-                loc = int(locs[row, step, k])
+            for token, loc in zip(top_k[row, step].tolist(), locs[row, step].tolist(), strict=True):
                 if not 0 <= token < visible:
                     kind, ok = "invalid", loc == -1
-                elif token >= visible - page and token in extra and token >= start:
+                elif token >= visible - page and token in extra:
                     kind, ok = "extra_page", loc == extra[token]
+                    read.add(loc)
                 elif token in held:
                     kind, ok = "hot_hit", loc == held[token]
+                    read.add(loc)
                 else:
-                    kind = "host_miss"
-                    ok = loc in owned and miss_rows.setdefault(token, loc) == loc
-                    ok = ok and loc not in extra.values() and all(
-                        loc != held[t] for t in held if t in top_k[row].reshape(-1).tolist())
-                case_rows.setdefault(kind, []).append(int(ok))
-        distinct = len(set(miss_rows.values())) == len(miss_rows)
-        case_rows.setdefault("host_miss_distinct_rows", []).append(int(distinct))
-    return {"ndt": ndt, "cases": {k: [sum(v), len(v)] for k, v in case_rows.items()},
-            "padded_row": padded, "checked_tokens": world.counts["checked_tokens"]}
+                    kind, ok = "host_miss", loc in owned and misses.setdefault(token, loc) == loc
+                cases.setdefault(kind, []).append(int(ok))
+        rows = list(misses.values())
+        cases.setdefault("miss_rows_distinct_and_unread", []).append(
+            int(len(set(rows)) == len(rows) and not set(rows) & read))
+    cases["padding_row_zero"] = [int(all(v == 0 for v in padded.reshape(-1).tolist()))]
+    return {"ndt": ndt, "cases": {k: [sum(v), len(v)] for k, v in sorted(cases.items())},
+            "checked_tokens": world.counts["checked_tokens"]}
+
+
+def sabotaged(how: str) -> dict[str, Any]:
+    """What `install` does when SGLang's registry does not apply the REPLACE (it only logs
+    failures) or when the manager lost a method its callers use."""
+    import sglang.srt.managers.hisparse_coordinator as hc
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    from specreg.adapters.sglang_hisparse import install
+
+    if how == "no_apply":
+        HookRegistry.apply_hooks = classmethod(lambda cls: None)
+    else:
+        del hc.HiSparseSpecSwapManager.commit_accept_tokens
+    try:
+        install(None)
+    except Exception as exc:  # noqa: BLE001 - the coded refusal is the result
+        problems = getattr(exc, "problems", [])
+        return {"error": type(exc).__name__, "codes": [p.code for p in problems],
+                "message": str(exc), "manager_class": hc.HiSparseSpecSwapManager.__qualname__}
+    return {"error": None, "manager_class": hc.HiSparseSpecSwapManager.__qualname__}
+
+
+def corrupted(hc: Any, ndt: int) -> str:
+    """Negative control: host rows of the tokens beyond the device buffer are overwritten after
+    admission, so the swap copies wrong rows in and `check` must say so."""
+    world = World(hc, ndt=ndt, top_k=16, dbs=64, page=64, slots=2, ctx=512, layers=1)
+    slot = world.join(200)
+    host = world.c.mem_pool_host.kv_buffer[0]
+    rows = world.c.req_to_host_pool[slot, 64:190]
+    host.view(host.shape[0], -1)[rows] = 0
+    try:
+        world.verify(random.Random(5), [slot])
+    except AssertionError as exc:
+        return str(exc)
+    return "not detected"
 
 
 def main() -> None:
     payload = json.load(sys.stdin)
     hc = setup(payload.get("substitute", "off"))
+    if isinstance(hc, dict):
+        sys.stdout.write("\n" + json.dumps(hc) + "\n")
+        return
     manager = hc.HiSparseSpecSwapManager
     result: dict[str, Any] = {"manager_class": f"{manager.__module__}.{manager.__qualname__}"}
     started = time.perf_counter()
@@ -420,10 +476,14 @@ def main() -> None:
         result["replay"] = replay(hc, *payload["replay"])
     if "contract" in payload:
         result["contract"] = [contract(hc, ndt, 11) for ndt in payload["contract"]]
-    if payload.get("active"):
-        from specreg.adapters.sglang_hisparse import installed
+    if "corrupted" in payload:
+        result["corrupted"] = corrupted(hc, payload["corrupted"])
+    from specreg.adapters import substitution_runtime
+    from specreg.adapters.sglang_hisparse import installed
 
-        result["installed"] = installed()
+    result["installed"] = installed()
+    result["active"] = list(substitution_runtime.active())
+    result["log"] = CAPTURED.lines
     result["seconds"] = time.perf_counter() - started
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
