@@ -28,6 +28,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+
 class _Captured(logging.Handler):
     """The specreg adapters' log lines of this process."""
 
@@ -46,7 +47,6 @@ SIG = 4  # int16 words of a KV row that carry its signature (request serial, pos
 def setup(substitute: str) -> Any:
     """Import SGLang, start a one-process gloo group (the coordinator asks its TP size), patch
     the GPU-only pieces, and apply the substitution the way the payload says."""
-    import torch
     import torch.distributed as dist
 
     logging.getLogger("specreg.adapters").addHandler(CAPTURED)
@@ -56,16 +56,17 @@ def setup(substitute: str) -> Any:
     os.environ.setdefault("MASTER_PORT", str(20000 + os.getpid() % 20000))
     if not dist.is_initialized():
         dist.init_process_group("gloo", rank=0, world_size=1)
-    if substitute == "load_plugins":  # the adapter, as SGLang's plugin loader runs it
+    if substitute in ("load_plugins", "load_plugins_no_apply"):  # as SGLang's loader runs it
         from sglang.srt.plugins import load_plugins
+        from sglang.srt.plugins.hook_registry import HookRegistry
 
+        if substitute == "load_plugins_no_apply":  # a registry that applies nothing (and logs)
+            HookRegistry.apply_hooks = classmethod(lambda cls: None)
         load_plugins()
     elif substitute == "install":
         from specreg.adapters.sglang_hisparse import install
 
         install(None)
-    elif substitute in ("no_apply", "moved"):  # a hook SGLang does not apply / a moved seam
-        return sabotaged(substitute)
     import sglang.srt.managers.hisparse_coordinator as hc
 
     hc.MLATokenToKVPoolHost = functools.partial(hc.MLATokenToKVPoolHost, pin_memory=False)
@@ -115,7 +116,7 @@ class World:
         self.versions = torch.zeros((slot_count, ctx), dtype=torch.int32)  # KV rewrites per token
         self.serial = 0
         self.counts = {"swap_calls": 0, "checked_tokens": 0, "verify_steps": 0, "joined": 0,
-                       "left": 0, "misses": 0, "replayed_layers": 0}
+                       "left": 0, "replayed_layers": 0}
 
     # ------------------------------------------------------------------ GPU-only IO, patched
     def patch_gpu_io(self) -> None:
@@ -198,24 +199,25 @@ class World:
         )  # fmt: skip
 
     def selection(self, rng: random.Random, slots: list[int], pick: Any = None) -> tuple[Any, Any]:
-        """Random top-k per step (duplicates across steps, -1 padding, out-of-range tokens)."""
+        """Top-k per step: `pick(slot, step, visible)`, or random (mostly the recent 3 x top_k
+        tokens, some anywhere before; repeats within and across steps), plus one -1 and one
+        token past the step's seq_len."""
         torch = self.torch
-        rows = []
-        for s in slots:
-            start = self.reqs[s].seq_len
-            steps = []
-            for step in range(self.ndt):
-                visible = start + step + 1
-                if pick is not None:
-                    chosen = pick(s, step, visible)
-                else:
-                    pool = list(range(max(0, visible - 3 * self.top_k), visible))
-                    chosen = rng.sample(pool, min(len(pool), self.top_k - 2)) + [-1, visible + 5]
-                steps.append((chosen + [-1] * self.top_k)[: self.top_k])
-            rows.append(steps)
-        seq = torch.tensor([self.reqs[s].seq_len + step + 1 for s in slots for step in range(self.ndt)],
-                           dtype=torch.int32)
-        return torch.tensor(rows, dtype=torch.int32), seq
+        start = torch.tensor([self.reqs[s].seq_len for s in slots])
+        visible = start[:, None] + torch.arange(1, self.ndt + 1)  # [bs, steps]
+        seq = visible.reshape(-1).to(torch.int32)
+        if pick is not None:
+            rows = [[(pick(s, step, int(visible[b, step])) + [-1] * self.top_k)[: self.top_k]
+                     for step in range(self.ndt)] for b, s in enumerate(slots)]
+            return torch.tensor(rows, dtype=torch.int32), seq
+        gen = torch.Generator().manual_seed(rng.getrandbits(62))
+        shape = (len(slots), self.ndt, self.top_k - 2)
+        vis = visible[:, :, None]
+        recent = vis - 1 - (torch.rand(shape, generator=gen) * vis.clamp(max=3 * self.top_k)).long()
+        anywhere = (torch.rand(shape, generator=gen) * vis).long()
+        chosen = torch.where(torch.rand(shape, generator=gen) < 0.3, anywhere, recent)
+        extra = torch.cat([torch.full_like(vis, -1), vis + 5], 2)
+        return torch.cat([chosen, extra], 2).to(torch.int32), seq
 
     def verify(self, rng: random.Random, slots: list[int], *, accept: list[int] | None = None,
                pick: Any = None, check: bool = True, pad: int = 0) -> dict[str, Any]:
@@ -261,7 +263,7 @@ class World:
         for b, n in enumerate(accept):
             index[b, :n] = torch.arange(n) + b * self.ndt
         c.commit_spec_accept_tokens(batch, index)
-        for s, n in zip(slots, accept):
+        for s, n in zip(slots, accept, strict=True):
             self.reqs[s].seq_len += n  # rejected positions get new KV at the next verify
         self.counts["verify_steps"] += 1
         return {"seen": seen}
@@ -303,8 +305,6 @@ def builds(hc: Any, cases: list[list[int]]) -> list[dict[str, Any]]:
         try:
             world = World(hc, ndt=ndt, top_k=top_k, dbs=dbs, page=page, slots=2, ctx=dbs * 4)
         except Exception as exc:  # noqa: BLE001 - what SGLang (or specreg) refused with
-            if os.environ.get("H1_DEBUG"):
-                import traceback; traceback.print_exc()
             code = getattr(getattr(exc, "problems", [None])[0], "code", None)
             out.append({"case": [ndt, top_k, dbs, page], "built": False,
                         "error": type(exc).__name__, "code": code, "message": str(exc)})
@@ -421,25 +421,32 @@ def contract(hc: Any, ndt: int, seed: int) -> dict[str, Any]:
             "checked_tokens": world.counts["checked_tokens"]}
 
 
-def sabotaged(how: str) -> dict[str, Any]:
+def sabotaged(hc: Any) -> dict[str, Any]:
     """What `install` does when SGLang's registry does not apply the REPLACE (it only logs
-    failures) or when the manager lost a method its callers use."""
-    import sglang.srt.managers.hisparse_coordinator as hc
+    failures), then when the manager lost a method its callers use."""
     from sglang.srt.plugins.hook_registry import HookRegistry
 
     from specreg.adapters.sglang_hisparse import install
 
-    if how == "no_apply":
-        HookRegistry.apply_hooks = classmethod(lambda cls: None)
-    else:
-        del hc.HiSparseSpecSwapManager.commit_accept_tokens
-    try:
-        install(None)
-    except Exception as exc:  # noqa: BLE001 - the coded refusal is the result
-        problems = getattr(exc, "problems", [])
-        return {"error": type(exc).__name__, "codes": [p.code for p in problems],
-                "message": str(exc), "manager_class": hc.HiSparseSpecSwapManager.__qualname__}
-    return {"error": None, "manager_class": hc.HiSparseSpecSwapManager.__qualname__}
+    out = {}
+    apply_hooks = HookRegistry.__dict__["apply_hooks"]
+    commit = hc.HiSparseSpecSwapManager.commit_accept_tokens
+    for how in ("no_apply", "moved"):
+        if how == "no_apply":
+            HookRegistry.apply_hooks = classmethod(lambda cls: None)
+        else:
+            HookRegistry.apply_hooks = apply_hooks
+            del hc.HiSparseSpecSwapManager.commit_accept_tokens
+        try:
+            install(None)
+            out[how] = {"error": None}
+        except Exception as exc:  # noqa: BLE001 - the coded refusal is the result
+            problems = getattr(exc, "problems", [])
+            out[how] = {"error": type(exc).__name__, "codes": [p.code for p in problems],
+                        "message": str(exc)}
+        out[how]["manager_class"] = hc.HiSparseSpecSwapManager.__qualname__
+    hc.HiSparseSpecSwapManager.commit_accept_tokens = commit
+    return out
 
 
 def corrupted(hc: Any, ndt: int) -> str:
@@ -460,9 +467,6 @@ def corrupted(hc: Any, ndt: int) -> str:
 def main() -> None:
     payload = json.load(sys.stdin)
     hc = setup(payload.get("substitute", "off"))
-    if isinstance(hc, dict):
-        sys.stdout.write("\n" + json.dumps(hc) + "\n")
-        return
     manager = hc.HiSparseSpecSwapManager
     result: dict[str, Any] = {"manager_class": f"{manager.__module__}.{manager.__qualname__}"}
     started = time.perf_counter()
@@ -476,6 +480,18 @@ def main() -> None:
         result["replay"] = replay(hc, *payload["replay"])
     if "contract" in payload:
         result["contract"] = [contract(hc, ndt, 11) for ndt in payload["contract"]]
+    if "server_args" in payload:
+        from sglang.srt.server_args import ServerArgs
+
+        try:
+            ServerArgs(**payload["server_args"]).resolve_once()
+            result["server_args"] = {"error": None}
+        except Exception as exc:  # noqa: BLE001 - the refusal is the observation
+            problems = getattr(exc, "problems", [])
+            result["server_args"] = {"error": type(exc).__name__, "message": str(exc),
+                                     "codes": [p.code for p in problems]}
+    if payload.get("sabotaged"):  # last: it leaves the process without a working install
+        result["sabotaged"] = sabotaged(hc)
     if "corrupted" in payload:
         result["corrupted"] = corrupted(hc, payload["corrupted"])
     from specreg.adapters import substitution_runtime
@@ -485,6 +501,7 @@ def main() -> None:
     result["active"] = list(substitution_runtime.active())
     result["log"] = CAPTURED.lines
     result["seconds"] = time.perf_counter() - started
+    result["cpu_seconds"] = time.process_time()  # the whole process, SGLang's import included
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
