@@ -12,12 +12,15 @@ it whose swap is `specreg_hisparse.swapper.HiSparseSwapper`, any number of draft
   ``req_device_buffer_token_locs[layer, r, j]``; the extra page (columns
   ``device_buffer_size..``) holds the newest token and the verify tokens; host rows come from
   ``req_to_host_pool`` (shared with the swapper, not copied).
-- Before each swap the hot tokens and the extra page are read from those tables (the extra page
-  becomes specreg's tail: token ``t`` in tail slot ``t % page_size``); afterwards the admitted
-  tokens are written back. Device rows never rotate (specreg's slots keep their rows), so every
-  layer keeps the rows SGLang allocated, and skip layers can replay the anchor's miss plan.
-- ``prepare_verify``, ``commit_accept_tokens``, the scratch bookkeeping and ``output_locs`` are
-  SGLang's own methods, inherited unchanged.
+- The swapper's hot-slot state is read from those tables when SGLang writes them (a request's
+  buffer bound in ``reset``, emptied in ``invalidate_cache``, accepted tokens moved in by
+  ``commit_accept_tokens``) and written back after every swap, so SGLang's tables say where
+  every admitted token lives. The extra page is read once per verify (after
+  ``prepare_verify``) and becomes specreg's tail: token ``t`` in tail slot ``t % page_size``.
+- Device rows never rotate (specreg's slots keep their rows), so every layer keeps the rows
+  SGLang allocated, and a shared-index layer replays the anchor's miss plan at the same rows.
+- ``prepare_verify`` and ``commit_accept_tokens`` run SGLang's own code (then note what it
+  changed); the scratch bookkeeping and ``output_locs`` are SGLang's, inherited unchanged.
 
 Imported only inside an SGLang process with the substitution on (never by ``import specreg``).
 """
@@ -78,6 +81,8 @@ def manager_class(original: type) -> type:
             self.states: tuple[Any, ...] = ()
             self.top_k_device_locs = None
             self.swapper = None
+            self._epoch = 0  # bumped whenever SGLang may have rewritten a request's tables
+            self._tail_key: tuple[Any, ...] | None = None
             if not self.enabled:
                 return
             # SGLang's refusals that are about the cache kind, not the step count, stay its own
@@ -114,6 +119,7 @@ def manager_class(original: type) -> type:
 
         # -------------------------------------------------------------- request lifecycle
         def invalidate_cache(self, req_pool_idx: int) -> None:
+            self._epoch += 1
             if self.enabled:
                 self._read_hot(slice(req_pool_idx, req_pool_idx + 1))
                 self.swapper.state.slot_stamp[:, req_pool_idx] = -1
@@ -121,6 +127,7 @@ def manager_class(original: type) -> type:
         def reset(self, req_pool_idx: int) -> None:
             """A request took slot `req_pool_idx` (its device buffer and scratch are
             allocated): its slots' rows, hot tokens and LRU state start afresh."""
+            self._epoch += 1
             if not self.enabled:
                 return
             lay, state, coordinator = self.layout, self.swapper.state, self._coordinator
@@ -135,10 +142,29 @@ def manager_class(original: type) -> type:
             self._read_hot(slice(req_pool_idx, req_pool_idx + 1))
 
         def allocate_scratch(self, req_pool_idx: int) -> None:
+            self._epoch += 1
             if self.enabled and self.scratch_capacity == 0:  # nothing to allocate: steps x
                 self._scratch_reqs.add(req_pool_idx)  # top_k fit the hot buffer
                 return
             super().allocate_scratch(req_pool_idx)
+
+        def clear_scratch(self, req_pool_idx: int) -> None:
+            self._epoch += 1
+            super().clear_scratch(req_pool_idx)
+
+        def prepare_verify(self, batch: Any) -> None:
+            """SGLang's own (binds the verify tokens to the extra page); the tail is re-read at
+            the next swap."""
+            super().prepare_verify(batch)
+            self._epoch += 1
+
+        def commit_accept_tokens(self, batch: Any, accept_indices: torch.Tensor) -> None:
+            """SGLang's own (moves accepted KV into the buffer, backs it up to host), then its
+            writes to the hot slots into the swapper's state."""
+            super().commit_accept_tokens(batch, accept_indices)
+            self._epoch += 1
+            if self.enabled and not batch.forward_mode.is_idle():
+                self._read_hot(batch.req_pool_indices.long())
 
         # -------------------------------------------------------------------- the swap
         def swap_in(
@@ -160,18 +186,17 @@ def manager_class(original: type) -> type:
                 )
             coordinator = self._coordinator
             rows = req_pool_indices.long()
-            self._read_hot(rows, layer_id)
-            self._read_extra_page(rows, layer_id)
+            key = (self._epoch, *rows.tolist())  # once per verify: every layer's page is alike
+            if key != self._tail_key:
+                self._read_extra_page(rows, layer_id)
+                self._tail_key = key
             locs = self.swapper.swap(
                 top_k_result, req_pool_indices, compressed_seq_lens, coordinator.num_real_reqs,
                 layer=layer_id, host_cache=coordinator.mem_pool_host.kv_buffer[layer_id],
                 device_buffer=coordinator.mem_pool_device.kv_buffer[layer_id],
                 record_plan=bool(plan), **plan,
             )  # fmt: skip
-            hot = self.layout.hot_size
-            coordinator.req_device_buffer_tokens[layer_id, rows, :hot] = (
-                self.swapper.state.slot_tokens[layer_id].index_select(0, rows)
-            )
+            self._write_hot(rows, layer_id)
             out = self.top_k_device_locs[:num_reqs, :num_steps, :num_top_k]
             out.copy_(locs)
             return out
@@ -185,6 +210,15 @@ def manager_class(original: type) -> type:
                 slot_tokens[:, rows] = table[:, rows, :hot]
             else:
                 slot_tokens[layer, rows] = table[layer, rows, :hot]
+
+        def _write_hot(self, rows: torch.Tensor, layer: int) -> None:
+            """The hot tokens of `rows` back into SGLang's table (row by row: contiguous copies
+            cost a fraction of one advanced-index assignment)."""
+            hot = self.layout.hot_size
+            table = self._coordinator.req_device_buffer_tokens[layer]
+            slot_tokens = self.swapper.state.slot_tokens[layer]
+            for row in rows.tolist():
+                table[row, :hot].copy_(slot_tokens[row])
 
         def _read_extra_page(self, rows: torch.Tensor, layer: int) -> None:
             """SGLang's extra page of `rows` as specreg's tail: token t -> tail slot t % page,

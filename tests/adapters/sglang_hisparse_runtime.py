@@ -85,7 +85,8 @@ class World:
     """One coordinator over SGLang's real pools, its requests, and what every token should hold."""
 
     def __init__(self, hc: Any, *, ndt: int, top_k: int, dbs: int, page: int, slots: int,
-                 ctx: int, layers: int = 2, shared: list[bool] | None = None) -> None:
+                 ctx: int, layers: int = 2, shared: list[bool] | None = None,
+                 mla: tuple[int, int] = (32, 16)) -> None:
         import torch
         from sglang.srt.mem_cache.allocator.hisparse import HiSparseTokenToKVPoolAllocator
         from sglang.srt.mem_cache.hisparse_memory_pool import HiSparseDSATokenToKVPool
@@ -96,9 +97,9 @@ class World:
         size = slots * (dbs + 2 * page + max(0, ndt * top_k - dbs) + page) + 4 * page
         size = max(size, -(-slots * ctx // (2 * page)) * page)  # logical ids: 2 x size
         pool = HiSparseDSATokenToKVPool(
-            size=size, page_size=page, kv_lora_rank=32, dtype=torch.bfloat16, qk_rope_head_dim=16,
-            layer_num=layers, device="cpu", index_head_dim=128, enable_memory_saver=False,
-            kv_cache_dim=48,
+            size=size, page_size=page, kv_lora_rank=mla[0], dtype=torch.bfloat16,
+            qk_rope_head_dim=mla[1], layer_num=layers, device="cpu", index_head_dim=128,
+            enable_memory_saver=False, kv_cache_dim=sum(mla),
         )  # fmt: skip
         alloc = HiSparseTokenToKVPoolAllocator(size=size, page_size=page, dtype=torch.bfloat16,
                                                device="cpu", kvcache=pool, need_sort=False)
