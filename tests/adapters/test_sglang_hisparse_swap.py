@@ -13,6 +13,7 @@ import pytest
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "sglang_hisparse_runtime.py"
+GPU_COMPARE = HERE.parents[1] / "benchmarks" / "gpu" / "sglang_hisparse_compare.py"
 ENFORCE = {"SPECREG_SGLANG": "enforce", "SPECREG_PLUGINS": "specreg_eagle,specreg_hisparse"}
 SUBSTITUTED = {**ENFORCE, "SPECREG_SGLANG_SUBSTITUTE": "hisparse_swap"}
 MANAGER = "specreg.adapters.sglang_hisparse.SpecregHiSparseSpecSwapManager"
@@ -45,20 +46,27 @@ def runs(framework_env, model_dirs, tmp_path_factory):
     }
     folder = tmp_path_factory.mktemp("hisparse-swap")
     procs = {}
+    commands = {name: [str(SCRIPT)] for name in plan}
+    commands["gpu-dry-run"] = [str(GPU_COMPARE), "--dry-run", "--steps", "2", "4", "8",
+                               "--check-calls", "1"]
+    plan["gpu-dry-run"] = ({}, {})
     for name, (payload, extra) in plan.items():
         (folder / f"{name}.in").write_text(json.dumps(payload))
         with (folder / f"{name}.in").open() as stdin, (folder / f"{name}.out").open("w") as out, \
                 (folder / f"{name}.err").open("w") as err:
-            procs[name] = subprocess.Popen([str(framework_env.python), str(SCRIPT)], stdin=stdin,
-                                           stdout=out, stderr=err,
+            procs[name] = subprocess.Popen([str(framework_env.python), *commands[name]],
+                                           stdin=stdin, stdout=out, stderr=err,
                                            env=framework_env.subprocess_env(**extra))
     out = {}
     for name, proc in procs.items():
         if proc.wait(timeout=900) != 0:
             pytest.fail(f"{name} failed ({proc.returncode}):\n"
                         f"{(folder / f'{name}.err').read_text()[-4000:]}")
-        out[name] = json.loads((folder / f"{name}.out").read_text().strip().splitlines()[-1])
-    print({name: (round(r["seconds"], 1), round(r["cpu_seconds"], 1)) for name, r in out.items()})
+        text = (folder / f"{name}.out").read_text()
+        out[name] = {"text": text} if name == "gpu-dry-run" else json.loads(
+            text.strip().splitlines()[-1])
+    print({name: (round(r["seconds"], 1), round(r["cpu_seconds"], 1))
+           for name, r in out.items() if "seconds" in r})
     return out
 
 
@@ -172,3 +180,16 @@ def test_a_failed_substitution_stops_the_launch_instead_of_running_sglangs_manag
     out = runs["not-applied-launch"]
     assert out["manager_class"] == SGLANGS
     assert out["server_args"]["error"] == "PluginError" and out["server_args"]["codes"] == ["SR182"]
+
+
+def test_the_gpu_comparison_script_dry_runs_on_cpu(runs):
+    """benchmarks/gpu/sglang_hisparse_compare.py on CPU: both managers built by their own
+    constructors over the same tables, specreg's answers checked row by row, and SGLang's
+    wrapper given the same arguments at 2 and 4 steps (its launch recorded, not run)."""
+    lines = runs["gpu-dry-run"]["text"].splitlines()
+    rows = {int(line.split()[0]): line.split() for line in lines if line[:5].strip().isdigit()}
+    assert sorted(rows) == [2, 4, 8]
+    assert all(int(row[5]) > 0 for row in rows.values())  # tokens checked on specreg's side
+    assert "SGLang's kernel takes 2-4 steps" in " ".join(rows[8])
+    (accepted,) = [line for line in lines if line.startswith("dry run:")]
+    assert "accepted 8 launches" in accepted, accepted  # 4 calls at 2 steps and 4 at 4
