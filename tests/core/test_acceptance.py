@@ -76,6 +76,15 @@ def test_results_default_to_full_width_and_skip_param_errors():
     assert snap.conditional_rates == pytest.approx((3 / 4, 2 / 3, 1 / 2))
 
 
+def test_result_reports_acceptance_by_position():
+    result = _result([0, 2, 3], 4)
+    assert result.accepted_by_position.tolist() == [
+        [False, False, False], [True, True, False], [True, True, True]]
+    stats = AcceptanceStats()
+    stats.record(result)
+    assert stats.snapshot().position_accepted == tuple(result.accepted_by_position.sum(0).tolist())
+
+
 def test_histograms_grow_with_wider_results():
     stats = AcceptanceStats()
     stats.record(_result([1], 3))
