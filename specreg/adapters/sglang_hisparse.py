@@ -186,7 +186,9 @@ def manager_class(original: type) -> type:
                 )
             coordinator = self._coordinator
             rows = req_pool_indices.long()
-            key = (self._epoch, *rows.tolist())  # once per verify: every layer's page is alike
+            # once per verify (every layer's page is alike), without reading the device: a
+            # verify's layers get the same index tensor, and each verify bumps the epoch
+            key = (self._epoch, req_pool_indices.data_ptr(), rows.numel())
             if key != self._tail_key:
                 self._read_extra_page(rows, layer_id)
                 self._tail_key = key
@@ -212,13 +214,14 @@ def manager_class(original: type) -> type:
                 slot_tokens[layer, rows] = table[layer, rows, :hot]
 
         def _write_hot(self, rows: torch.Tensor, layer: int) -> None:
-            """The hot tokens of `rows` back into SGLang's table (row by row: contiguous copies
-            cost a fraction of one advanced-index assignment)."""
-            hot = self.layout.hot_size
+            """The hot tokens of `rows` back into SGLang's table (whole rows, no host sync;
+            a repeated padding row writes its slot's unchanged tokens)."""
             table = self._coordinator.req_device_buffer_tokens[layer]
-            slot_tokens = self.swapper.state.slot_tokens[layer]
-            for row in rows.tolist():
-                table[row, :hot].copy_(slot_tokens[row])
+            full = table.index_select(0, rows)
+            full[:, : self.layout.hot_size] = self.swapper.state.slot_tokens[layer].index_select(
+                0, rows
+            )
+            table.index_copy_(0, rows, full)
 
         def _read_extra_page(self, rows: torch.Tensor, layer: int) -> None:
             """SGLang's extra page of `rows` as specreg's tail: token t -> tail slot t % page,
