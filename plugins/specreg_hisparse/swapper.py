@@ -347,6 +347,7 @@ class HiSparseSwapper:
         miss_dst: torch.Tensor | None = None,
         miss_count: torch.Tensor | None = None,
         check_values: bool | None = None,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Device rows (int32, shape of `top_k_tokens`) holding the selected tokens' KV.
 
@@ -358,6 +359,8 @@ class HiSparseSwapper:
         - Entries that are -1 or ``>= seq_len`` of their step give -1.
         - `record_plan`: expose the miss plan in `miss_src`/`miss_dst`/`miss_count` (all three,
           or none to get swapper-owned buffers); it is always available as `last_plan`.
+        - `out`: a contiguous int32 tensor of `top_k_tokens`' shape to write the rows into (a
+          server's graph-stable buffer); returned.
         """
         lay = self.layout
         tokens = check_tensor("top_k_tokens", top_k_tokens)
@@ -415,7 +418,24 @@ class HiSparseSwapper:
                 seq2,
                 num_real_int if num_real_int is not None else int(num_real_t.item()),
             )
-        out = torch.empty(tokens.shape, dtype=torch.int32, device=device)
+        if out is None:
+            out = torch.empty(tokens.shape, dtype=torch.int32, device=device)
+        else:
+            check_tensor("out", out)
+            check_dtype("out", out, [torch.int32])
+            check_shape("out", out, list(top_k_tokens.shape))
+            check_same_device(out=out, top_k_tokens=tokens)
+            if not out.is_contiguous():
+                raise KernelInputError(
+                    problem(
+                        "SR904",
+                        "out must be contiguous (the swap writes it as [bs, steps, top_k] rows)",
+                        accepted="a contiguous int32 tensor of top_k_tokens' shape",
+                        fix="pass a contiguous buffer, or none (the swapper allocates one)",
+                        field="out",
+                    )
+                )
+            out = out.view(tokens.shape)
         hits = torch.empty(bs, dtype=torch.int32, device=device)
         call = SwapCall(
             tokens=tokens, req=req, seq_lens=seq2, num_real=num_real_t, layer=layer,

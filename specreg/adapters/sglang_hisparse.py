@@ -192,15 +192,17 @@ def manager_class(original: type) -> type:
             if key != self._tail_key:
                 self._read_extra_page(rows, layer_id)
                 self._tail_key = key
+            out = self.top_k_device_locs[:num_reqs, :num_steps, :num_top_k]
+            direct = out.is_contiguous()  # the full top_k: written in place, no copy
             locs = self.swapper.swap(
                 top_k_result, req_pool_indices, compressed_seq_lens, coordinator.num_real_reqs,
                 layer=layer_id, host_cache=coordinator.mem_pool_host.kv_buffer[layer_id],
                 device_buffer=coordinator.mem_pool_device.kv_buffer[layer_id],
-                record_plan=bool(plan), **plan,
+                record_plan=bool(plan), out=out if direct else None, **plan,
             )  # fmt: skip
             self._write_hot(rows, layer_id)
-            out = self.top_k_device_locs[:num_reqs, :num_steps, :num_top_k]
-            out.copy_(locs)
+            if not direct:
+                out.copy_(locs)
             return out
 
         def _read_hot(self, rows: Any, layer: int | None = None) -> None:
