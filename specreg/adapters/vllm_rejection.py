@@ -201,12 +201,17 @@ def _sampler_class(base: type) -> type:
                 logprobs_mode_override="processed_logits" if self.is_processed_logprobs_mode
                 else "raw_logits",
             )
-            raw_target = logits[metadata.target_logits_indices].to(torch.float32)
-            target = raw_target if self.is_processed_logprobs_mode else raw_target.clone()
-            layout = ChainLayout.of(metadata, target.device)
-            add_logit_bias(target, sm, layout)
-            target = self.apply_logits_processors(target, sm, metadata)
-            output, params = verify(self.verifier, metadata, layout, target, bonus_logits,
+            layout = ChainLayout.of(metadata, logits.device)
+            raw_target = target = None
+            processing = needs_processing(sm)
+            if sm.max_num_logprobs is not None or processing:
+                raw_target = logits[metadata.target_logits_indices].to(torch.float32)
+                target = raw_target if self.is_processed_logprobs_mode else raw_target.clone()
+            if processing:
+                add_logit_bias(target, sm, layout)
+                target = self.apply_logits_processors(target, sm, metadata)
+            scores = chain_scores(layout, logits, metadata, target if processing else None)
+            output, params = verify(self.verifier, metadata, layout, scores,
                                     bonus.sampled_token_ids, sm)
             logprobs = None
             if sm.max_num_logprobs is not None:
@@ -242,7 +247,7 @@ class ChainLayout:
     request r's draft j is flat target row `start[r] + j`, verified at slot j of row r; its
     bonus row is slot `counts[r]`."""
 
-    def __init__(self, counts: Any, max_spec_len: int) -> None:
+    def __init__(self, counts: Any, max_spec_len: int, *, uniform: bool = False) -> None:
         import torch
 
         self.counts = counts  # int64 [b] on the device
@@ -254,13 +259,15 @@ class ChainLayout:
         self.slot = torch.arange(self.request.shape[0], device=device) - starts[self.request]
         self.target_rows = self.request * self.n + self.slot  # flat index into [b * n]
         self.bonus_rows = torch.arange(self.b, device=device) * self.n + counts
+        self.uniform = uniform
 
     @classmethod
     def of(cls, metadata: Any, device: Any) -> ChainLayout:
         import torch
 
-        counts = torch.tensor(metadata.num_draft_tokens, dtype=torch.int64).to(device)
-        return cls(counts, metadata.max_spec_len)
+        counts = metadata.num_draft_tokens  # a host list: no device sync
+        return cls(torch.tensor(counts, dtype=torch.int64).to(device), metadata.max_spec_len,
+                   uniform=min(counts) == metadata.max_spec_len)
 
 
 def add_logit_bias(target: Any, sm: Any, layout: ChainLayout) -> None:
@@ -316,26 +323,56 @@ def request_params(sm: Any, b: int, vocab: int, device: Any) -> Any:
     )
 
 
-def chain_inputs(layout: ChainLayout, draft_token_ids: Any, target: Any, final_rows: Any) -> Any:
-    """candidates int64 [b, n] (a placeholder root 0, then the drafts, -1 padded), scores
-    float32 [b, n, V] (the processed target rows, then each request's bonus-position row; the
-    slots past it are never read) and verify_lens [b] (1 + the leading drafts that are real:
-    vLLM pads a rejected position with draft id -1)."""
+def needs_processing(sm: Any) -> bool:
+    """Whether vLLM's logits processing of the target rows (`apply_logits_processors`) or a
+    logit bias would change them: otherwise the substitution reads vLLM's logits in place."""
+    from vllm.v1.sample.logits_processor import LogitBiasLogitsProcessor, MinTokensLogitsProcessor
+
+    if not sm.no_penalties or sm.bad_words_token_ids or sm.allowed_token_ids_mask is not None:
+        return True
+    holder = sm.thinking_budget_state_holder
+    if holder is not None and holder.has_tracked_requests():
+        return True
+    return any(isinstance(p, MinTokensLogitsProcessor) and p.min_toks
+               or isinstance(p, LogitBiasLogitsProcessor) and p.biases
+               for p in sm.logitsprocs.non_argmax_invariant)
+
+
+def chain_scores(layout: ChainLayout, logits: Any, metadata: Any, target: Any) -> Any:
+    """The target scores in specreg's [b, n, V] layout: each request's verified rows (`target`,
+    processed, or vLLM's raw rows when `target` is None), then its bonus-position row, vLLM's raw
+    row (read only when every draft is accepted, and vLLM's own bonus token is emitted then);
+    slots past it are never read. vLLM's runner lays out each request's rows contiguously (its
+    targets, then its bonus), so when every request has max_spec_len drafts and nothing was
+    processed this is a view of vLLM's logits: no copy."""
+    b, n = layout.b, layout.n
+    if target is None and layout.uniform and logits.shape[0] == b * n:
+        return logits.view(b, n, logits.shape[-1])
+    if target is None:
+        target = logits[metadata.target_logits_indices]
+    scores = target.new_empty((b * n, target.shape[-1]))
+    scores.index_copy_(0, layout.target_rows, target)
+    bonus = logits[metadata.bonus_logits_indices]
+    scores.index_copy_(0, layout.bonus_rows, bonus.to(scores.dtype))
+    return scores.view(b, n, -1)
+
+
+def chain_candidates(layout: ChainLayout, draft_token_ids: Any) -> tuple[Any, Any]:
+    """candidates int64 [b, n] (a placeholder root 0, then the drafts, -1 padded) and
+    verify_lens [b]: 1 + the leading drafts that are real (vLLM pads a position it wants
+    rejected with draft id -1)."""
     import torch
 
     b, n = layout.b, layout.n
-    device = target.device
+    device = draft_token_ids.device
     candidates = torch.full((b * n,), -1, dtype=torch.int64, device=device)
     candidates[layout.target_rows + 1] = draft_token_ids.to(torch.int64)
     candidates = candidates.view(b, n)
     candidates[:, 0] = 0
-    scores = target.new_empty((b * n, target.shape[-1]))
-    scores[layout.target_rows] = target
-    scores[layout.bonus_rows] = final_rows.to(scores.dtype)
     drafts = candidates[:, 1:]
     real = (drafts >= 0) & (torch.arange(n - 1, device=device) < layout.counts[:, None])
     verify_lens = 1 + torch.cumprod(real.to(torch.int64), dim=1).sum(1)
-    return candidates, scores.view(b, n, -1), verify_lens
+    return candidates, verify_lens
 
 
 def vllm_coins(layout: ChainLayout, num_draft_tokens: list[int], generators: dict,
@@ -361,14 +398,14 @@ def vllm_coins(layout: ChainLayout, num_draft_tokens: list[int], generators: dic
     return coins.view(b, n)[:, : n - 1], final
 
 
-def verify(verifier: Any, metadata: Any, layout: ChainLayout, target: Any, bonus_logits: Any,
+def verify(verifier: Any, metadata: Any, layout: ChainLayout, scores: Any,
            bonus_token_ids: Any, sm: Any) -> tuple[Any, Any]:
     """vLLM's output_token_ids int32 [b, max_spec_len + 1] (-1 padded) and the params used: the
-    chain verified by `verifier`, vLLM's bonus token where every draft was accepted."""
+    chain verified by `verifier` on `scores` [b, n, V], vLLM's bonus token where every draft
+    was accepted."""
     import torch
 
-    candidates, scores, verify_lens = chain_inputs(layout, metadata.draft_token_ids, target,
-                                                   bonus_logits)
+    candidates, verify_lens = chain_candidates(layout, metadata.draft_token_ids)
     params = request_params(sm, layout.b, scores.shape[-1], scores.device)
     coins, final = vllm_coins(layout, metadata.num_draft_tokens, sm.generators, sm.all_greedy,
                               scores.device)

@@ -2,11 +2,12 @@
 vLLM: loaded by vLLM's own plugin loader, compared with vLLM's own `RejectionSampler.forward`
 (its Triton kernels under the interpreter) and with the distribution of vLLM's plain sampler.
 
-Pinned counts (one run of tests/adapters/vllm_rejection_run.py, fixed seeds): 100 random greedy
-batches (penalties, bad words, min_p and -1 padded drafts in half of them) equal token for
-token; 20 greedy batches with a logit bias equal vLLM's forward on pre-biased logits; 40
-sampled batches (temperature, top-k, top-p, seeds) agree with vLLM's kernel on every
-acceptance decision from the same uniforms; 16,000 sampled requests per lossless scenario.
+Pinned counts (one run of tests/adapters/vllm_rejection_run.py, fixed seeds): 60 random greedy
+batches (penalties, bad words and min_p in half of them, 15 drafts padded with -1, 18 batches
+read in place) equal token for token; 12 greedy batches with a logit bias equal vLLM's forward
+on pre-biased logits; 30 sampled batches (temperature, top-k, top-p, seeds) agree with vLLM's
+kernel on all 168 acceptance decisions from the same uniforms (39 bonus tokens equal, 76
+corrections drawn); 12,000 sampled requests per lossless scenario.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ SCRIPT = str(HERE / "vllm_rejection_run.py")
 P_THRESHOLD = 1e-3
 ON = {"SPECREG_VLLM": "enforce", "SPECREG_VLLM_SUBSTITUTE": "rejection_sampler"}
 ORACLE = {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}  # vLLM's Triton, interpreted
-COUNTS = {"greedy_batches": 100, "bias_batches": 20, "sampled_batches": 40, "samples": 16000}
+COUNTS = {"greedy_batches": 60, "bias_batches": 12, "sampled_batches": 30, "samples": 12000}
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,9 @@ def test_greedy_equals_vllms_own_forward_token_for_token(runs):
     greedy = runs["on"]["greedy"]
     assert greedy["batches"] == COUNTS["greedy_batches"]
     assert greedy["equal"] == greedy["batches"], greedy["first_diff"]
-    assert greedy["padded_drafts"] == 13  # pinned: -1 drafts were compared, not skipped
+    # pinned: -1 drafts were compared, not skipped, and batches whose requests all have the
+    # same number of drafts (vLLM's logits read in place, no copy)
+    assert (greedy["padded_drafts"], greedy["uniform_batches"]) == (15, 18)
 
 
 def test_logit_bias_is_applied_at_every_verified_position_and_the_bonus(runs):
@@ -136,7 +139,7 @@ def test_sampling_agrees_with_vllms_kernel_on_the_same_uniforms(runs):
     assert same["bonus_equal"] == same["bonus_total"] > 0
     # pinned: how many decisions and tokens were compared (corrections are drawn differently:
     # vLLM's exponential race, specreg's inverse CDF; both from the same residual)
-    assert (same["decisions"], same["bonus_total"], same["corrections"]) == (175, 69, 84)
+    assert (same["decisions"], same["bonus_total"], same["corrections"]) == (168, 39, 76)
 
 
 def test_sampling_with_min_p_and_logit_bias_is_lossless(runs):
@@ -148,7 +151,7 @@ def test_sampling_with_min_p_and_logit_bias_is_lossless(runs):
         assert sum(scenario["first"]) == COUNTS["samples"]
         assert _pvalue(scenario["first"], expected["p0"]) > P_THRESHOLD, name
     in_support = scenarios["in_support"]
-    assert sum(in_support["second_after_draft"]) > 5000
+    assert sum(in_support["second_after_draft"]) > 4000
     assert _pvalue(in_support["second_after_draft"], expected["p1"]) > P_THRESHOLD
     # a draft min-p removed is never accepted, and never emitted
     assert sum(scenarios["removed_by_min_p"]["second_after_draft"]) == 0

@@ -115,6 +115,8 @@ def sampler(kind: str) -> Any:
 def random_batch(gen: torch.Generator, *, greedy: bool, extras: bool) -> dict[str, Any]:
     b = int(torch.randint(1, 7, (), generator=gen))
     counts = torch.randint(0, K + 1, (b,), generator=gen).tolist()
+    if float(torch.rand((), generator=gen)) < 0.3:
+        counts = [max(counts)] * b  # every request the same drafts: vLLM's logits read in place
     if max(counts) == 0:
         counts[0] = 1
     rows = sum(counts) + b
@@ -181,11 +183,12 @@ def greedy_parity(n: int, seed: int) -> dict[str, Any]:
     """Greedy batches (penalties, bad words and min_p in half of them): vLLM's own forward and
     the substituted one, token for token."""
     gen = torch.Generator().manual_seed(seed)
-    equal = differ = padded = 0
+    equal = differ = padded = uniform = 0
     first_diff = None
     for i in range(n):
         batch = random_batch(gen, greedy=True, extras=i % 2 == 1)
         padded += sum(t == -1 for d in batch["drafts"] for t in d)
+        uniform += len({len(d) for d in batch["drafts"]}) == 1
         a, b = run("vllm", batch), run("specreg", batch)
         if torch.equal(a, b):
             equal += 1
@@ -194,6 +197,7 @@ def greedy_parity(n: int, seed: int) -> dict[str, Any]:
             first_diff = first_diff or {"vllm": a.tolist(), "specreg": b.tolist(),
                                         "drafts": batch["drafts"]}
     return {"batches": n, "equal": equal, "differ": differ, "padded_drafts": padded,
+            "uniform_batches": uniform,
             "first_diff": first_diff}
 
 
