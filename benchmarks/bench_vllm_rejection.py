@@ -60,7 +60,7 @@ def main() -> None:
     from floors import interleaved_best
     from vllm.v1.sample.ops import topk_topp_sampler
 
-    import specreg.adapters.vllm_rejection as sub
+    import specreg.adapters.vllm_batch as sub
     from specreg.adapters.substitution_runtime import active
 
     assert active() == ("rejection_sampler",), "set SPECREG_VLLM=enforce and the switch"
