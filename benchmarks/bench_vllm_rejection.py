@@ -102,7 +102,7 @@ def main() -> None:
             bonus_ids = logits[meta.bonus_logits_indices].argmax(-1, keepdim=True)
 
             def substituted(sm=sm, bonus_ids=bonus_ids, meta=meta, logits=logits):
-                layout = sub.ChainLayout.of(meta, logits.device)
+                layout = forward_specreg.layout_of(meta, logits.device)  # as forward gets it
                 scores = sub.chain_scores(layout, logits, meta, None)
                 return sub.verify(verifier, meta, layout, scores, bonus_ids, sm)
 

@@ -187,6 +187,15 @@ def _sampler_class(base: type) -> type:
             self.verifier = ChainVerifier(
                 widest + 1, widths=range(1, widest + 2), filter_order="vllm"
             )
+            self.last_layout: tuple[Any, Any] = (None, None)  # (draft counts, device), layout
+
+        def layout_of(self, metadata: Any, device: Any) -> Any:
+            """The chain layout of this step's draft counts, rebuilt only when they change
+            (consecutive decoding steps usually keep them)."""
+            key = (tuple(metadata.num_draft_tokens), device)
+            if self.last_layout[0] != key:
+                self.last_layout = (key, batch.ChainLayout.of(metadata, device))
+            return self.last_layout[1]
 
         def forward(self, metadata: Any, draft_probs: Any, logits: Any,
                     sampling_metadata: Any) -> Any:
@@ -204,7 +213,7 @@ def _sampler_class(base: type) -> type:
                 logprobs_mode_override="processed_logits" if self.is_processed_logprobs_mode
                 else "raw_logits",
             )
-            layout = batch.ChainLayout.of(metadata, logits.device)
+            layout = self.layout_of(metadata, logits.device)
             raw_target = target = None
             processing = batch.needs_processing(sm)
             if sm.max_num_logprobs is not None or processing:

@@ -102,13 +102,20 @@ def sampling_metadata_of(requests: list[dict[str, Any]], drafts: list[list[int]]
     )
 
 
+SAMPLERS: dict[str, Any] = {}
+
+
 def sampler(kind: str) -> Any:
+    """One sampler per kind for the whole run, as a runner keeps its own across steps (the
+    substituted one keeps its chain layout while the draft counts stay the same)."""
     from vllm.v1.sample import rejection_sampler as rs
     from vllm.v1.sample.sampler import Sampler
     from vllm.v1.worker import gpu_model_runner
 
-    cls = rs.RejectionSampler if kind == "vllm" else gpu_model_runner.RejectionSampler
-    return cls(Sampler())
+    if kind not in SAMPLERS:
+        cls = rs.RejectionSampler if kind == "vllm" else gpu_model_runner.RejectionSampler
+        SAMPLERS[kind] = cls(Sampler())
+    return SAMPLERS[kind]
 
 
 # ---------------------------------------------------------------------------- random batches
