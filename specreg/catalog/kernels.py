@@ -199,4 +199,31 @@ ENTRIES = (
         example_fix="# before\nbitmask = torch.zeros(b, n, W, dtype=torch.int32)\n"
         "# after\nmatcher.fill_next_token_bitmask(bitmask.view(b * n, W), row)",
     ),
+    ErrorEntry(
+        code="SR919",
+        title="Penalty value out of range",
+        meaning=(
+            "Penalties follow vLLM's ranges: repetition_penalty > 0 (1 = off), "
+            "frequency_penalty and presence_penalty in [-2, 2] (0 = off), logit biases finite."
+        ),
+        when="Penalties with such a value, checked on the CPU path (and on an accelerator with "
+        "check_values=True) before any launch.",
+        solutions=("Pass the request's own sampling parameters: repetition 1.0, frequency and "
+                   "presence 0.0 to switch them off.",),
+        example_fix="# before\nPenalties.of(b, repetition=0.0)\n# after\nPenalties.of(b, repetition=1.0)",
+    ),
+    ErrorEntry(
+        code="SR920",
+        title="Penalty inputs do not fit the batch",
+        meaning=(
+            "Penalties hold per-request values (float32 [b]), the history as int64 token ids "
+            "([b, P] prompt, [b, L] output, -1 padded) and the logit bias ([b, K] distinct ids "
+            "with [b, K] values), on the logits' device; the context is [b, n, D] draft tokens."
+        ),
+        when="Another shape, dtype or device; ids outside [-1, V); a bias id repeated within a "
+        "request.",
+        solutions=("Build them with Penalties.of(batch, ..., device=logits.device).",),
+        example_fix="# before\nPenalties.of(b, logit_bias=[{5: 1.0}])  # b = 2\n"
+        "# after\nPenalties.of(b, logit_bias=[{5: 1.0}, {}])",
+    ),
 )

@@ -21,6 +21,7 @@ TORCH_PATH_TESTS = (
     "tests/kernels/test_logprobs.py",
     "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
     "tests/kernels/test_grammar_masks.py::test_bad_masks_are_coded",
+    "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
 )
 
 

@@ -36,6 +36,7 @@ from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_tr
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.checks import check_params, should_check_values
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+from specreg.kernels.penalties import Penalties, apply_penalties_, chain_context
 from specreg.kernels.sampling import request_coins
 from specreg.kernels.token_mask import apply_token_bitmask_
 from specreg.sampling_params import SamplingParams
@@ -60,6 +61,7 @@ def verify_chain_with_params(
     block_v: int | None = None,
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
     token_bitmask: torch.Tensor | None = None,
+    penalties: Penalties | None = None,
 ) -> ChainVerifyResult:
     """Verify a batch whose requests carry their own sampling parameters (module docstring).
 
@@ -74,6 +76,8 @@ def verify_chain_with_params(
     SR130 otherwise) says how top-k, top-p and min-p combine (`specreg.kernels.filtering`).
     `token_bitmask` int32 [b, n, ceil(V / 32)] (a grammar's allowed tokens after each verified
     prefix, `specreg.kernels.token_mask`) masks `target` and `draft` IN PLACE before verifying.
+    `penalties` (`specreg.kernels.penalties`: repetition, frequency, presence, logit bias)
+    penalise `target` IN PLACE at every position, counting the drafts before it as output.
     """
     filter_rule(filter_order)
     b, n, vocab = check_chain(
@@ -94,6 +98,9 @@ def verify_chain_with_params(
         mask_chain_scores(target, draft, token_bitmask, verify_lens=verify_lens,
                           probabilities=probabilities, values=values, backend=backend,
                           block_v=block_v)
+    if penalties is not None:
+        apply_penalties_(target, penalties, chain_context(candidates), check_values=values,
+                         backend=backend)
     if coins is None or final_coins is None:
         drawn = request_coins(params, n, offsets=offsets, generator=generator)
         coins = drawn[:, : n - 1] if coins is None else coins
