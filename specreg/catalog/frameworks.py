@@ -1,4 +1,4 @@
-"""Catalog entries SR160–SR189: serving-framework flags, model-dependent defaults and the adapters."""
+"""Catalog entries SR160–SR194: serving-framework flags, model-dependent defaults and the adapters."""
 
 from specreg.catalog.entry import ErrorEntry
 
@@ -259,5 +259,39 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ("For HiSparse, pass --enable-hisparse --disable-radix-cache and no --kv-cache.",
          "For no cache, drop --enable-hisparse (--kv-cache none is then the default)."),
         "# before\n--kv-cache none --enable-hisparse\n# after\n--enable-hisparse --disable-radix-cache",
+    ),
+    _entry(
+        "SR188", "vLLM configuration the rejection_sampler substitution does not cover",
+        "With SPECREG_VLLM_SUBSTITUTE=rejection_sampler, vLLM's V1 model runner builds specreg's "
+        "rejection sampler, which verifies vLLM's standard rejection rule with specreg's chain "
+        "verifier (min_p and logit_bias included). vLLM's other verification modes, its V2 model "
+        "runner (which builds its own sampler) and draft probabilities (which specreg's rule "
+        "would filter a second time) are not covered; running vLLM's kernels there while the "
+        "user asked for specreg's would be a silent fallback, so the sampler is refused when "
+        "vLLM builds it.",
+        "vLLM builds the rejection sampler with rejection_sample_method other than 'standard', "
+        "draft_sample_method 'probabilistic', or under the V2 model runner.",
+        ("Drop rejection_sample_method / draft_sample_method from the speculative config.",
+         "Export VLLM_USE_V2_MODEL_RUNNER=0 so vLLM builds its V1 model runner.",
+         "Unset SPECREG_VLLM_SUBSTITUTE to run vLLM's own rejection sampler."),
+        "# before\nSPECREG_VLLM_SUBSTITUTE=rejection_sampler vllm serve ...  # V2 runner chosen\n"
+        "# after\nVLLM_USE_V2_MODEL_RUNNER=0 SPECREG_VLLM_SUBSTITUTE=rejection_sampler vllm serve ...",
+    ),
+    _entry(
+        "SR190", "Drafter does not declare what it drafts from",
+        "A drafter declares what it needs as its `needs` attribute: 'token_history' (token ids "
+        "alone), 'target_hidden_states' or 'draft_model' (specreg.protocols.DRAFTER_NEEDS). vLLM's "
+        "custom_class seam hands a proposer token ids only, so specreg's proposer runs a drafter "
+        "there by that declaration; a drafter that declares nothing, an unknown value, or "
+        "'token_history' while its AlgorithmSpec says uses_target_hidden_states cannot be "
+        "judged, and the plugin must say.",
+        "vLLM constructs specreg.adapters.vllm_proposers.NAME for an algorithm whose drafter "
+        "declares no (or no known) needs.",
+        ("In the plugin, set the drafter class's needs = \"token_history\" when propose(history, "
+         "lengths) needs nothing else.",
+         "Otherwise declare what it needs and run it through vLLM's own method for it."),
+        "# before\nclass MyDrafter:\n    def propose(self, history, lengths): ...\n"
+        "# after\nclass MyDrafter:\n    needs = \"token_history\"\n"
+        "    def propose(self, history, lengths): ...",
     ),
 )
