@@ -187,3 +187,12 @@ def test_bad_run_time_inputs_are_coded(drafter):
         drafter.draft(runner, history, torch.tensor([5, 6]), torch.tensor([0, 7]))
     with pytest.raises(KernelInputError, match="SR473"):
         drafter.draft(runner, history, torch.tensor([5, 6]), torch.tensor([0, 0]), gamma=9)
+
+
+def test_conformance_kit_passes(registry):
+    """The kit's contract (widths, buffers, greedy == plain greedy, lossless sampling with the
+    draft's q, adaptive candidates) through the toy draft runner."""
+    from specreg.testing import check_algorithm
+
+    report = check_algorithm(registry, "draft_model", samples=1000)
+    assert report.failures == [] and len(report.checked) > 10
