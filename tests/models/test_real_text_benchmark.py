@@ -7,7 +7,6 @@ greedily, so they accept the same drafts."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
