@@ -229,7 +229,7 @@ SGLANG_NGRAM_DRAFT_TOKENS = 12
 def _sglang_ngram(raw: dict[str, Any], fields: dict[str, Any], notices: list[Problem]) -> None:
     """SGLang's NGRAM verifies a tree of --speculative-num-draft-tokens nodes (12 by default);
     it overwrites topk with --speculative-ngram-max-bfs-breadth and never reads the steps, so
-    specreg drops both (SR181) and drafts num_draft_tokens - 1 nodes."""
+    specreg drops both (SR183) and drafts num_draft_tokens - 1 nodes."""
     dropped = [f"--{key.replace('_', '-')} {raw[key]}" for key in
                ("speculative_num_steps", "speculative_eagle_topk") if raw.get(key) is not None]
     fields.pop("num_steps", None)
@@ -239,7 +239,7 @@ def _sglang_ngram(raw: dict[str, Any], fields: dict[str, Any], notices: list[Pro
         fields["num_draft_tokens"] = SGLANG_NGRAM_DRAFT_TOKENS
     if dropped:
         notices.append(problem(
-            "SR181",
+            "SR183",
             f"SGLang's NGRAM sizes its tree by --speculative-num-draft-tokens only: "
             f"{' and '.join(dropped)} ignored, as SGLang ignores them",
             accepted="--speculative-num-draft-tokens N (the tree's nodes, root included) and "

@@ -206,7 +206,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "# before\n--kv-cache none --enable-hisparse\n# after\n--enable-hisparse --disable-radix-cache",
     ),
     _entry(
-        "SR181", "NGRAM numbers SGLang does not read",
+        "SR183", "NGRAM numbers SGLang does not read",
         "SGLang's NGRAM verifies a breadth-first tree of --speculative-num-draft-tokens nodes (the "
         "root included; 12 by default) built from its trie. It overwrites "
         "--speculative-eagle-topk with --speculative-ngram-max-bfs-breadth and never reads "

@@ -245,7 +245,7 @@ def test_the_frameworks_option_spellings_reach_the_drafter(registry):
 def test_sglang_ngram_is_sglangs_breadth_first_tree(registry):
     """SGLang's NGRAM: a tree of 12 nodes by default (the root included), breadth 10, matches of
     any length up to the trie depth 18; steps and topk, which its worker never reads, are
-    ignored with the notice SR181 (SGLang overwrites topk with the breadth)."""
+    ignored with the notice SR183 (SGLang overwrites topk with the breadth)."""
     plan = registry.resolve({"speculative_algorithm": "NGRAM"})
     options = plan.drafter.options
     assert (plan.config.num_draft_tokens, plan.gamma, plan.config.topk) == (12, 11, 1)
@@ -256,7 +256,7 @@ def test_sglang_ngram_is_sglangs_breadth_first_tree(registry):
                               "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8,
                               "speculative_ngram_max_trie_depth": 4})
     assert (given.config.num_draft_tokens, given.gamma, given.drafter.options.max_ngram) == (8, 7, 4)
-    assert [n.code for n in given.config.notices] == ["SR181"]
+    assert [n.code for n in given.config.notices] == ["SR183"]
     # the chain is vLLM's ngram, unchanged
     assert registry.resolve({"algorithm": "ngram"}).drafter.options.proposals == "chain"
 
