@@ -7,6 +7,7 @@ a_i for untried tokens and a frozen coefficient per tried token (at most N - 1 p
 sparsely). No [b, N, V] temporaries; the caller's tensors are never written. On CPU the masses
 and the final draw read only the rows the walk needs, in cache-sized chunks
 (`_residual_mass_cpu`, `_final_token_cpu`, `_accepted_masses`): the CPU-tuned branches.
+`cpu_branches(device)` picks them, so a test can run the accelerators' branches on a CPU.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         if has_q:
             q_left = torch.where(append & rrs, q_left - q_x, q_left)
             coef = torch.where(reject & rrs, new_coef, coef)
-            if device.type == "cpu":
+            if cpu_branches(device):
                 mass = _residual_mass_cpu(
                     target_probs, draft_probs, last, reject & rrs, coef, tried_tok, tried_val,
                     tried_cnt,
@@ -149,7 +150,7 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
             )
             rrs = torch.where(accept, q_left > 0, rrs)
 
-    if device.type == "cpu":
+    if cpu_branches(device):
         bonus = _final_token_cpu(
             target_probs, draft_probs, last, rrs, coef, tried_tok, tried_val, tried_cnt,
             final_coins,
@@ -163,6 +164,12 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, p_row)
         bonus = inverse_cdf_sample(weights, final_coins)
     return assemble_result(candidates, retrieve_index, path, count, bonus)
+
+
+def cpu_branches(device: torch.device) -> bool:
+    """Whether the walk uses the CPU-tuned branches (rows read on demand, with host-side
+    branching) rather than the accelerators' (every request's rows, no host synchronisation)."""
+    return device.type == "cpu"
 
 
 def _node_mass(probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
@@ -196,7 +203,7 @@ def _accepted_masses(
     new node where the walk goes on below it (`grows`), to 0 elsewhere (on CPU only the growing
     requests' rows are read; elsewhere every request's, without a host synchronisation)."""
     zero = torch.zeros_like(q_left)
-    if target_probs.device.type != "cpu":
+    if not cpu_branches(target_probs.device):
         rows = torch.arange(last.shape[0], device=last.device)
         q_new = torch.where(grows, _node_mass(draft_probs, rows, last), zero)
         p_new = torch.where(grows, _node_mass(target_probs, rows, last), zero)
