@@ -35,6 +35,20 @@ def test_framework_names_are_aliases(registry):
     assert type(plan.verifier).__name__ == "ChainVerifier"
 
 
+def test_specreg_list_shows_the_four_new_algorithms_with_their_aliases():
+    """`specreg list` (a real subprocess): ngram, suffix, draft_model and medusa, each from its
+    built-in plugin, with the frameworks' names as aliases."""
+    done = subprocess.run([sys.executable, "-m", "specreg", "list", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    listing = {a["name"]: a for a in json.loads(done.stdout)["algorithms"]}
+    want = {"ngram": (["prompt_lookup"], "lookup"), "suffix": (["suffix_decoding"], "lookup"),
+            "draft_model": (["standalone", "draft_target"], "draft_model"),
+            "medusa": ([], "medusa")}
+    for name, (aliases, plugin) in want.items():
+        assert (listing[name]["aliases"], listing[name]["plugin"]) == (aliases, plugin), name
+
+
 def test_every_problem_at_once_before_any_model_loads(registry, tmp_path):
     """A draft of another vocabulary and an inconsistent chain, both reported from the
     config.json files alone."""
