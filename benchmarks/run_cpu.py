@@ -84,6 +84,16 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
         ],
     ),
     ("traffic", ["benchmarks/bench_traffic.py"], []),
+    (
+        "real-text",
+        ["benchmarks/bench_real_text.py", "--files", "24", "--ks", "2,4,8,16"],
+        [
+            ("suffix chain accepted length, specreg / arctic-inference (k=16)",
+             r"^suffix chain: specreg/arctic accepted length .*k=16: ([\d.]+);", "higher", 1.0),
+            ("suffix chain proposal time, arctic-inference / specreg (k=16)",
+             r"^suffix chain: .*proposal time .*k=16: ([\d.]+)$", "higher", 1.0),
+        ],
+    ),
 ]
 
 

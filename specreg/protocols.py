@@ -166,6 +166,20 @@ class ChainDrafterProtocol(Protocol):
 
 
 @runtime_checkable
+class HistoryTreeDrafterProtocol(Protocol):
+    """A model-free drafter that can propose trees from the token history (SGLang's NGRAM trie,
+    suffix trees): `proposes_trees` says whether its plan asked for trees;
+    `propose_tree(history [b, L], lengths [b])` returns b trees of `num_draft_tokens` slots in
+    breadth-first order (`tokens`, `parents` (-1 for the root), `valid`, `depth` [b, N] and
+    `ancestors()` [b, N, N]), verified by the plan's verifier (`verify_tree_greedy`,
+    `verify_tree_sampling`)."""
+
+    proposes_trees: bool
+
+    def propose_tree(self, history: torch.Tensor, lengths: torch.Tensor) -> Any: ...
+
+
+@runtime_checkable
 class TreeDrafterProtocol(Protocol):
     """Turns the draft model's logits and hidden states into a draft tree, step by step.
 

@@ -38,6 +38,11 @@ class NgramDrafter:
         self.gamma = int(num_steps)
 
     @property
+    def proposes_trees(self) -> bool:
+        """Whether the plan asked for trees (`proposals: "tree"`): `propose_tree` then."""
+        return self.options.proposals == "tree"
+
+    @property
     def num_draft_tokens(self) -> int:
         return self.gamma + 1
 
@@ -264,6 +269,11 @@ class SuffixDrafter:
         self._next_seq = 0
         self._rows: dict[int, tuple[Hashable, int, int]] = {}  # row -> (req, length, first token)
         self._epoch = 0
+
+    @property
+    def proposes_trees(self) -> bool:
+        """Whether the plan asked for trees (`proposals: "tree"`): `propose_tree` then."""
+        return self.options.proposals == "tree"
 
     @property
     def num_draft_tokens(self) -> int:

@@ -294,4 +294,17 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "# after\nclass MyDrafter:\n    needs = \"token_history\"\n"
         "    def propose(self, history, lengths): ...",
     ),
+    _entry(
+        "SR185", "NGRAM numbers SGLang does not read",
+        "SGLang's NGRAM verifies a breadth-first tree of --speculative-num-draft-tokens nodes (the "
+        "root included; 12 by default) built from its trie. It overwrites "
+        "--speculative-eagle-topk with --speculative-ngram-max-bfs-breadth and never reads "
+        "--speculative-num-steps, so specreg ignores both too and says so.",
+        "SGLang-spelled flags with --speculative-algorithm NGRAM and --speculative-num-steps or "
+        "--speculative-eagle-topk given.",
+        ("Drop --speculative-num-steps and --speculative-eagle-topk; size the tree with "
+         "--speculative-num-draft-tokens and its breadth with --speculative-ngram-max-bfs-breadth.",),
+        "# before\n--speculative-algorithm NGRAM --speculative-num-steps 3 --speculative-eagle-topk 4\n"
+        "# after\n--speculative-algorithm NGRAM --speculative-num-draft-tokens 8",
+    ),
 )
