@@ -1,4 +1,4 @@
-"""Mean accepted length of the history drafters on real text: Python's standard library, replayed.
+"""Mean accepted length of every algorithm on real text: Python's standard library, replayed.
 
 The text is the source of Python's standard library (every machine has it; nobody here wrote
 it), tokenised with a byte-level BPE tokenizer trained here with the `tokenizers` library on
@@ -11,8 +11,12 @@ ragged by the proposal's length; the lookup tree verifier for trees).
 
 Rows: specreg's `ngram` (vLLM's chain rule; SGLang-style trees), `suffix` (chain and tree),
 arctic-inference's `SuffixDecodingCache` (vLLM's `suffix` backend, chain and tree) on the same
-calls, and the tutorial plugin `ngram_example`. Columns: mean accepted length (tokens emitted per
-verify, the bonus included) per draft length k, and the proposal time per emitted token (the
+calls, and the tutorial plugin `ngram_example`; then the model-based drafters (draft_model,
+EAGLE chain and tree, Medusa, DFlash), whose network is a count-based trigram/skip-gram model
+fitted on the tokenizer's training half (never on the replayed files): see
+benchmarks/real_text_drafters.py for what stands in for what. Columns: mean accepted length
+(tokens emitted per verify, the bonus included) per draft length k (the verify width is k + 1,
+a chain's or a tree's), and for the history drafters the proposal time per emitted token (the
 drafter's update and lookup, measured around its calls only), one run.
 
     pip install -e '.[bench]'
@@ -35,9 +39,12 @@ from specreg_lookup.runtime import NgramOptions, SuffixOptions
 from specreg_lookup.verifier import LookupVerifier
 
 from specreg.chain_verifier import ChainVerifier
+from specreg.testing.count_models import CountLM
 from specreg.testing.replay import ReplayTarget
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from real_text_drafters import model_rows, run_model_row  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ the corpus
@@ -250,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--ks", default="2,4,8,16")
+    parser.add_argument("--no-models", action="store_true",
+                        help="history drafters only (no fitted draft models)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     files = stdlib_files(args.files)
@@ -271,6 +280,23 @@ def main(argv: list[str] | None = None) -> int:
         for name, (factory, tree) in make_proposers(k).items():
             results.setdefault(name, {})[k] = run(factory(), tree, streams, vocab, args.prompt,
                                                   args.new, k, args.batch)
+    history = list(results)
+    if not args.no_models:
+        from specreg import Registry
+
+        started = time.perf_counter()
+        training = [tokenizer.encode(f.read_text(encoding="utf-8", errors="replace")).ids
+                    for f in train]
+        model = CountLM.fit(training, vocab, offsets=max(ks))
+        print(f"# draft networks: a count trigram LM with skip-gram offsets 0..{max(ks) - 1}, "
+              f"fitted on the {len(train)} tokenizer files ({sum(map(len, training))} tokens) "
+              f"in {time.perf_counter() - started:.1f} s; the replayed files are not among them")
+        registry = Registry.load(fresh=True)
+        for k in ks:
+            for name, (config, step) in model_rows(k).items():
+                results.setdefault(name, {})[k] = run_model_row(
+                    registry, config, step, model, streams, vocab, args.prompt, args.new,
+                    args.batch)
     names = list(results)
     print("\nmean accepted length (tokens per verify, bonus included)")
     print(f"{'algorithm':<26}" + "".join(f"{'k=' + str(k):>9}" for k in ks))
@@ -278,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<26}" + "".join(f"{results[name][k][0]:>9.3f}" for k in ks))
     print("\nproposal time per emitted token (us)")
     print(f"{'algorithm':<26}" + "".join(f"{'k=' + str(k):>9}" for k in ks))
-    for name in names:
+    for name in history:
         print(f"{name:<26}" + "".join(f"{results[name][k][1] * 1e6:>9.1f}" for k in ks))
     for mode in ("chain", "tree"):
         ours, theirs = f"suffix {mode} (specreg)", f"suffix {mode} (arctic)"
@@ -289,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(f"k={k}: {a:.3f}" for k, a in zip(ks, acc, strict=True))
                   + "; arctic/specreg proposal time (above 1: specreg faster) "
                   + ", ".join(f"k={k}: {s:.2f}" for k, s in zip(ks, speed, strict=True)))
+    if not args.no_models:
+        print("\nmodel rows: the network is the fitted count model, not a trained neural drafter "
+              "(draft_model: the trigram LM as the draft model; eagle: the LM as EAGLE's draft "
+              "network over each branch; medusa: skip-gram offsets as heads; dflash: the same "
+              "offsets as the block's slot logits); dspark is not run, its Markov head being a "
+              "trained module. Every emitted token was checked against the replayed stream.")
     return 0
 
 

@@ -139,6 +139,22 @@ class TreeVerifierProtocol(Protocol):
 
 
 # ------------------------------------------------------------------------------------- drafters
+#: What a drafter drafts from, declared by its `needs` attribute (a class attribute), so that a
+#: framework seam handing over less can refuse it when the seam is built, never at a step:
+#: "token_history" (the request's token ids alone: n-gram, suffix), "target_hidden_states" (the
+#: target model's hidden states or logits: EAGLE, Medusa, DSpark, DFlash) or "draft_model" (a
+#: draft model the framework runs). vLLM's custom_class seam hands over token ids only, so its
+#: proposer (`specreg.adapters.vllm_proposers`) takes "token_history" drafters alone.
+DRAFTER_NEEDS: tuple[str, ...] = ("token_history", "target_hidden_states", "draft_model")
+TOKEN_HISTORY = "token_history"
+
+
+def drafter_needs(drafter: object) -> str | None:
+    """The `needs` a drafter declares, or None when it declares none (or not as a string)."""
+    value = getattr(drafter, "needs", None)
+    return value if isinstance(value, str) else None
+
+
 @runtime_checkable
 class ChainDrafterProtocol(Protocol):
     """Proposes a chain of `gamma` tokens per request without a draft model."""
@@ -147,6 +163,20 @@ class ChainDrafterProtocol(Protocol):
 
     def propose(self, history: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """`history` int64 [b, L], `lengths` [b] -> drafts int64 [b, gamma]."""
+
+
+@runtime_checkable
+class HistoryTreeDrafterProtocol(Protocol):
+    """A model-free drafter that can propose trees from the token history (SGLang's NGRAM trie,
+    suffix trees): `proposes_trees` says whether its plan asked for trees;
+    `propose_tree(history [b, L], lengths [b])` returns b trees of `num_draft_tokens` slots in
+    breadth-first order (`tokens`, `parents` (-1 for the root), `valid`, `depth` [b, N] and
+    `ancestors()` [b, N, N]), verified by the plan's verifier (`verify_tree_greedy`,
+    `verify_tree_sampling`)."""
+
+    proposes_trees: bool
+
+    def propose_tree(self, history: torch.Tensor, lengths: torch.Tensor) -> Any: ...
 
 
 @runtime_checkable

@@ -2,8 +2,11 @@
 
 The frameworks' own reading is kept: model-dependent defaults from the target's config.json,
 draft checkpoints read from a model folder, the block-size flags, the HiSparse switches, and
-SGLang's silent rewrite of draft tokens to steps + 1 under topk 1 (adopted, with a coded notice).
-Flags specreg once invented stay as aliases with a notice.
+SGLang's silent rewrite of draft tokens to steps + 1 under topk 1 (adopted, with a coded notice;
+STANDALONE follows the EAGLE family's number rules, as SGLang runs it on the EAGLE worker), and
+SGLang's NGRAM reading (a breadth-first tree of --speculative-num-draft-tokens nodes, 12 by
+default, from --speculative-ngram-* options; steps and topk, which its worker never reads, are
+dropped with a coded notice). Flags specreg once invented stay as aliases with a notice.
 """
 
 from __future__ import annotations
@@ -71,8 +74,12 @@ def translate(data: Mapping[str, Any]) -> Translation:
         _vllm(raw, fields, problems, framework)
     _sglang(raw, data, fields, notices, problems, framework)
     options = {k: raw[k] for k in DRAFTER_OPTIONS if raw.get(k) is not None}
+    given = fields.get("draft_config", data.get("draft_config"))
+    if framework.pop("sglang_ngram", False):
+        named = {key_of(k) for k in (*options, *(given if isinstance(given, Mapping) else ()))}
+        options = {spellings[0]: value for spellings, value in SGLANG_NGRAM_OPTIONS
+                   if named.isdisjoint(spellings)} | options
     if options:
-        given = fields.get("draft_config", data.get("draft_config"))
         fields["draft_config"] = {**(given if isinstance(given, Mapping) else {}), **options}
     return Translation(
         fields=fields, notices=tuple(notices), problems=tuple(problems), framework=framework
@@ -195,8 +202,51 @@ def _sglang(
         known = {k: v for k, v in options.items() if k in ("top_k", "hot_size", "req_slots")}
         if known:
             fields.setdefault("cache_options", known)
-    if algorithm in EAGLE_FAMILY and sglang_spelled and not framework.get("speculative_adaptive"):
-        _eagle_defaults(fields, given, notices, framework.get("target_architecture"))
+    if (
+        algorithm in EAGLE_FAMILY | {"standalone"}
+        and sglang_spelled
+        and not framework.get("speculative_adaptive")
+    ):
+        _eagle_defaults(fields, given, notices, framework.get("target_architecture"), algorithm)
+    if algorithm == "ngram" and "speculative_algorithm" in raw:
+        _sglang_ngram(raw, fields, notices)
+        framework["sglang_ngram"] = True
+
+
+#: SGLang 0.5.23's NGRAM: a breadth-first tree (its trie), matches of any length up to the trie
+#: depth (18), merging up to 10 matches; --speculative-ngram-* flags override these.
+#: Each: (the option's spellings, SGLang's value); set only where no spelling of it is given.
+SGLANG_NGRAM_OPTIONS: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("proposals",), "tree"),
+    (("min_ngram", "prompt_lookup_min"), 1),
+    (("speculative_ngram_max_trie_depth", "max_ngram", "prompt_lookup_max"), 18),
+    (("speculative_ngram_max_bfs_breadth", "max_bfs_breadth"), 10),
+)
+#: SGLang's NGRAM default tree size (the root, the last verified token, included).
+SGLANG_NGRAM_DRAFT_TOKENS = 12
+
+
+def _sglang_ngram(raw: dict[str, Any], fields: dict[str, Any], notices: list[Problem]) -> None:
+    """SGLang's NGRAM verifies a tree of --speculative-num-draft-tokens nodes (12 by default);
+    it overwrites topk with --speculative-ngram-max-bfs-breadth and never reads the steps, so
+    specreg drops both (SR185) and drafts num_draft_tokens - 1 nodes."""
+    dropped = [f"--{key.replace('_', '-')} {raw[key]}" for key in
+               ("speculative_num_steps", "speculative_eagle_topk") if raw.get(key) is not None]
+    fields.pop("num_steps", None)
+    fields.pop("topk", None)
+    draft = fields.get("num_draft_tokens")
+    if draft is None:
+        fields["num_draft_tokens"] = SGLANG_NGRAM_DRAFT_TOKENS
+    if dropped:
+        notices.append(problem(
+            "SR185",
+            f"SGLang's NGRAM sizes its tree by --speculative-num-draft-tokens only: "
+            f"{' and '.join(dropped)} ignored, as SGLang ignores them",
+            accepted="--speculative-num-draft-tokens N (the tree's nodes, root included) and "
+            "--speculative-ngram-max-bfs-breadth",
+            fix="drop --speculative-num-steps and --speculative-eagle-topk for NGRAM",
+            field="num_steps", severity="warning",
+        ))
 
 
 def _block_sizes(
@@ -254,13 +304,15 @@ def _hisparse_options(value: Any, problems: list[Problem]) -> dict[str, Any]:
 
 
 def _eagle_defaults(
-    fields: dict[str, Any], given: Mapping[str, Any], notices: list[Problem], arch: str | None
+    fields: dict[str, Any], given: Mapping[str, Any], notices: list[Problem], arch: str | None,
+    algorithm: str | None = None,
 ) -> None:
     steps, topk, draft = (
         fields.get(k, given.get(k)) for k in ("num_steps", "topk", "num_draft_tokens")
     )
     if steps is None and topk is None and draft is None:
-        fields["num_steps"], fields["topk"], fields["num_draft_tokens"] = model_defaults(arch)
+        defaults = model_defaults(arch, algorithm)
+        fields["num_steps"], fields["topk"], fields["num_draft_tokens"] = defaults
         return
     if (
         is_int(steps) and steps >= 1 and topk in (None, 1)

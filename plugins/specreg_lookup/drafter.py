@@ -31,9 +31,16 @@ class NgramDrafter:
     offers its most recent (bfs) or most frequent (prob) continuations.
     """
 
+    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(self, options: NgramOptions | None = None, *, num_steps: int = 3) -> None:
         self.options = options or NgramOptions()
         self.gamma = int(num_steps)
+
+    @property
+    def proposes_trees(self) -> bool:
+        """Whether the plan asked for trees (`proposals: "tree"`): `propose_tree` then."""
+        return self.options.proposals == "tree"
 
     @property
     def num_draft_tokens(self) -> int:
@@ -250,6 +257,8 @@ class SuffixDrafter:
     its response staying in the global tree).
     """
 
+    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(self, options: SuffixOptions | None = None, *, num_steps: int | None = None
                  ) -> None:
         self.options = options or SuffixOptions()
@@ -260,6 +269,11 @@ class SuffixDrafter:
         self._next_seq = 0
         self._rows: dict[int, tuple[Hashable, int, int]] = {}  # row -> (req, length, first token)
         self._epoch = 0
+
+    @property
+    def proposes_trees(self) -> bool:
+        """Whether the plan asked for trees (`proposals: "tree"`): `propose_tree` then."""
+        return self.options.proposals == "tree"
 
     @property
     def num_draft_tokens(self) -> int:

@@ -28,7 +28,7 @@ DEFAULT_SUFFIX_CACHED = 10000
 DEFAULT_SUFFIX_FACTOR = 1.0
 DEFAULT_SUFFIX_PROB = 0.1
 #: SGLang's default --speculative-ngram-max-bfs-breadth.
-DEFAULT_BFS_BREADTH = 8
+DEFAULT_BFS_BREADTH = 10
 
 #: option -> the spellings accepted for it (specreg's name first).
 NGRAM_KEYS: Mapping[str, tuple[str, ...]] = {

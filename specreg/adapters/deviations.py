@@ -30,6 +30,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specreg.adapters.history_conditions import (
+    ngram_breadth,
+    ngram_flags,
+    ngram_steps,
+    suffix_cache,
+    suffix_k,
+    vllm_options,
+)
+
 TABLE = Path(__file__).with_name("deviations.json")
 SNAPSHOT_DIR = Path("tests") / "adapters" / "snapshots"
 NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
@@ -144,7 +153,7 @@ def _family(case: Mapping[str, Any]) -> str:
         return "block"
     if algorithm in ("NGRAM", "ngram", "ngram_gpu"):
         return "ngram"
-    return "standalone" if algorithm == "STANDALONE" else "other"
+    return "standalone" if algorithm in ("STANDALONE", "draft_model") else "other"
 
 
 def _set(name: str) -> Callable[[Mapping[str, Any]], str]:
@@ -168,7 +177,8 @@ CONDITIONS: dict[str, tuple[Callable[[Mapping[str, Any]], Any], tuple[Any, ...],
         "ngram_gpu", "draft_model", "suffix", "extract_hidden_states", "custom_class"),
         "the algorithm name (SGLang) or method (vLLM) the user passed"),
     "family": (_family, ("eagle", "block", "standalone", "ngram", "other"),
-               "EAGLE/EAGLE3/NEXTN (eagle), DSpark/DFlash (block), STANDALONE, ngram"),
+               "EAGLE/EAGLE3/NEXTN (eagle), DSpark/DFlash (block), STANDALONE/draft_model "
+               "(standalone), ngram"),
     "steps": (_set("steps"), ("unset", "set"), "whether the number of draft steps is given"),
     "topk": (_topk, ("unset", "chain", "tree"), "topk unset, 1 (a chain) or above 1 (a tree)"),
     "draft": (_draft, ("unset", "one", "given", "below", "at", "above"),
@@ -193,6 +203,21 @@ CONDITIONS: dict[str, tuple[Callable[[Mapping[str, Any]], Any], tuple[Any, ...],
                     "the radix cache on (no --disable-radix-cache)"),
     "mixed_chunk": (_flag("mixed_chunk"), (False, True), "--enable-mixed-chunk"),
     "adaptive": (_flag("adaptive"), (False, True), "--speculative-adaptive"),
+    "ngram_flags": (ngram_flags, ("unset", "valid", "zero"),
+                    "SGLang's --speculative-ngram-max-bfs-breadth/-max-trie-depth/-match-type: "
+                    "none given, all in range, or a breadth or trie depth of 0"),
+    "ngram_breadth": (ngram_breadth, ("n/a", "one", "wide"),
+                      "SGLang NGRAM: --speculative-ngram-max-bfs-breadth 1, or wider (10 unset)"),
+    "ngram_steps": (ngram_steps, ("n/a", "unset", "drafts", "other"),
+                    "SGLang NGRAM: --speculative-num-steps unset, draft tokens - 1, or another"),
+    "vllm_options": (vllm_options, ("unset", "in-range", "out-of-range"),
+                     "vLLM's prompt_lookup_* / suffix_decoding_* keys (but max_cached_requests): "
+                     "none given, all within vLLM's ranges, or one outside them"),
+    "suffix_k": (suffix_k, ("n/a", "unset", "within", "beyond"),
+                 "vLLM suffix: num_speculative_tokens unset, within or beyond "
+                 "suffix_decoding_max_tree_depth (24 by default)"),
+    "suffix_cache": (suffix_cache, ("unset", "disabled", "negative", "limited"),
+                     "vLLM suffix_decoding_max_cached_requests: unset, 0, below 0, or above 0"),
 }
 
 

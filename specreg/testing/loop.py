@@ -4,7 +4,8 @@ It sizes its buffers from `plan.num_tokens_per_req(...)`, runs the toy draft mod
 outputs into proposals through `plan.drafter`, verifies with `plan.verifier`, reads sparse KV rows
 through `plan.cache_swapper` when the plan has one, and branches only on declared capabilities
 (`plan.algorithm.drafting`), never on names. It imports no plugin: every object it drives is
-reached through the plan and used through the `specreg.protocols` contract. `steps=` runs one
+reached through the plan and used through the `specreg.protocols` contract. Model-free drafters
+that propose trees from the history (`HistoryTreeDrafterProtocol`) verify them as trees. `steps=` runs one
 adaptive candidate of the plan instead of the main config. `params=` (a `SamplingParams`, one
 value per request) runs a mixed batch through the verifier's per-request-parameters method
 (`params_method`): the drafts are the draft model's greedy proposals, so sampled requests
@@ -24,10 +25,16 @@ import torch
 from specreg.acceptance import AcceptanceSnapshot, AcceptanceStats
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
-from specreg.protocols import DraftModelDrafterProtocol, HeadsDrafterProtocol, missing_members
+from specreg.protocols import (
+    DraftModelDrafterProtocol,
+    HeadsDrafterProtocol,
+    HistoryTreeDrafterProtocol,
+    missing_members,
+)
 from specreg.testing.draft_model_step import draft_with_model
 from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.heads_step import heads_step
+from specreg.testing.history_tree_step import history_tree_step
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
 from specreg.testing.step_parts import Batch
 from specreg.testing.toy_model import ToyLM
@@ -131,6 +138,10 @@ class SpeculativeLoop:
                 f"({self.max_verify_width})"
             )
         self.markov_head = _markov_head_for(plan, draft)
+        # a model-free chain drafter whose plan asked for trees (ngram's SGLang trees, suffix's)
+        self._history_trees = plan.drafter is not None and not missing_members(
+            plan.drafter, HistoryTreeDrafterProtocol
+        ) and bool(getattr(plan.drafter, "proposes_trees", False))
         self.reader = reader or (
             SwapReader(plan.cache_swapper, target) if plan.cache_swapper is not None else DenseReader(target)
         )
@@ -298,6 +309,8 @@ class SpeculativeLoop:
         while int((batch.lengths - prompt_len).min()) < num_new:
             if drafting == "tree":
                 tokens, counts = self._step_tree(batch)
+            elif self._history_trees:
+                tokens, counts = history_tree_step(self, batch)
             else:
                 draft = self._draft_block if drafting == "block" else self._draft_chain
                 candidates, q = draft(batch, gamma)

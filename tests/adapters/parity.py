@@ -42,7 +42,7 @@ FRAMEWORKS = ("sglang", "vllm")
 VERSIONS = {"sglang": "0.5.23", "vllm": "0.33.0"}
 MIN_CASES = {"sglang": 2000, "vllm": 100}
 #: specreg's side resolves with the built-in plugins only, whatever else is installed here.
-BUILT_IN_PLUGINS = ("eagle", "dspark", "hisparse")
+BUILT_IN_PLUGINS = ("eagle", "dspark", "hisparse", "lookup", "draft_model", "medusa")
 
 _LAYER = {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 1000}
 _DSPARK = {"architectures": ["DSparkDraftModel"], "model_type": "llama", **_LAYER}
@@ -78,7 +78,15 @@ CHECKPOINTS: dict[str, dict[str, tuple[str, int | None]]] = {
 }
 EAGLE_NAMES = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 #: SGLang 0.5.23's other algorithm names (SpeculativeAlgorithm members).
-OTHER_SGLANG_NAMES = ("NGRAM", "UNO", "FROZEN_KV_MTP")
+OTHER_SGLANG_NAMES = ("UNO", "FROZEN_KV_MTP")
+#: NGRAM's numbers (steps, topk, draft tokens) and its flags, each crossed with the others.
+NGRAM_NUMBERS = ((None, None, None), (None, None, 1), (None, None, 4), (3, 1, 4), (2, 4, 8))
+#: fact -> (its --speculative-ngram-* flag, the values tried; 0 is out of range).
+NGRAM_FLAGS: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "ngram_breadth": ("speculative_ngram_max_bfs_breadth", (None, 1, 4, 0)),
+    "ngram_match": ("speculative_ngram_match_type", (None, "PROB")),
+    "ngram_depth": ("speculative_ngram_max_trie_depth", (None, 4, 0)),
+}
 TOPKS = (None, 1, 2, 4, 8)
 ALL_STEPS = (None, 1, 2, 3, 4, 5, 6, 7, 8)
 #: target -> the steps it is crossed with (every topk and draft position for each).
@@ -117,7 +125,8 @@ def case_id(facts: Mapping[str, Any]) -> str:
     default = _facts()
     short = {"steps": "s", "topk": "k", "draft": "d", "block_flag": "block", "target": "on",
              "checkpoint": "ckpt", "disable_radix_cache": "no-radix", "mixed_chunk": "mixed",
-             "adaptive": "adaptive", "hisparse": "hisparse", "method": "", "k": "k"}
+             "adaptive": "adaptive", "hisparse": "hisparse", "method": "", "k": "k",
+             "ngram_breadth": "bfs", "ngram_match": "match", "ngram_depth": "trie-depth"}
     parts = [str(facts.get("algorithm"))]
     for key, value in facts.items():
         if key in ("framework", "algorithm", "checkpoint_block", "checkpoint_block_size"):
@@ -158,6 +167,7 @@ def sglang_cases() -> list[dict[str, Any]]:
         ((None, None, None), (3, 1, 4), (2, 4, 8), (None, None, 4)),
     ):
         cases.append(_facts(algorithm=algorithm, target=target, steps=steps, topk=topk, draft=draft))
+    cases += _ngram_cases()
     cases += _hisparse_cases()
     seen: set[str] = set()
     unique = []
@@ -167,6 +177,20 @@ def sglang_cases() -> list[dict[str, Any]]:
             seen.add(cid)
             unique.append({"id": cid, "facts": facts})
     return unique
+
+
+def _ngram_cases() -> list[dict[str, Any]]:
+    """NGRAM's numbers crossed with its flags (breadth, match type, trie depth) on a Llama
+    target, and its numbers alone on a Qwen3 one."""
+    out = [_facts(algorithm="NGRAM", target="qwen3", steps=s, topk=k, draft=d)
+           for s, k, d in NGRAM_NUMBERS]
+    names = list(NGRAM_FLAGS)
+    for (steps, topk, draft), values in itertools.product(
+        NGRAM_NUMBERS, itertools.product(*(NGRAM_FLAGS[n][1] for n in names))
+    ):
+        given = {n: v for n, v in zip(names, values, strict=True) if v is not None}
+        out.append(_facts(algorithm="NGRAM", steps=steps, topk=topk, draft=draft, **given))
+    return out
 
 
 def _hisparse_cases() -> list[dict[str, Any]]:
@@ -215,6 +239,9 @@ def sglang_flags(facts: Mapping[str, Any], models: Mapping[str, Path]) -> dict[s
         flags["speculative_draft_model_path"] = str(models["llama"])
     if facts["block_flag"] is not None:
         flags[f"speculative_{algorithm.lower()}_block_size"] = facts["block_flag"]
+    for fact, (flag, _) in NGRAM_FLAGS.items():
+        if facts.get(fact) is not None:
+            flags[flag] = facts[fact]
     if facts["hisparse"]:
         flags["enable_hisparse"] = True
     for key, name in (("disable_radix_cache", "disable_radix_cache"),
@@ -231,8 +258,18 @@ VLLM_DRAFTS: dict[str, tuple[str, ...]] = {
     "dspark": ("dspark-draft", "dspark-draft-prefixed", "dspark-dflash-config", "dspark-none"),
     "dflash": ("dflash-draft", "dflash-top-level", "dflash-none"),
 }
-VLLM_OTHER_METHODS = ("ngram", "ngram_gpu", "suffix", "extract_hidden_states", "deepseek_mtp",
-                      "custom_class")
+VLLM_OTHER_METHODS = ("ngram_gpu", "extract_hidden_states", "deepseek_mtp", "custom_class")
+#: The history drafters' keys: method -> option sets tried (each with k unset, 2 and 30).
+VLLM_OPTIONS: dict[str, tuple[dict[str, Any], ...]] = {
+    "ngram": ({}, {"prompt_lookup_min": 2}, {"prompt_lookup_max": 3},
+              {"prompt_lookup_min": 2, "prompt_lookup_max": 4},
+              {"prompt_lookup_min": 4, "prompt_lookup_max": 2}, {"prompt_lookup_min": 0}),
+    "suffix": ({}, {"suffix_decoding_max_tree_depth": 8}, {"suffix_decoding_max_tree_depth": 0},
+               {"suffix_decoding_max_cached_requests": 0},
+               {"suffix_decoding_max_cached_requests": -1},
+               {"suffix_decoding_max_spec_factor": 2.0}, {"suffix_decoding_max_spec_factor": -1.0},
+               {"suffix_decoding_min_token_prob": 0.5}, {"suffix_decoding_min_token_prob": 1.5}),
+}
 CUSTOM_PROPOSER = "specreg.adapters.vllm_proposers.ngram"
 VLLM_CHECKPOINTS: dict[str, tuple[str, int | None]] = {
     **{name: spec for by_algo in CHECKPOINTS.values() for name, spec in by_algo.items()},
@@ -256,16 +293,30 @@ def vllm_cases() -> list[dict[str, Any]]:
         cases.append({"framework": "vllm", "algorithm": method, "target": target,
                       "checkpoint": None, "checkpoint_block": "none", "checkpoint_block_size": None,
                       "k": k})
+    for method, option_sets in VLLM_OPTIONS.items():
+        for options, target, k in itertools.product(option_sets, ("llama", "qwen3"), (None, 2, 30)):
+            if target == "qwen3" and options:
+                continue  # the options do not depend on the target
+            if k == 30 and set(options) - {"suffix_decoding_max_tree_depth"}:
+                continue  # k beyond the depth beside another refused key: two causes at once
+            cases.append({"framework": "vllm", "algorithm": method, "target": target,
+                          "checkpoint": None, "checkpoint_block": "none",
+                          "checkpoint_block_size": None, "k": k, **options})
     return [{"id": _vllm_id(c), "facts": c} for c in cases]
 
 
 def _vllm_id(facts: Mapping[str, Any]) -> str:
+    options = [f"{key}={facts[key]}" for key in VLLM_OPTION_KEYS if key in facts]
     return " ".join(str(p) for p in (facts["algorithm"], f"on={facts['target']}",
-                                     f"ckpt={facts['checkpoint']}", f"k={facts['k']}"))
+                                     f"ckpt={facts['checkpoint']}", f"k={facts['k']}", *options))
+
+
+VLLM_OPTION_KEYS = tuple(dict.fromkeys(k for sets in VLLM_OPTIONS.values() for o in sets for k in o))
 
 
 def vllm_spec(facts: Mapping[str, Any], models: Mapping[str, Path]) -> dict[str, Any]:
     spec: dict[str, Any] = {"method": facts["algorithm"]}
+    spec.update({key: facts[key] for key in VLLM_OPTION_KEYS if key in facts})
     if facts["algorithm"] == "custom_class":
         spec["model"] = CUSTOM_PROPOSER
     if facts["checkpoint"] is not None:

@@ -35,14 +35,27 @@ def test_framework_names_are_aliases(registry):
     assert type(plan.verifier).__name__ == "ChainVerifier"
 
 
+def test_specreg_list_shows_the_four_new_algorithms_with_their_aliases():
+    """`specreg list` (a real subprocess): ngram, suffix, draft_model and medusa, each from its
+    built-in plugin, with the frameworks' names as aliases."""
+    done = subprocess.run([sys.executable, "-m", "specreg", "list", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    listing = {a["name"]: a for a in json.loads(done.stdout)["algorithms"]}
+    want = {"ngram": (["prompt_lookup"], "lookup"), "suffix": (["suffix_decoding"], "lookup"),
+            "draft_model": (["standalone", "draft_target"], "draft_model"),
+            "medusa": ([], "medusa")}
+    for name, (aliases, plugin) in want.items():
+        assert (listing[name]["aliases"], listing[name]["plugin"]) == (aliases, plugin), name
+
+
 def test_every_problem_at_once_before_any_model_loads(registry, tmp_path):
     """A draft of another vocabulary and an inconsistent chain, both reported from the
     config.json files alone."""
     flags = {
-        "--speculative-algorithm": "STANDALONE",
+        "algorithm": "draft_model", "num_steps": 3, "num_draft_tokens": 6,
         "--model-path": _folder(tmp_path, "target", vocab_size=32000),
         "--speculative-draft-model-path": _folder(tmp_path, "draft", vocab_size=151936),
-        "--speculative-num-steps": 3, "--speculative-num-draft-tokens": 6,
     }
     codes = [p.code for p in registry.check(flags) if p.is_error]
     assert sorted(codes) == ["SR470", "SR472"]
@@ -51,6 +64,22 @@ def test_every_problem_at_once_before_any_model_loads(registry, tmp_path):
     message = str(caught.value)
     assert "151936 differs from the target's 32000" in message
     assert "--speculative-draft-model-path" in message
+
+
+def test_sglang_standalone_chain_takes_sglangs_rewrite(registry, tmp_path):
+    """SGLang runs STANDALONE on its EAGLE worker: with topk 1 (or unset) it rewrites the draft
+    tokens to steps + 1, so specreg adopts the same value with the notice SR162 (not SR472)."""
+    flags = {
+        "--speculative-algorithm": "STANDALONE", "--speculative-num-steps": 3,
+        "--speculative-num-draft-tokens": 6,
+        "--model-path": _folder(tmp_path, "target", vocab_size=32000),
+        "--speculative-draft-model-path": _folder(tmp_path, "draft", vocab_size=32000),
+    }
+    plan = registry.resolve(flags)
+    assert (plan.config.num_steps, plan.config.topk, plan.config.num_draft_tokens) == (3, 1, 4)
+    assert [n.code for n in plan.config.notices] == ["SR162"]
+    defaults = registry.resolve({k: v for k, v in flags.items() if "num" not in k})
+    assert (defaults.config.num_steps, defaults.config.num_draft_tokens) == (3, 4)  # SGLang's
 
 
 def test_draft_without_a_vocabulary_names_the_vllm_key(registry, tmp_path):
@@ -172,3 +201,12 @@ def test_bad_run_time_inputs_are_coded(drafter):
         drafter.draft(runner, history, torch.tensor([5, 6]), torch.tensor([0, 7]))
     with pytest.raises(KernelInputError, match="SR473"):
         drafter.draft(runner, history, torch.tensor([5, 6]), torch.tensor([0, 0]), gamma=9)
+
+
+def test_conformance_kit_passes(registry):
+    """The kit's contract (widths, buffers, greedy == plain greedy, lossless sampling with the
+    draft's q, adaptive candidates) through the toy draft runner."""
+    from specreg.testing import check_algorithm
+
+    report = check_algorithm(registry, "draft_model", samples=1000)
+    assert report.failures == [] and len(report.checked) > 10

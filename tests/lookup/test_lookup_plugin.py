@@ -240,3 +240,64 @@ def test_the_frameworks_option_spellings_reach_the_drafter(registry):
         {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 0}
     )
     assert bad.code == "SR490" and "prompt_lookup_min=0" in bad.message  # the user's own key
+
+
+def test_sglang_ngram_is_sglangs_breadth_first_tree(registry):
+    """SGLang's NGRAM: a tree of 12 nodes by default (the root included), breadth 10, matches of
+    any length up to the trie depth 18; steps and topk, which its worker never reads, are
+    ignored with the notice SR185 (SGLang overwrites topk with the breadth)."""
+    plan = registry.resolve({"speculative_algorithm": "NGRAM"})
+    options = plan.drafter.options
+    assert (plan.config.num_draft_tokens, plan.gamma, plan.config.topk) == (12, 11, 1)
+    assert (options.proposals, options.min_ngram, options.max_ngram, options.max_bfs_breadth) == (
+        "tree", 1, 18, 10)
+    assert plan.config.notices == ()
+    given = registry.resolve({"speculative_algorithm": "NGRAM", "speculative_num_steps": 2,
+                              "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8,
+                              "speculative_ngram_max_trie_depth": 4})
+    assert (given.config.num_draft_tokens, given.gamma, given.drafter.options.max_ngram) == (8, 7, 4)
+    assert [n.code for n in given.config.notices] == ["SR185"]
+    # the chain is vLLM's ngram, unchanged
+    assert registry.resolve({"algorithm": "ngram"}).drafter.options.proposals == "chain"
+
+
+@pytest.mark.parametrize("name, draft_config", [
+    ("ngram", {"prompt_lookup_min": 1, "prompt_lookup_max": 3, "proposals": "tree",
+               "max_bfs_breadth": 4}),
+    ("suffix", {"max_tree_depth": 16, "proposals": "tree"}),
+])
+def test_tree_proposals_through_the_reference_loop(registry, name, draft_config, monkeypatch):
+    """Trees from the history go through the loop's tree step and the tree verifier: greedy
+    equals plain greedy, sampling passes the chi-square checks, and the chain path is never
+    taken (its `propose` raises)."""
+    plan = registry.resolve({"algorithm": name, "num_steps": 5, "draft_config": draft_config})
+    assert plan.drafter.proposes_trees
+
+    def no_chain(*args, **kwargs):
+        raise AssertionError("the chain path ran for a tree plan")
+
+    monkeypatch.setattr(plan.drafter, "propose", no_chain)
+    target = ToyLM(ToyConfig(), seed=0)
+    prompts = _repetitive_prompts(4, 20, target.config.vocab_size)
+    trees = plan.drafter.propose_tree(prompts, torch.full((4,), 20))
+    assert bool((trees.num_nodes > 1).all()), trees.num_nodes  # real trees, not bare roots
+    check = check_greedy(plan, target, target, prompts, 24)
+    assert check.passed, check.first_mismatch
+    assert check.result.mean_accepted_length > 1.0
+    sampled = registry.resolve({"algorithm": name, "num_steps": 3, "draft_config": draft_config})
+    monkeypatch.setattr(sampled.drafter, "propose", no_chain)
+    prompt = _repetitive_prompts(1, 12, target.config.vocab_size)[0]
+    lossless = check_sampling(sampled, ToyLM(ToyConfig(), seed=1), target, prompt, samples=1500,
+                              seed=5)
+    assert lossless.passed, lossless.p_values
+
+
+@pytest.mark.parametrize("name, max_depth", [("ngram", "max_ngram"), ("suffix", "max_tree_depth")])
+def test_conformance_kit_passes_with_tree_proposals(registry, name, max_depth):
+    """The kit's widths, buffers, greedy and adaptive-candidate clauses with trees (a candidate
+    verifies the breadth-first first slots of the tree); tree sampling's losslessness is
+    test_tree_proposals_through_the_reference_loop's."""
+    draft_config = {"proposals": "tree", max_depth: 3 if name == "ngram" else 16}
+    report = check_algorithm(registry, name, base_config={"draft_config": draft_config},
+                             lossless=False)
+    assert report.failures == [] and len(report.checked) > 10

@@ -129,3 +129,12 @@ def test_heads_module_and_bad_run_time_inputs(registry):
                                 torch.ones(2, dtype=torch.long))  # three heads, plan serves two
     with pytest.raises(KernelInputError, match="SR485"):
         drafter.start(torch.randn(2, 3), torch.zeros(2, 1))  # vocabulary below topk
+
+
+def test_conformance_kit_passes(registry):
+    """The kit's contract (widths, buffers, greedy == plain greedy through the heads step,
+    lossless tree sampling, adaptive candidates) with the toy model as heads."""
+    from specreg.testing import check_algorithm
+
+    report = check_algorithm(registry, "medusa", samples=1000)
+    assert report.failures == [] and len(report.checked) > 10

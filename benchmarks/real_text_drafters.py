@@ -1,0 +1,131 @@
+"""The model-based drafters of the real-text benchmark: draft_model, EAGLE (chain and tree),
+Medusa and DFlash, each through its resolved plan and the reference loop's own steps, over a
+replay target.
+
+No pretrained draft network is downloaded: every drafter's network is a `CountLM`
+(specreg.testing.count_models) fitted on the benchmark's training files, never on the replayed
+streams. What stands in for what, per row:
+
+- `draft_model`: the count trigram LM is the standalone draft model (its cache rolled back by the
+  plan's `DraftModelDrafter`, `specreg.testing.draft_model_step`);
+- `eagle`: the same LM is EAGLE's draft network, scoring every branch's path
+  (`specreg.testing.tree_step`; chain: topk 1, tree: topk 4); a real EAGLE head reads the
+  target's hidden states, which a replay target does not have;
+- `medusa`: head d is the count model's skip-gram offset d (the token d + 1 places past the last
+  committed one, from the same two tokens), the static tree built by the plan's `MedusaDrafter`
+  (`specreg.testing.heads_step`);
+- `dflash`: the same skip-gram offsets are the per-slot logits of the block's draft forward,
+  proposed by the plan's `BlockDrafter` (DFlash: each slot's argmax). DSpark is not run: its
+  Markov head is a trained module that no count model stands in for.
+
+`ReplayView` is the loop's view (`specreg.testing.step_parts.LoopView`) over a replay target:
+`verify_logits` scores every node at its position in the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from specreg.phase import Phase
+from specreg.testing.count_models import CountLM
+from specreg.testing.draft_model_step import draft_with_model
+from specreg.testing.heads_step import heads_step
+from specreg.testing.replay import ReplayTarget
+from specreg.testing.step_parts import Batch
+from specreg.testing.tree_step import tree_step
+
+Step = Callable[["ReplayView", Batch], tuple[torch.Tensor, torch.Tensor]]
+
+
+class ReplayView:
+    """What one step of the reference loop reads, over a replay target (greedy only)."""
+
+    params = None
+    params_verify = None
+    sampling = False
+    temperature = 1.0
+
+    def __init__(self, plan: Any, model: CountLM, target: ReplayTarget) -> None:
+        self.plan, self.draft, self.target = plan, model, target
+        sizes = plan.resolution.main
+        self.steps = int(plan.config.num_steps)
+        self.verify_width = sizes.verify_width
+        self.draft_decode_width = sizes.width(Phase.DRAFT_DECODE, is_draft_worker=True)
+        self.generator = torch.Generator().manual_seed(0)
+
+    def verify_logits(self, batch: Batch, paths: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
+        """Each node's target logits: the replay target at the node's position (its path is the
+        stream's wherever a verifier can reach it)."""
+        return self.target.logits((batch.lengths - 1)[:, None] + depths)
+
+    def chain_logits(self, batch: Batch, width: int) -> torch.Tensor:
+        return self.target.logits((batch.lengths - 1)[:, None] + torch.arange(width)[None, :])
+
+
+def _draft_model_step(view: ReplayView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    candidates, _ = draft_with_model(view, batch, view.verify_width - 1)
+    out = view.plan.verifier.verify_greedy(candidates, view.chain_logits(batch, view.verify_width))
+    return out.output_tokens, out.num_accepted.long() + 1
+
+
+def _dflash_step(view: ReplayView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    drafter = view.plan.drafter
+    gamma = view.verify_width - 1
+    slots = view.draft.head_logits(batch.seqs, batch.lengths, gamma)
+    anchor = batch.last_tokens()
+    drafts, _ = drafter.propose(slots, anchor, head=None, temperature=0.0, gamma=gamma)
+    candidates = drafter.candidates(anchor, drafts)
+    out = view.plan.verifier.verify_greedy(candidates, view.chain_logits(batch, gamma + 1))
+    return out.output_tokens, out.num_accepted.long() + 1
+
+
+def model_rows(k: int) -> dict[str, tuple[dict[str, Any], Step]]:
+    """Row name -> (the plan's config at draft length k, its step)."""
+    return {
+        "draft_model (count LM)": ({"algorithm": "draft_model", "num_steps": k}, _draft_model_step),
+        "eagle chain (count LM)": ({"algorithm": "eagle", "num_steps": k, "topk": 1,
+                                    "num_draft_tokens": k + 1}, tree_step),
+        "eagle tree k4 (count LM)": ({"algorithm": "eagle", "num_steps": min(k, 8), "topk": 4,
+                                      "num_draft_tokens": k + 1}, tree_step),
+        "medusa (count heads)": ({"algorithm": "medusa", "num_steps": k, "topk": 2,
+                                  "num_draft_tokens": k + 1}, heads_step),
+        "dflash (count heads)": ({"algorithm": "dflash", "num_draft_tokens": k + 1}, _dflash_step),
+    }
+
+
+def run_model_row(registry: Any, config: dict[str, Any], step: Step, model: CountLM,
+                  streams: list[list[int]], vocab: int, prompt: int, new: int,
+                  batch: int) -> tuple[float, float, int]:
+    """(mean accepted length, drafting seconds per emitted token, verify steps) of one plan over
+    the streams, `batch` requests at a time; every emitted token is checked against the stream."""
+    import time
+
+    plan = registry.resolve(config)
+    emitted = steps = 0
+    spent = 0.0
+    width = plan.resolution.main.verify_width
+    for first in range(0, len(streams), batch):
+        group = torch.tensor([s[: prompt + new + width + 2] for s in streams[first : first + batch]])
+        target = ReplayTarget(group, vocab)
+        b = group.shape[0]
+        seqs = torch.zeros(b, group.shape[1] + width + 1, dtype=torch.long)
+        seqs[:, :prompt] = group[:, :prompt]  # the drafter sees committed tokens only
+        view = ReplayView(plan, model, target)
+        state = Batch(seqs, torch.full((b,), prompt, dtype=torch.long))
+        while int(state.lengths.min()) < prompt + new:
+            start = time.perf_counter()
+            tokens, counts = step(view, state)
+            spent += time.perf_counter() - start
+            active = state.lengths < prompt + new
+            for r in torch.nonzero(active).flatten().tolist():
+                at, n = int(state.lengths[r]), int(counts[r])
+                got, want = tokens[r, :n].tolist(), group[r, at : at + n].tolist()
+                assert got == want, (config, r, got, want)  # replay: greedy output is the stream
+                seqs[r, at : at + n] = tokens[r, :n]
+            emitted += int(counts[active].sum())
+            steps += int(active.sum())
+            state.lengths = torch.where(active, state.lengths + counts, state.lengths)
+    return emitted / steps, spent / emitted, steps
