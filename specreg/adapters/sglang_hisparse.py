@@ -52,13 +52,20 @@ CALLERS = (
 )
 
 
+#: The plugin whose swapper the manager runs (its entry point in the `specreg` group).
+HISPARSE_PLUGIN = "hisparse"
+
+
 # ------------------------------------------------------------------------------ the manager
 def manager_class(original: type) -> type:
     """The replacement of SGLang's manager class `original` (a subclass, so every attribute
     SGLang's callers read is there)."""
     import torch
-    from specreg_hisparse.runtime import HiSparseLayout
-    from specreg_hisparse.swapper import HiSparseSwapper
+
+    from specreg.adapters.substitution_runtime import plugin_module
+
+    HiSparseLayout = plugin_module(HISPARSE_PLUGIN, "runtime").HiSparseLayout  # noqa: N806
+    HiSparseSwapper = plugin_module(HISPARSE_PLUGIN, "swapper").HiSparseSwapper  # noqa: N806
 
     module = importlib.import_module(MODULE)
 

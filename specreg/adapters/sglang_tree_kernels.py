@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from types import SimpleNamespace
 from typing import Any
 
@@ -69,12 +67,10 @@ def eagle_kernels() -> SimpleNamespace:
     """The EAGLE plugin's tree verification kernels (`verify_tree_greedy`,
     `verify_tree_sampling`), found through its `specreg` entry point as the registry finds
     plugins (specreg's core never imports a shipped plugin). ImportError when it is absent."""
-    found = [ep for ep in entry_points(group="specreg") if ep.name == EAGLE_PLUGIN]
-    if not found:
-        raise ImportError(f"no {EAGLE_PLUGIN!r} plugin in the 'specreg' entry-point group")
-    package = found[0].module.rsplit(".", 1)[0]
-    greedy = importlib.import_module(f"{package}.kernels.verify_greedy")
-    sampling = importlib.import_module(f"{package}.kernels.verify_sampling")
+    from specreg.adapters.substitution_runtime import plugin_module
+
+    greedy = plugin_module(EAGLE_PLUGIN, "kernels.verify_greedy")
+    sampling = plugin_module(EAGLE_PLUGIN, "kernels.verify_sampling")
     return SimpleNamespace(verify_tree_greedy=greedy.verify_tree_greedy,
                            verify_tree_sampling=sampling.verify_tree_sampling)
 
