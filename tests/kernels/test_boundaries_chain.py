@@ -139,3 +139,45 @@ def test_a_minus_one_draft_never_matches_a_minus_one_prediction():
         got = verify_chain_greedy_from_predict(candidates, predict, check_values=check_values)
         _same(got, want)
         assert torch.equal(got.bonus, want.bonus)
+
+
+def _dense_cases():
+    """(candidates, target, draft or None, coins, final coins, verify_lens): the boundary cases
+    above, a ragged random batch with and without a draft, and chains of one position (no
+    drafts: the bonus row only)."""
+    candidates, target, coins, final_coins = _target_only_case()
+    yield candidates, target, None, coins, final_coins, None
+    vocab = 6
+    zero = torch.zeros(2, 2, vocab)
+    zero[:, :, 3] = 1.0
+    yield (torch.tensor([[0, 1], [0, 3]]), zero, zero[:, :1].clone(), torch.tensor([[0.0], [0.5]]),
+           torch.tensor([0.0, 0.999]), None)  # fmt: skip
+    gen = torch.Generator().manual_seed(3)
+    b, n, vocab = 6, 4, 9
+    target = torch.softmax(2 * torch.randn(b, n, vocab, generator=gen), -1)
+    draft = torch.softmax(2 * torch.randn(b, n - 1, vocab, generator=gen), -1)
+    candidates = torch.randint(0, vocab, (b, n), generator=gen)
+    candidates[0, 2] = -1  # an invalid draft id stops the chain
+    coins = torch.rand(b, n - 1, generator=gen) * 0.6
+    final_coins = torch.rand(b, generator=gen)
+    lens = torch.tensor([4, 1, 2, 3, 4, 2])
+    for q in (draft, None):
+        yield candidates, target, q, coins, final_coins, lens
+        yield candidates[:, :1], target[:, :1], None if q is None else q[:, :0], coins[:, :0], \
+            final_coins, None
+
+
+def test_the_accelerator_emit_on_cpu_tensors_equals_the_reference(monkeypatch):
+    """The correction / bonus draw of accelerators (`_emit_dense`: every request's row, no host
+    synchronisation) never runs on a CPU tensor; swapped in for the CPU branch it must give the
+    reference's tokens on every case above, the residuals without mass included."""
+    from specreg.kernels.chain import torch_impl
+
+    monkeypatch.setattr(torch_impl, "_emit_cpu", torch_impl._emit_dense)
+    for candidates, target, draft, coins, final_coins, lens in _dense_cases():
+        inputs = ChainSamplingInputs(candidates=candidates, target_probs=target,
+                                     draft_probs=draft, coins=coins, final_coins=final_coins,
+                                     verify_lens=lens)  # fmt: skip
+        want = verify_chain_sampling_reference(inputs)
+        got = torch_impl.verify_chain_sampling_torch(inputs)
+        _same(got, want)
