@@ -181,3 +181,24 @@ def test_the_accelerator_emit_on_cpu_tensors_equals_the_reference(monkeypatch):
         want = verify_chain_sampling_reference(inputs)
         got = torch_impl.verify_chain_sampling_torch(inputs)
         _same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unchecked_out_of_range_drafts_are_never_accepted(backend):
+    """With `check_values=False` (the GPU default) a draft id of -1 or of `vocab` reaches the
+    kernel: never accepted, even with a coin of 0 and p, q > 0 at the ids it would clamp to
+    (0 and vocab - 1), and never read out of bounds; the correction comes from that row."""
+    vocab = 5
+    target = torch.full((3, 3, vocab), 1.0 / vocab)
+    draft = torch.full((3, 2, vocab), 1.0 / vocab)
+    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab]])
+    coins, final_coins = torch.zeros(3, 2), torch.tensor([0.1, 0.5, 0.9])
+    for q in (draft, None):
+        want = verify_chain_sampling_reference(ChainSamplingInputs(
+            candidates=candidates, target_probs=target, draft_probs=q, coins=coins,
+            final_coins=final_coins,
+        ))  # fmt: skip
+        assert want.accept_len.tolist() == [0, 0, 1]
+        got = verify_chain_sampling(candidates, target, q, coins=coins, final_coins=final_coins,
+                                    check_values=False, backend=backend, block_v=16)
+        _same(got, want)
