@@ -187,18 +187,21 @@ def test_the_accelerator_emit_on_cpu_tensors_equals_the_reference(monkeypatch):
 def test_unchecked_out_of_range_drafts_are_never_accepted(backend):
     """With `check_values=False` (the GPU default) a draft id of -1 or of `vocab` reaches the
     kernel: never accepted, even with a coin of 0 and p, q > 0 at the ids it would clamp to
-    (0 and vocab - 1), and never read out of bounds; the correction comes from that row."""
+    (0 and vocab - 1), and never read out of bounds; the correction comes from that row, which
+    (target-only rule) excludes no token. A fourth request accepts everything: its bonus (final
+    coin .1 on a flat row) is token 0, excluded by nothing either."""
     vocab = 5
-    target = torch.full((3, 3, vocab), 1.0 / vocab)
-    draft = torch.full((3, 2, vocab), 1.0 / vocab)
-    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab]])
-    coins, final_coins = torch.zeros(3, 2), torch.tensor([0.1, 0.5, 0.9])
+    target = torch.full((4, 3, vocab), 1.0 / vocab)
+    draft = torch.full((4, 2, vocab), 1.0 / vocab)
+    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab], [0, 1, 2]])
+    coins, final_coins = torch.zeros(4, 2), torch.tensor([0.1, 0.5, 0.9, 0.1])
     for q in (draft, None):
         want = verify_chain_sampling_reference(ChainSamplingInputs(
             candidates=candidates, target_probs=target, draft_probs=q, coins=coins,
             final_coins=final_coins,
         ))  # fmt: skip
-        assert want.accept_len.tolist() == [0, 0, 1]
+        assert want.accept_len.tolist() == [0, 0, 1, 2]
+        assert want.output_tokens[:, -1].tolist()[::3] == [-1, 0]
         got = verify_chain_sampling(candidates, target, q, coins=coins, final_coins=final_coins,
                                     check_values=False, backend=backend, block_v=16)
         _same(got, want)
