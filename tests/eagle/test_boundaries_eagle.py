@@ -10,6 +10,7 @@ from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_reference
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
+from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 BACKENDS = ["torch", "triton"]
@@ -76,6 +77,8 @@ def _sample(backend, candidates, target, draft, coins, final_coins, **kwargs):
                                depth=2, draft_probs=draft, coins=coins, final_coins=final_coins,
                                backend=backend, block_v=16, **kwargs)  # fmt: skip
     _same(got, want)
+    if backend == "torch":  # and the accelerators' branches, run on these CPU tensors
+        _same(verify_tree_sampling_torch(inputs, dense=True), want)
     return want
 
 
@@ -134,3 +137,18 @@ def test_final_draws_without_residual_mass_fall_back_to_p(backend):
         want = _sample(backend, candidates, target, q, coins, final_coins)
         assert want.output_tokens[:, 0].tolist() == [4, 4]
         assert want.accept_token_num.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("with_q", [False, True])
+def test_the_accelerator_branches_on_cpu_tensors_equal_the_reference(with_q):
+    """`dense=True`: the residual masses, the accepted nodes' masses and the final draw over
+    every request's rows (the branches accelerators take, no host synchronisation), run on CPU
+    tensors against the reference: random trees, a request without q, and both thresholds."""
+    from tests.eagle.test_eagle_reference import SAMPLING_SHAPES, sampling_inputs
+
+    cases = [sampling_inputs(shape, 13, sum(shape), with_q=with_q, zero_q_rows=1)
+             for shape in SAMPLING_SHAPES]  # fmt: skip
+    cases += [sampling_inputs((6, 3, 3, 10), 11, 3, with_q=with_q, threshold_acc=0.5),
+              sampling_inputs((6, 3, 3, 10), 11, 3, with_q=with_q, threshold_single=0.3)]
+    for inputs in cases:
+        _same(verify_tree_sampling_torch(inputs, dense=True), verify_tree_sampling_reference(inputs))

@@ -24,9 +24,14 @@ from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 
-def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
+def verify_tree_sampling_torch(
+    inputs: TreeSamplingInputs, *, dense: bool | None = None
+) -> TreeVerifyResult:
     """Tree sampling of `inputs`, vectorised over requests (one loop of N - 1 walk steps); on
-    CPU the residual masses and the final draw read only the rows a request needs."""
+    CPU the residual masses and the final draw read only the rows a request needs.
+
+    `dense` (default: off CPU) takes the accelerators' branches instead, over every request's
+    rows without a host synchronisation; the same result (tests run it on CPU tensors)."""
     candidates, retrieve_index = inputs.candidates, inputs.retrieve_index
     next_token, next_sibling = inputs.next_token, inputs.next_sibling
     target_probs, draft_probs = inputs.target_probs, inputs.draft_probs
@@ -34,6 +39,7 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
     threshold_single, threshold_acc = inputs.threshold_single, inputs.threshold_acc
     b, n, vocab = target_probs.shape
     device = candidates.device
+    dense = device.type != "cpu" if dense is None else dense
     f32 = torch.float32
     rows = torch.arange(b, device=device)
     cand = candidates.to(torch.int64)
@@ -120,7 +126,7 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         if has_q:
             q_left = torch.where(append & rrs, q_left - q_x, q_left)
             coef = torch.where(reject & rrs, new_coef, coef)
-            if device.type == "cpu":
+            if not dense:
                 mass = _residual_mass_cpu(
                     target_probs, draft_probs, last, reject & rrs, coef, tried_tok, tried_val,
                     tried_cnt,
@@ -145,11 +151,11 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
             # masses: with no child tried, both rules draw the final token from p.
             grows = accept & (count < depth) & (nt[rows, last] >= 0)
             q_left, norm = _accepted_masses(
-                target_probs, draft_probs, accept, grows, last, q_left, norm
+                target_probs, draft_probs, accept, grows, last, q_left, norm, dense=dense
             )
             rrs = torch.where(accept, q_left > 0, rrs)
 
-    if device.type == "cpu":
+    if not dense:
         bonus = _final_token_cpu(
             target_probs, draft_probs, last, rrs, coef, tried_tok, tried_val, tried_cnt,
             final_coins,
@@ -191,12 +197,14 @@ def _accepted_masses(
     last: torch.Tensor,
     q_left: torch.Tensor,
     norm: torch.Tensor,
+    *,
+    dense: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(q_left, norm) with the accepted requests' entries reset: to the q and p masses of their
     new node where the walk goes on below it (`grows`), to 0 elsewhere (on CPU only the growing
-    requests' rows are read; elsewhere every request's, without a host synchronisation)."""
+    requests' rows are read; `dense`: every request's, without a host synchronisation)."""
     zero = torch.zeros_like(q_left)
-    if target_probs.device.type != "cpu":
+    if dense:
         rows = torch.arange(last.shape[0], device=last.device)
         q_new = torch.where(grows, _node_mass(draft_probs, rows, last), zero)
         p_new = torch.where(grows, _node_mass(target_probs, rows, last), zero)
