@@ -397,3 +397,24 @@ def test_sglang_order_goal_exactly_at_the_end_of_the_sorted_prefix():
     for row in _order_rows(scores, "sglang", top_p=0.5)[:2]:
         assert int((row > 0).sum()) == len(weights)
     assert len(_check_order(scores, "sglang", top_p=0.4999999)) == TOP_P_PREFIX
+
+
+def test_binned_top_p_search_in_the_sglang_order_keeps_a_boundary_inside_the_crossing_bin():
+    """The goal exactly reached inside the crossing bin, between two distinct scores of that bin:
+    weights 1, 124 x 2**-8 and 256 x 2**-9 (exact: the goal S = 1.984375), then 1,024 tokens
+    0.005 below the 2**-9 group (the same bin). top_p is the float32 whose product with the
+    float32 total is S exactly (`premise`), so the 1,024 tokens have a mass above them of exactly
+    p: SGLang's order keeps them, the default order cuts them. Torch only: the premise is about
+    torch's float32 total; Triton sums the row in blocks, so its goal lands an ulp away and it
+    meets a different (non-exact) boundary."""
+    z = torch.tensor([0.0] + [math.log(2.0**-8)] * 124 + [math.log(2.0**-9)] * 256)
+    z = torch.cat([z, torch.full((1024,), float(z[-1]) - 0.005)])
+    weight = (z - z.max()).exp()
+    goal = torch.tensor(1 + 124 / 256 + 0.5)
+    assert float(weight[1]) == 2.0**-8 and float(weight[200]) == 2.0**-9
+    top_p = torch.tensor(0.49928924441337585)
+    assert float(top_p * weight.sum()) == float(goal)  # the premise
+    bins = ((z.max() - z) * 8).to(torch.int64)
+    assert int(bins[200]) == int(bins[-1])  # one crossing bin, two scores
+    assert int((_order_rows(z, "sglang", top_p=float(top_p))[0] > 0).sum()) == z.numel()
+    assert int((_order_rows(z, "specreg", top_p=float(top_p))[0] > 0).sum()) == 381
