@@ -205,3 +205,26 @@ def test_unchecked_out_of_range_drafts_are_never_accepted(backend):
         got = verify_chain_sampling(candidates, target, q, coins=coins, final_coins=final_coins,
                                     check_values=False, backend=backend, block_v=16)
         _same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unchecked_out_of_range_drafts_with_sampling_params_are_never_accepted(backend):
+    """`verify_chain_with_params` with `check_values=False`: draft ids -1 and `vocab` are never
+    accepted (coins of 0, a flat target) and never read out of bounds; and a chain of one
+    position (no drafts) with a draft tensor of no rows."""
+    vocab = 5
+    target = torch.zeros(3, 3, vocab)
+    draft = torch.zeros(3, 2, vocab)
+    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab]])
+    params = SamplingParams.of(3, temperature=[1.0, 0.7, 1.3], top_p=[1.0, 0.9, 1.0])
+    coins, final_coins = torch.zeros(3, 2), torch.tensor([0.1, 0.5, 0.9])
+    for c, t, q, k in ((candidates, target, draft, coins), (candidates, target, None, coins),
+                       (candidates[:, :1], target[:, :1], draft[:, :0], coins[:, :0])):
+        want = verify_chain_with_params_reference(ChainParamsInputs(
+            candidates=c, target=t, draft=q, params=params, coins=k, final_coins=final_coins,
+        ))  # fmt: skip
+        got = verify_chain_with_params(c, t, q, params=params, coins=k, final_coins=final_coins,
+                                       check_values=False, backend=backend, block_v=16)
+        _same(got, want)
+        if c.shape[1] == 3:
+            assert want.accept_len.tolist() == [0, 0, 1]
