@@ -147,6 +147,9 @@ def _dense_cases():
     drafts: the bonus row only)."""
     candidates, target, coins, final_coins = _target_only_case()
     yield candidates, target, None, coins, final_coins, None
+    flat = torch.full((3, 3, 5), 0.2)  # out-of-range drafts on a flat row, coins of 0
+    yield (torch.tensor([[0, -1, 2], [0, 5, 2], [0, 1, 5]]), flat, None, torch.zeros(3, 2),
+           torch.tensor([0.1, 0.5, 0.9]), None)  # fmt: skip
     vocab = 6
     zero = torch.zeros(2, 2, vocab)
     zero[:, :, 3] = 1.0
@@ -213,11 +216,14 @@ def test_unchecked_out_of_range_drafts_with_sampling_params_are_never_accepted(b
     accepted (coins of 0, a flat target) and never read out of bounds; and a chain of one
     position (no drafts) with a draft tensor of no rows."""
     vocab = 5
-    target = torch.zeros(3, 3, vocab)
-    draft = torch.zeros(3, 2, vocab)
-    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab]])
-    params = SamplingParams.of(3, temperature=[1.0, 0.7, 1.3], top_p=[1.0, 0.9, 1.0])
-    coins, final_coins = torch.zeros(3, 2), torch.tensor([0.1, 0.5, 0.9])
+    target = torch.zeros(4, 3, vocab)
+    draft = torch.zeros(4, 2, vocab)
+    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab], [0, 0, 2]])
+    params = SamplingParams.of(4, temperature=[1.0, 0.7, 1.3, 1.0], top_p=[1.0, 0.9, 1.0, 1.0])
+    # request 3: draft token 0 with a coin of .5 > p(0) = .2 is rejected under the target-only
+    # rule, and the correction (final coin .1) skips the excluded token 0
+    coins, final_coins = torch.zeros(4, 2), torch.tensor([0.1, 0.5, 0.9, 0.1])
+    coins[3, 0] = 0.5
     for c, t, q, k in ((candidates, target, draft, coins), (candidates, target, None, coins),
                        (candidates[:, :1], target[:, :1], draft[:, :0], coins[:, :0])):
         want = verify_chain_with_params_reference(ChainParamsInputs(
@@ -227,4 +233,6 @@ def test_unchecked_out_of_range_drafts_with_sampling_params_are_never_accepted(b
                                        check_values=False, backend=backend, block_v=16)
         _same(got, want)
         if c.shape[1] == 3:
-            assert want.accept_len.tolist() == [0, 0, 1]
+            assert want.accept_len.tolist()[:3] == [0, 0, 1]
+        if q is None and c.shape[1] == 3:
+            assert want.output_tokens[3, 0] == 1
