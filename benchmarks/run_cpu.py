@@ -68,6 +68,11 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
             ("HiSparse 4 steps in one call vs 4 calls (time)", r"\(([\d.]+)x\); resolving", "higher", None),
         ],
     ),
+    (
+        "logprobs",
+        ["benchmarks/bench_logprobs.py", "--threads", "1"],
+        [("emitted logprobs: (verify + logprobs) / verify", r"^logprobs\s+[\d.]+ ms .*x\s*([\d.]+)", "lower", 1.1)],
+    ),
     ("traffic", ["benchmarks/bench_traffic.py"], []),
 ]
 

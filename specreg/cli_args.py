@@ -41,6 +41,14 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         help="adaptive speculation: widths cover every candidate step count",
     )
     group.add_argument(
+        "--substitute",
+        dest="substitutions",
+        default=None,
+        metavar="NAME[,NAME]",
+        help="runtime substitutions the framework process runs (specreg.substitutions), as "
+        "SPECREG_SGLANG_SUBSTITUTE / SPECREG_VLLM_SUBSTITUTE set them",
+    )
+    group.add_argument(
         "--config", dest="config_file", default=None, metavar="FILE", help="a JSON config file"
     )
 
@@ -113,6 +121,12 @@ def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[P
         data["cache_options"] = options
     if args.candidate_steps is not None:
         data["candidate_steps"] = [_coerce(s) for s in args.candidate_steps.split(",") if s.strip()]
+    if args.substitutions is not None:
+        from specreg.substitutions import SUBSTITUTIONS, parse
+
+        names, found = parse(args.substitutions, flag="--substitute")
+        problems += found  # reported once, here; the config gets the known names only
+        data["substitutions"] = [n for n in names if n in SUBSTITUTIONS]
     return data, problems
 
 

@@ -55,6 +55,15 @@ def _lower_or_none(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
 
 
+def _names_tuple(value: Any) -> Any:
+    """Substitution names, sorted and without repeats; a comma-separated string is split."""
+    if isinstance(value, str):
+        value = [w for w in value.split(",") if w.strip()]
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return tuple(sorted({v.strip().lower() for v in value}))
+    return value
+
+
 def _steps_tuple(value: Any) -> Any:
     if value is None or isinstance(value, (str, bytes)):
         return value
@@ -88,6 +97,9 @@ class SpecConfig:
     )
     candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
     filter_order: str | None = None
+    #: The framework seams specreg runs in place of the framework's own (`specreg.substitutions`);
+    #: the adapters set what their switch turned on, `specreg check --substitute` the same.
+    substitutions: tuple[str, ...] = attrs.field(default=(), converter=_names_tuple)
     #: Coded findings of translating framework spellings: notices (aliases, adopted rewrites)
     #: and errors that leave the config standing (SR178), which resolve and check report.
     notices: tuple[Problem, ...] = attrs.field(default=(), eq=False, hash=False, repr=False)
@@ -187,6 +199,16 @@ class SpecConfig:
             )
             if found is not None:
                 out.append(found)
+        if not isinstance(self.substitutions, tuple):
+            out.append(problem(
+                "SR181", f"substitutions must be a list of names, got {self.substitutions!r}",
+                accepted="a list of substitution names, e.g. ['hisparse_swap']",
+                fix="pass a list of names, or leave substitutions unset", field="substitutions",
+            ))
+        else:
+            from specreg.substitutions import problems_of
+
+            out += problems_of(self.substitutions)
         return out
 
     # ---------------------------------------------------------------- construction helpers

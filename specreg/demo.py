@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import torch
 
+from specreg.acceptance import AcceptanceSnapshot
 from specreg.demo_args import MAX_STEPS, PROMPT_LEN, VERIFY_MARGIN, range_problem
 from specreg.errors import ConfigError, SpecRegError
 from specreg.plan import SpecPlan
@@ -119,6 +120,7 @@ class DemoRow:
     bytes_copied: float | None = None
     backend: str = ""
     accept_lengths: list[int] = attrs.field(factory=list)
+    acceptance: AcceptanceSnapshot | None = None  # the greedy run's, per draft position
     drafter: str = ""
     notice: str | None = None
     error: str | None = None
@@ -134,6 +136,7 @@ class DemoRow:
         data["sampling_p_value_threshold"] = P_VALUE_THRESHOLD  # each p-value passes above it
         data.pop("accept_lengths")
         data["accept_length_histogram"] = _histogram(self.accept_lengths)
+        data["acceptance"] = self.acceptance.to_dict() if self.acceptance else None
         return data
 
 
@@ -205,6 +208,7 @@ def run_case(
 def _fill_metrics(row: DemoRow, result: GenerationResult, num_new: int) -> None:
     """Acceptance, throughput and cache statistics of the row's greedy run."""
     row.accept_lengths = result.emitted_per_verify
+    row.acceptance = result.acceptance
     row.mean_accepted_length = result.mean_accepted_length
     row.tokens_per_target_forward = num_new / result.target_forwards
     row.backend = result.backend
@@ -292,6 +296,11 @@ def format_table(rows: list[DemoRow]) -> str:
             f"{r.tokens_per_target_forward:>8.2f} {verdict:>9} {hit:>8} {copied:>12} "
             f"{r.backend:>8} {r.drafter:>9}  {cfg}"
         )
+        if r.acceptance is not None and r.acceptance.position_drafts:
+            rates = " ".join(f"{x:.2f}" for x in r.acceptance.position_rates)
+            lines.append(f"    acceptance by draft position: {rates} (all positions "
+                         f"{r.acceptance.acceptance_rate:.2f}; {r.acceptance.accepted_tokens}/"
+                         f"{r.acceptance.draft_tokens} drafts accepted)")
         if r.notice:
             lines.append(f"    notice: {r.notice}")
         if r.case == MIXED_PARAMS_LABEL and r.sampling_checks:
@@ -324,10 +333,45 @@ def save_plot(rows: list[DemoRow], path: str) -> None:
         ax.hist(r.accept_lengths, bins=range(1, top + 2), align="left", rwidth=0.8)
         ax.set_title(f"{r.algorithm} {r.case} {r.cache}", fontsize=8)
         ax.set_xlabel("tokens per verify", fontsize=7)
-    for ax in list(axes.flat)[len(shown):]:
+    spare = list(axes.flat)[len(shown):]
+    for ax in spare:
         ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    save_position_plot(rows, _beside(path, "positions"))
+
+
+def _beside(path: str, suffix: str) -> str:
+    stem, dot, ext = path.rpartition(".")
+    return f"{stem}-{suffix}.{ext}" if dot else f"{path}-{suffix}"
+
+
+def save_position_plot(rows: list[DemoRow], path: str) -> None:
+    """Acceptance rate by draft position, one curve per row (the --plot file's `-positions` twin)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for r in rows:
+        if r.acceptance is None or not r.acceptance.position_drafts:
+            continue
+        rates = r.acceptance.position_rates
+        ax.plot(range(1, len(rates) + 1), rates, marker="o", label=f"{r.algorithm} {r.case} {r.cache}")
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("accepted / proposed")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def save_metrics(rows: list[DemoRow], path: str) -> None:
+    """Every row's acceptance in Prometheus' text format (labels algorithm, case, cache)."""
+    from specreg.acceptance_metrics import prometheus_text
+
+    sources = [({"algorithm": r.algorithm, "case": r.case, "cache": r.cache}, r.acceptance)
+               for r in rows if r.acceptance is not None]
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(prometheus_text(sources))
 
 
 def run_demo_cli(args: argparse.Namespace) -> int:
@@ -347,4 +391,6 @@ def run_demo_cli(args: argparse.Namespace) -> int:
         print(f"\n{len(rows) - len(failed)}/{len(rows)} rows lossless.")
     if args.plot:
         save_plot(rows, args.plot)
+    if args.metrics:
+        save_metrics(rows, args.metrics)
     return 0 if rows and all(r.lossless for r in rows) else 1

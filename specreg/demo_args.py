@@ -43,7 +43,15 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", default="0", metavar="N", help="seed of the toy models and sampling (default 0)"
     )
     parser.add_argument("--json", action="store_true", help="print the table as JSON, errors too")
-    parser.add_argument("--plot", metavar="FILE.png", help="save acceptance-length histograms")
+    parser.add_argument(
+        "--plot", metavar="FILE.png",
+        help="save acceptance-length histograms, and FILE-positions.png: acceptance by position",
+    )
+    parser.add_argument(
+        "--metrics", metavar="FILE.prom",
+        help="write every row's acceptance statistics in Prometheus' text format "
+        "(needs the metrics extra)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -78,6 +86,20 @@ def demo_arg_problems(args: argparse.Namespace, registry: Any) -> list[Problem]:
             out.append(unknown_name_problem(registry, args.kv_cache, "cache", flag="--kv-cache"))
     if args.plot:
         out += _plot_problems(args.plot)
+    if getattr(args, "metrics", None):
+        out += _metrics_problems(args.metrics)
+    return out
+
+
+def _metrics_problems(path: str) -> list[Problem]:
+    """SR144 for --metrics: its folder, and prometheus_client (the metrics extra)."""
+    out = _folder_problems(path, "--metrics")
+    if importlib.util.find_spec("prometheus_client") is None:
+        out.append(problem(
+            "SR144", "--metrics needs prometheus_client, which is not installed",
+            accepted="specreg installed with the metrics extra",
+            fix="pip install 'specreg[metrics]', or drop --metrics", field="--metrics",
+        ))
     return out
 
 
@@ -110,29 +132,7 @@ def range_problem(flag: str, value: int, low: int, high: int, default: str) -> P
 
 
 def _plot_problems(path: str) -> list[Problem]:
-    folder = os.path.dirname(os.path.abspath(path))
-    out = []
-    if not os.path.isdir(folder):
-        out.append(
-            problem(
-                "SR144",
-                f"--plot {path}: the folder {folder!r} does not exist",
-                accepted="a file path in an existing, writable folder",
-                fix=f"create the folder first (mkdir -p {os.path.dirname(path) or '.'}), or "
-                "point --plot at an existing folder",
-                field="--plot",
-            )
-        )
-    elif not os.access(folder, os.W_OK):
-        out.append(
-            problem(
-                "SR144",
-                f"--plot {path}: the folder {folder!r} is not writable",
-                accepted="a file path in an existing, writable folder",
-                fix="point --plot at a folder you can write to",
-                field="--plot",
-            )
-        )
+    out = _folder_problems(path, "--plot")
     if importlib.util.find_spec("matplotlib") is None:
         out.append(
             problem(
@@ -141,6 +141,33 @@ def _plot_problems(path: str) -> list[Problem]:
                 accepted="specreg installed with the plot extra",
                 fix="pip install 'specreg[plot]', or drop --plot",
                 field="--plot",
+            )
+        )
+    return out
+
+
+def _folder_problems(path: str, flag: str) -> list[Problem]:
+    folder = os.path.dirname(os.path.abspath(path))
+    out = []
+    if not os.path.isdir(folder):
+        out.append(
+            problem(
+                "SR144",
+                f"{flag} {path}: the folder {folder!r} does not exist",
+                accepted="a file path in an existing, writable folder",
+                fix=f"create the folder first (mkdir -p {os.path.dirname(path) or '.'}), or "
+                f"point {flag} at an existing folder",
+                field=flag,
+            )
+        )
+    elif not os.access(folder, os.W_OK):
+        out.append(
+            problem(
+                "SR144",
+                f"{flag} {path}: the folder {folder!r} is not writable",
+                accepted="a file path in an existing, writable folder",
+                fix=f"point {flag} at a folder you can write to",
+                field=flag,
             )
         )
     return out

@@ -29,6 +29,7 @@ def framework_findings(registry: Any, data: Mapping[str, Any]) -> list[Problem]:
         except SpecRegError:
             return found
         found += hisparse_runtime_problems(
-            config.framework, plan.config.topk or 1, plan.num_tokens_per_req("target_verify")
+            config.framework, plan.config.topk or 1, plan.num_tokens_per_req("target_verify"),
+            plan.config.substitutions,
         )
     return found

@@ -113,6 +113,7 @@ class SpecPlan:
             "gamma": self.gamma,
             "widths": self.resolution.widths_dict(),
             "kernel_backends": self.kernel_backends(),
+            "substitutions": list(self.config.substitutions),
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -67,6 +67,17 @@ class VerifyResult:
         return self.num_accepted + 1
 
     @property
+    def accepted_by_position(self) -> torch.Tensor:
+        """bool [b, D - 1]: whether each request accepted the draft at each position of its
+        path (position i is accepted when num_accepted > i). `specreg.acceptance` sums these
+        over steps without materialising them."""
+        import torch
+
+        slots = self.output_tokens.shape[1] - 1
+        positions = torch.arange(slots, device=self.num_accepted.device)
+        return positions.unsqueeze(0) < self.num_accepted.unsqueeze(1)
+
+    @property
     def accept_len(self) -> torch.Tensor:
         return self.num_accepted
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from specreg.adapters.substitution_runtime import from_env as substitutions_from_env
+from specreg.adapters.substitution_runtime import install_all
 from specreg.errors import ConfigError, PluginError, Problem, problem
 
 if TYPE_CHECKING:
@@ -99,7 +101,7 @@ def resolve_for_framework(
         plan: SpecPlan = registry.resolve(config)
         found = hisparse_runtime_problems(
             {**config.framework, **(facts or {})}, plan.config.topk or 1,
-            plan.num_tokens_per_req("target_verify"),
+            plan.num_tokens_per_req("target_verify"), plan.config.substitutions,
         )
         errors = [p for p in found if p.is_error]
         if errors:
@@ -143,7 +145,8 @@ def framework_of(data: dict[str, Any]) -> str:
 @attrs.define
 class FrameworkAdapter:
     """What each framework's adapter holds: its mode, its registry (loaded on first use) and
-    the once-per-process log of disagreements.
+    the once-per-process log of disagreements. `substitutions` are the runtime substitutions its
+    switch turned on (enforce mode only); every plan it resolves records them.
 
     `refusal` is the coded error of a mistyped mode switch (SR176): the adapter is installed
     anyway and raises it from every hook, so a user who asked for specreg never silently runs
@@ -154,6 +157,7 @@ class FrameworkAdapter:
     registry: Any = None
     once: OnceLog = attrs.field(factory=OnceLog)
     refusal: ConfigError | None = None
+    substitutions: tuple[str, ...] = ()
 
     framework = ""  # "SGLang" or "vLLM", for messages
     words = ""  # "sglang" or "vllm": whose flags messages name (specreg.adapters.words)
@@ -167,6 +171,8 @@ class FrameworkAdapter:
     def resolve(
         self, data: dict[str, Any], facts: dict[str, Any] | None = None
     ) -> tuple[SpecPlan, list[Problem]]:
+        if self.substitutions:
+            data = {**data, "substitutions": list(self.substitutions)}
         return resolve_for_framework(self.loaded_registry(), data, self.words, facts)
 
     def log_failure(self, data: dict[str, Any], exc: BaseException) -> None:
@@ -212,12 +218,13 @@ class FrameworkAdapter:
 def load_adapter(adapter_class: type[FrameworkAdapter]) -> None:
     """A plugin entry point's body: nothing unless the adapter's variable turns it on.
 
-    A mistyped variable (SR176) is raised here, and, since a framework's loader may catch what
+    A mistyped variable (SR176, or SR181 for the substitution switch) is raised here, and, since a framework's loader may catch what
     a plugin raises (SGLang's logs it and goes on), the adapter is first installed with the
     error as its `refusal`: every later call of it raises the same coded error.
     """
     try:
         mode = mode_from_env(adapter_class.variable)
+        substitutions = () if mode is None else substitutions_from_env(adapter_class.words, mode)
     except ConfigError as exc:
         try:
             adapter_class(mode="enforce", refusal=exc).install()  # type: ignore[attr-defined]
@@ -227,5 +234,7 @@ def load_adapter(adapter_class: type[FrameworkAdapter]) -> None:
         raise
     if mode is None:
         return
-    adapter_class(mode=mode).install()  # type: ignore[attr-defined]
+    adapter_class(mode=mode, substitutions=substitutions).install()  # type: ignore[attr-defined]
+    if substitutions:
+        install_all(adapter_class.words, substitutions)
     logger.info("specreg %s adapter on (%s)", adapter_class.framework, mode)

@@ -264,4 +264,33 @@ ENTRIES = (
             "# after\nSpecConfig(algorithm='eagle', filter_order='vllm')"
         ),
     ),
+    ErrorEntry(
+        code="SR131",
+        title="Prometheus export without prometheus_client",
+        meaning=(
+            "Acceptance statistics are exported in Prometheus' text format through the "
+            "prometheus_client library, an optional extra that is not installed here. The "
+            "statistics themselves (AcceptanceStats.snapshot()) need nothing extra."
+        ),
+        when="specreg.acceptance_metrics.prometheus_text or AcceptanceCollector.collect, or "
+        "specreg demo --metrics, without prometheus_client installed.",
+        solutions=("Install the metrics extra: pip install 'specreg[metrics]'.",
+                   "Read AcceptanceStats.snapshot().to_dict() instead."),
+        example_fix="pip install 'specreg[metrics]'",
+    ),
+    ErrorEntry(
+        code="SR132",
+        title="Acceptance statistics given a result they cannot count",
+        meaning=(
+            "AcceptanceStats.record counts each request's accepted drafts against the drafts it "
+            "proposed; the counts must be one per request row, whole numbers, and an accepted "
+            "count can never exceed the drafts proposed."
+        ),
+        when="record(result, num_drafts=...) with num_drafts of another length than the batch, "
+        "negative, or smaller than a row's accepted count; request_ids of another length.",
+        solutions=("Pass num_drafts as the drafts each row proposed (int, or int [b]).",
+                   "Pass one request id per row, or none."),
+        example_fix="# before\nstats.record(result, num_drafts=torch.tensor([3]))  # b = 2\n"
+        "# after\nstats.record(result, num_drafts=torch.tensor([3, 1]))",
+    ),
 )

@@ -171,6 +171,34 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "server_args = ServerArgs(model_path=..., speculative_algorithm=\"EAGLE\")",
     ),
     _entry(
+        "SR181", "Runtime substitution switch not accepted",
+        "SPECREG_SGLANG_SUBSTITUTE and SPECREG_VLLM_SUBSTITUTE (the CLI's --substitute, a config's "
+        "substitutions) name the framework seams where specreg runs its own kernels: SGLang's "
+        "hisparse_swap and tree_verify, vLLM's rejection_sampler. A mistyped name would leave the "
+        "framework's own kernel running while the user believes specreg's runs, so it is an error. "
+        "Substitutions change what the framework runs, so they need the adapter in enforce mode; "
+        "shadow mode never changes it.",
+        "A name that is not a substitution, a substitution of the other framework, or a "
+        "substitution asked for with the adapter in shadow mode.",
+        ("Use the listed names, comma-separated, or all; unset the variable to substitute nothing.",
+         "Set SPECREG_SGLANG=enforce (or SPECREG_VLLM=enforce) to substitute."),
+        "# before\nexport SPECREG_SGLANG_SUBSTITUTE=hisparse\n"
+        "# after\nexport SPECREG_SGLANG_SUBSTITUTE=hisparse_swap",
+    ),
+    _entry(
+        "SR182", "A runtime substitution did not take effect",
+        "Each substitution patches named seams of the framework (a class, a function, a kernel "
+        "name) and checks afterwards that the framework now reaches specreg's code there. A seam "
+        "that is missing (the installed release moved or renamed it) or a hook the framework did "
+        "not apply (SGLang's hook registry only logs failures) stops the process at start-up "
+        "instead of running the framework's own kernel silently.",
+        "A framework release other than the tested one, or another plugin patching the same seam.",
+        ("Install the framework release the adapter was tested with (see SR163).",
+         "Unset the substitution named in the message to run the framework's own kernel."),
+        "# before\nSPECREG_SGLANG_SUBSTITUTE=tree_verify  # with a moved eagle_sample\n"
+        "# after\npip install sglang==0.5.23   # or: unset SPECREG_SGLANG_SUBSTITUTE",
+    ),
+    _entry(
         "SR177", "Block size and draft tokens disagree",
         "DSpark verifies block_size + 1 tokens (gamma = block size) and DFlash block_size tokens; "
         "a --speculative-num-draft-tokens that says otherwise contradicts the block-size flag.",

@@ -152,4 +152,78 @@ ENTRIES = (
         solutions=("Pass a seed >= 0, or -1 (or leave seed out) for an unseeded request.",),
         example_fix="# before\nSamplingParams.of(b, temperature=1.0, seed=-5)\n# after\nSamplingParams.of(b, temperature=1.0, seed=5)",
     ),
+    ErrorEntry(
+        code="SR916",
+        title="Log-probabilities asked for inputs that do not match",
+        meaning=(
+            "emitted_logprobs reads, for every token a verify step emitted, the target row it was "
+            "drawn from: it needs the verifier's result and the same target scores the step "
+            "verified ([b, W, V] or [b * W, V]), on one device, and at most V alternatives."
+        ),
+        when="top_n below 0 or above the vocabulary; target scores of another batch, shape or "
+        "device than the result; an object that is not a verify result.",
+        solutions=("Pass the result and the target scores of the same verify call.",
+                   "Ask for 0 <= top_n <= V alternatives."),
+        example_fix="# before\nemitted_logprobs(result, logits, top_n=10**6)\n"
+        "# after\nemitted_logprobs(result, logits, top_n=5)",
+    ),
+    ErrorEntry(
+        code="SR917",
+        title="Grammar bitmask does not fit the scores",
+        meaning=(
+            "A token bitmask (token_bitmask=, apply_token_bitmask_) holds int32 words, "
+            "ceil(V / 32) per verified row, in the layout of xgrammar's allocate_token_bitmask "
+            "and llguidance: one row per request and position of the scores it masks, on their "
+            "device."
+        ),
+        when="A bitmask of another dtype, shape or device than the target scores need.",
+        solutions=("Allocate it with xgrammar.allocate_token_bitmask(b * n, V) (view [b, n, W]) "
+                   "and fill one row per verified position.",),
+        example_fix="# before\ntoken_bitmask=torch.ones(b, n, V, dtype=torch.bool)\n"
+        "# after\ntoken_bitmask=xgrammar.allocate_token_bitmask(b * n, V).view(b, n, -1)",
+    ),
+    ErrorEntry(
+        code="SR918",
+        title="Grammar bitmask allows no token",
+        meaning=(
+            "Verification masks p and q with the grammar's bitmask and renormalises them; a row "
+            "with no allowed token has no distribution to sample or verify from. A grammar that "
+            "has finished allows only its stop tokens, so an all-zero row means the request "
+            "went on past its end or the mask was not filled."
+        ),
+        when="token_bitmask with an all-zero row among the verified positions (checked on the "
+        "CPU path, and on an accelerator with check_values=True).",
+        solutions=("Fill every verified row with the matcher's mask "
+                   "(matcher.fill_next_token_bitmask).",
+                   "Stop the request once the matcher is terminated, or cap verify_lens."),
+        example_fix="# before\nbitmask = torch.zeros(b, n, W, dtype=torch.int32)\n"
+        "# after\nmatcher.fill_next_token_bitmask(bitmask.view(b * n, W), row)",
+    ),
+    ErrorEntry(
+        code="SR919",
+        title="Penalty value out of range",
+        meaning=(
+            "Penalties follow vLLM's ranges: repetition_penalty > 0 (1 = off), "
+            "frequency_penalty and presence_penalty in [-2, 2] (0 = off), logit biases finite."
+        ),
+        when="Penalties with such a value, checked on the CPU path (and on an accelerator with "
+        "check_values=True) before any launch.",
+        solutions=("Pass the request's own sampling parameters: repetition 1.0, frequency and "
+                   "presence 0.0 to switch them off.",),
+        example_fix="# before\nPenalties.of(b, repetition=0.0)\n# after\nPenalties.of(b, repetition=1.0)",
+    ),
+    ErrorEntry(
+        code="SR920",
+        title="Penalty inputs do not fit the batch",
+        meaning=(
+            "Penalties hold per-request values (float32 [b]), the history as int64 token ids "
+            "([b, P] prompt, [b, L] output, -1 padded) and the logit bias ([b, K] distinct ids "
+            "with [b, K] values), on the logits' device; the context is [b, n, D] draft tokens."
+        ),
+        when="Another shape, dtype or device; ids outside [-1, V); a bias id repeated within a "
+        "request.",
+        solutions=("Build them with Penalties.of(batch, ..., device=logits.device).",),
+        example_fix="# before\nPenalties.of(b, logit_bias=[{5: 1.0}])  # b = 2\n"
+        "# after\nPenalties.of(b, logit_bias=[{5: 1.0}, {}])",
+    ),
 )

@@ -83,10 +83,12 @@ ENTRIES = (
             "created: its folder is missing or not writable, or the tool that writes it is not "
             "installed. It is checked before the run, so no work is lost."
         ),
-        when="specreg demo --plot missing_dir/x.png, or --plot without matplotlib installed.",
+        when="specreg demo --plot missing_dir/x.png, or --plot without matplotlib installed, or "
+        "--metrics without prometheus_client installed.",
         solutions=(
             "Create the folder first, or point the flag at an existing writable folder.",
             "Install the plotting extra: pip install 'specreg[plot]'.",
+            "Install the metrics extra for --metrics: pip install 'specreg[metrics]'.",
         ),
         example_fix="# before\n--plot missing_dir/x.png\n# after\nmkdir -p missing_dir && specreg demo --plot missing_dir/x.png",
     ),

@@ -45,9 +45,13 @@ def model_defaults(arch: str | None, algorithm: str | None = None) -> tuple[int,
 
 
 def hisparse_runtime_problems(
-    framework: Mapping[str, Any], topk: int, num_draft_tokens: int
+    framework: Mapping[str, Any], topk: int, num_draft_tokens: int,
+    substitutions: tuple[str, ...] = (),
 ) -> list[Problem]:
-    """SGLang's HiSparse rules that its runtime (swap manager, hooks) enforces, as coded problems."""
+    """SGLang's HiSparse rules that its runtime (swap manager, hooks) enforces, as coded problems.
+
+    With the `hisparse_swap` substitution (`specreg.substitutions`) specreg's swapper replaces
+    SGLang's swap manager, so the manager's own limits (SR167, SR168) do not apply."""
     if not framework.get("enable_hisparse"):
         return []
     out: list[Problem] = []
@@ -80,6 +84,8 @@ def hisparse_runtime_problems(
             "SR173", "--enable-hisparse does not support --enable-mixed-chunk",
             accepted="no --enable-mixed-chunk", fix="drop --enable-mixed-chunk", field="enable_mixed_chunk",
         ))
+    if "hisparse_swap" in substitutions:
+        return out
     if not 2 <= num_draft_tokens <= 4:
         out.append(problem(
             "SR167",

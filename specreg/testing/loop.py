@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import torch
 
+from specreg.acceptance import AcceptanceSnapshot, AcceptanceStats
 from specreg.phase import Phase
 from specreg.plan import SpecPlan
 from specreg.protocols import DraftModelDrafterProtocol, HeadsDrafterProtocol, missing_members
@@ -50,6 +51,7 @@ class GenerationResult:
     target_forwards: int
     reader_stats: dict[str, float]
     backend: str
+    acceptance: AcceptanceSnapshot | None = None  # per-position acceptance (specreg.acceptance)
 
     @property
     def mean_accepted_length(self) -> float:
@@ -289,6 +291,7 @@ class SpeculativeLoop:
         batch.seqs[:, :prompt_len] = prompts
         self.reader.start(batch.seqs, batch.lengths)
         emitted: list[int] = []
+        stats = AcceptanceStats()
         forwards = 0
         drafting = self.plan.algorithm.drafting
         gamma = self.sizes.gamma
@@ -304,10 +307,13 @@ class SpeculativeLoop:
             active = (batch.lengths - prompt_len) < num_new  # finished requests stay put
             counts = torch.where(active, counts, torch.zeros_like(counts))
             emitted.extend(int(c) for c in counts[active])
+            stats.record_counts((counts - 1).clamp(min=0), tokens.shape[1] - 1, counted=active)
             self._commit(batch, tokens, counts)
         out = torch.stack([batch.seqs[r, : prompt_len + num_new] for r in range(b)])
         backend = self.plan.kernel_backends()["cpu"]
-        return GenerationResult(out, emitted, forwards, self.reader.stats(), backend)
+        return GenerationResult(
+            out, emitted, forwards, self.reader.stats(), backend, stats.snapshot()
+        )
 
     # ----------------------------------------------------------------------------- tree drafting
     def _step_tree(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:

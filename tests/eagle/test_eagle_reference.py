@@ -249,6 +249,24 @@ def test_sampling_cpu_chunked_branches_match_reference(monkeypatch, with_q):
         assert_same(ref, verify_tree_sampling_torch(inputs), VERIFY_FIELDS)
 
 
+@pytest.mark.parametrize("with_q", [False, True])
+def test_sampling_accelerator_branches_match_reference(monkeypatch, with_q):
+    """The branches CUDA without Triton takes (every request's rows, no host synchronisation),
+    forced on the CPU, against the reference."""
+    from specreg_eagle.kernels.verify_sampling import torch_impl as tree_torch
+
+    def unused(*args, **kwargs):
+        raise AssertionError("a CPU-tuned branch ran")
+
+    monkeypatch.setattr(tree_torch, "cpu_branches", lambda device: False)
+    monkeypatch.setattr(tree_torch, "_residual_mass_cpu", unused)
+    monkeypatch.setattr(tree_torch, "_final_token_cpu", unused)
+    for shape in ((7, 2, 3, 7), (2, 3, 2, 9), (5, 1, 4, 5)):
+        inputs = sampling_inputs(shape, 29, 17, with_q=with_q, zero_q_rows=1)
+        assert_same(verify_tree_sampling_reference(inputs), verify_tree_sampling_torch(inputs),
+                    VERIFY_FIELDS)
+
+
 @pytest.mark.parametrize("probabilities", [False, True])
 def test_params_path_matches_reference(probabilities):
     shape, vocab = (6, 2, 3, 7), 24

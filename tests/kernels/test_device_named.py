@@ -18,6 +18,10 @@ TORCH_PATH_TESTS = (
     "tests/hisparse/test_reference.py",
     "tests/dspark/test_dspark_reference.py",
     "tests/lookup/test_lookup_kernels.py",
+    "tests/kernels/test_logprobs.py",
+    "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
+    "tests/kernels/test_grammar_masks.py::test_bad_masks_are_coded",
+    "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
 )
 
 

@@ -24,6 +24,9 @@ LAUNCHING_TESTS = (
     "tests/eagle/test_eagle_verify.py::test_sampling_triton_matches_torch",
     "tests/hisparse/test_triton.py::test_triton_equals_torch_over_a_call_sequence",
     "tests/hisparse/test_triton.py::test_planned_copy_triton_equals_torch",
+    "tests/kernels/test_logprobs.py::test_chain_logprobs_equal_plain_decoding",
+    "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
+    "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
 )
 
 

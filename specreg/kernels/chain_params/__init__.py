@@ -36,7 +36,9 @@ from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_tr
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.checks import check_params, should_check_values
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+from specreg.kernels.penalties import Penalties, apply_penalties_, chain_context
 from specreg.kernels.sampling import request_coins
+from specreg.kernels.token_mask import apply_token_bitmask_
 from specreg.sampling_params import SamplingParams
 
 __all__ = ["verify_chain_with_params"]
@@ -58,6 +60,8 @@ def verify_chain_with_params(
     backend: BackendChoice = None,
     block_v: int | None = None,
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
+    token_bitmask: torch.Tensor | None = None,
+    penalties: Penalties | None = None,
 ) -> ChainVerifyResult:
     """Verify a batch whose requests carry their own sampling parameters (module docstring).
 
@@ -70,6 +74,10 @@ def verify_chain_with_params(
     parameter is a coded error (SR910-SR915); without them (GPU) the request is flagged in
     `result.param_error` and accepts nothing. `filter_order` ('specreg', 'vllm' or 'sglang';
     SR130 otherwise) says how top-k, top-p and min-p combine (`specreg.kernels.filtering`).
+    `token_bitmask` int32 [b, n, ceil(V / 32)] (a grammar's allowed tokens after each verified
+    prefix, `specreg.kernels.token_mask`) masks `target` and `draft` IN PLACE before verifying.
+    `penalties` (`specreg.kernels.penalties`: repetition, frequency, presence, logit bias)
+    penalise `target` IN PLACE at every position, counting the drafts before it as output.
     """
     filter_rule(filter_order)
     b, n, vocab = check_chain(
@@ -86,6 +94,13 @@ def verify_chain_with_params(
         )
     elif values:
         check_score_values(candidates, target, draft, verify_lens, coins, final_coins, vocab)
+    if token_bitmask is not None:
+        mask_chain_scores(target, draft, token_bitmask, verify_lens=verify_lens,
+                          probabilities=probabilities, values=values, backend=backend,
+                          block_v=block_v)
+    if penalties is not None:
+        apply_penalties_(target, penalties, chain_context(candidates), check_values=values,
+                         backend=backend)
     if coins is None or final_coins is None:
         drawn = request_coins(params, n, offsets=offsets, generator=generator)
         coins = drawn[:, : n - 1] if coins is None else coins
@@ -98,3 +113,25 @@ def verify_chain_with_params(
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_with_params_triton(inputs, block_v=block_v)
     return verify_chain_with_params_torch(inputs)
+
+
+def mask_chain_scores(
+    target: torch.Tensor, draft: torch.Tensor | None, bitmask: torch.Tensor, *,
+    verify_lens: torch.Tensor | None, probabilities: bool, values: bool, backend: BackendChoice,
+    block_v: int | None,
+) -> None:
+    """Mask target [b, n, V] and draft [b, n-1, V] in place with the grammar's bitmask
+    [b, n, W]; rows past `verify_lens` are never read, so they may allow nothing."""
+    b, n, _ = target.shape
+    verified = None
+    if verify_lens is not None:
+        positions = torch.arange(n, device=target.device)
+        verified = positions[None, :] < verify_lens.to(target.device)[:, None]
+    check = bool(values)
+    apply_token_bitmask_(target, bitmask, probabilities=probabilities, check_values=check,
+                         backend=backend, block_v=block_v, verified=verified)
+    if draft is not None:
+        apply_token_bitmask_(
+            draft, bitmask[:, : n - 1], probabilities=probabilities, check_values=False,
+            backend=backend, block_v=block_v, field="token_bitmask (draft positions)",
+        )

@@ -54,6 +54,7 @@ from specreg.kernels.filtering.types import (
     FilterRule,
     filter_rule,
 )
+from specreg.kernels.penalties import Penalties, apply_penalties_, tree_context
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.verify_greedy.checks import (
@@ -184,6 +185,8 @@ def verify_tree_with_params(
     block_v: int | None = None,
     backend: str | None = None,
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
+    token_bitmask: torch.Tensor | None = None,
+    penalties: Penalties | None = None,
 ) -> TreeVerifyResult:
     """Tree verification of a batch whose requests carry their own sampling parameters.
 
@@ -198,8 +201,14 @@ def verify_tree_with_params(
     makes it. Bad parameters: SR910-SR915 with value checks, else `result.param_error`.
     `backend` as in `verify_tree_sampling`. `filter_order` ('specreg', 'vllm' or 'sglang';
     SR130 otherwise) says how top-k, top-p and min-p combine (`specreg.kernels.filtering`).
+    `token_bitmask` int32 [b, N, ceil(V / 32)]: the grammar's allowed tokens after each node's
+    path (`specreg.kernels.token_mask`); it masks `target` and `draft` IN PLACE before verifying,
+    so greedy and sampled requests alike pick only allowed tokens. `penalties`
+    (`specreg.kernels.penalties`) penalise `target` IN PLACE at every node, counting the drafts
+    on the node's path as output.
     """
     from specreg.kernels.chain_params.checks import check_scores
+    from specreg.kernels.token_mask import apply_token_bitmask_
 
     rule = filter_rule(filter_order)
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
@@ -221,6 +230,17 @@ def verify_tree_with_params(
                 check_probabilities(name, scores, allow_zero_rows=name == "draft")
             else:
                 check_scores(name, scores)
+    if token_bitmask is not None:
+        for name, scores in (("target", target), ("draft", draft)):
+            if scores is not None:
+                apply_token_bitmask_(
+                    scores, token_bitmask, probabilities=probabilities,
+                    check_values=values and name == "target", backend=backend, block_v=block_v,
+                    field=f"token_bitmask ({name})",
+                )
+    if penalties is not None:
+        context = tree_context(candidates, retrieve_next_token, retrieve_next_sibling, depth)
+        apply_penalties_(target, penalties, context, check_values=values, backend=backend)
     drawn = request_coins(params, n + 1, offsets=offsets, generator=generator)
     triton_path = select_backend(candidates, requested=backend) == "triton"
     if triton_path:

@@ -7,6 +7,7 @@ a_i for untried tokens and a frozen coefficient per tried token (at most N - 1 p
 sparsely). No [b, N, V] temporaries; the caller's tensors are never written. On CPU the masses
 and the final draw read only the rows the walk needs, in cache-sized chunks
 (`_residual_mass_cpu`, `_final_token_cpu`, `_accepted_masses`): the CPU-tuned branches.
+`cpu_branches(device)` picks them, so a test can run the accelerators' branches on a CPU.
 """
 
 from __future__ import annotations
@@ -24,14 +25,9 @@ from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 
-def verify_tree_sampling_torch(
-    inputs: TreeSamplingInputs, *, dense: bool | None = None
-) -> TreeVerifyResult:
+def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
     """Tree sampling of `inputs`, vectorised over requests (one loop of N - 1 walk steps); on
-    CPU the residual masses and the final draw read only the rows a request needs.
-
-    `dense` (default: off CPU) takes the accelerators' branches instead, over every request's
-    rows without a host synchronisation; the same result (tests run it on CPU tensors)."""
+    CPU the residual masses and the final draw read only the rows a request needs."""
     candidates, retrieve_index = inputs.candidates, inputs.retrieve_index
     next_token, next_sibling = inputs.next_token, inputs.next_sibling
     target_probs, draft_probs = inputs.target_probs, inputs.draft_probs
@@ -39,7 +35,6 @@ def verify_tree_sampling_torch(
     threshold_single, threshold_acc = inputs.threshold_single, inputs.threshold_acc
     b, n, vocab = target_probs.shape
     device = candidates.device
-    dense = device.type != "cpu" if dense is None else dense
     f32 = torch.float32
     rows = torch.arange(b, device=device)
     cand = candidates.to(torch.int64)
@@ -126,7 +121,7 @@ def verify_tree_sampling_torch(
         if has_q:
             q_left = torch.where(append & rrs, q_left - q_x, q_left)
             coef = torch.where(reject & rrs, new_coef, coef)
-            if not dense:
+            if cpu_branches(device):
                 mass = _residual_mass_cpu(
                     target_probs, draft_probs, last, reject & rrs, coef, tried_tok, tried_val,
                     tried_cnt,
@@ -151,11 +146,11 @@ def verify_tree_sampling_torch(
             # masses: with no child tried, both rules draw the final token from p.
             grows = accept & (count < depth) & (nt[rows, last] >= 0)
             q_left, norm = _accepted_masses(
-                target_probs, draft_probs, accept, grows, last, q_left, norm, dense=dense
+                target_probs, draft_probs, accept, grows, last, q_left, norm
             )
             rrs = torch.where(accept, q_left > 0, rrs)
 
-    if not dense:
+    if cpu_branches(device):
         bonus = _final_token_cpu(
             target_probs, draft_probs, last, rrs, coef, tried_tok, tried_val, tried_cnt,
             final_coins,
@@ -169,6 +164,12 @@ def verify_tree_sampling_torch(
         weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, p_row)
         bonus = inverse_cdf_sample(weights, final_coins)
     return assemble_result(candidates, retrieve_index, path, count, bonus)
+
+
+def cpu_branches(device: torch.device) -> bool:
+    """Whether the walk uses the CPU-tuned branches (rows read on demand, with host-side
+    branching) rather than the accelerators' (every request's rows, no host synchronisation)."""
+    return device.type == "cpu"
 
 
 def _node_mass(probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
@@ -197,14 +198,12 @@ def _accepted_masses(
     last: torch.Tensor,
     q_left: torch.Tensor,
     norm: torch.Tensor,
-    *,
-    dense: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(q_left, norm) with the accepted requests' entries reset: to the q and p masses of their
     new node where the walk goes on below it (`grows`), to 0 elsewhere (on CPU only the growing
-    requests' rows are read; `dense`: every request's, without a host synchronisation)."""
+    requests' rows are read; elsewhere every request's, without a host synchronisation)."""
     zero = torch.zeros_like(q_left)
-    if dense:
+    if not cpu_branches(target_probs.device):
         rows = torch.arange(last.shape[0], device=last.device)
         q_new = torch.where(grows, _node_mass(draft_probs, rows, last), zero)
         p_new = torch.where(grows, _node_mass(target_probs, rows, last), zero)
