@@ -73,6 +73,16 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
         ["benchmarks/bench_logprobs.py", "--threads", "1"],
         [("emitted logprobs: (verify + logprobs) / verify", r"^logprobs\s+[\d.]+ ms .*x\s*([\d.]+)", "lower", 1.1)],
     ),
+    (
+        "sglang-hisparse",
+        ["benchmarks/bench_sglang_hisparse.py", "--calls", "60"],
+        [
+            ("SGLang HiSparse swap under hisparse_swap / specreg's swapper, 4 steps",
+             r"^\s+4\s+.*substituted / direct = ([\d.]+)x", "lower", 1.05),
+            ("SGLang HiSparse swap under hisparse_swap / specreg's swapper, 8 steps",
+             r"^\s+8\s+.*substituted / direct = ([\d.]+)x", "lower", 1.05),
+        ],
+    ),
     ("traffic", ["benchmarks/bench_traffic.py"], []),
 ]
 

@@ -139,6 +139,22 @@ class TreeVerifierProtocol(Protocol):
 
 
 # ------------------------------------------------------------------------------------- drafters
+#: What a drafter drafts from, declared by its `needs` attribute (a class attribute), so that a
+#: framework seam handing over less can refuse it when the seam is built, never at a step:
+#: "token_history" (the request's token ids alone: n-gram, suffix), "target_hidden_states" (the
+#: target model's hidden states or logits: EAGLE, Medusa, DSpark, DFlash) or "draft_model" (a
+#: draft model the framework runs). vLLM's custom_class seam hands over token ids only, so its
+#: proposer (`specreg.adapters.vllm_proposers`) takes "token_history" drafters alone.
+DRAFTER_NEEDS: tuple[str, ...] = ("token_history", "target_hidden_states", "draft_model")
+TOKEN_HISTORY = "token_history"
+
+
+def drafter_needs(drafter: object) -> str | None:
+    """The `needs` a drafter declares, or None when it declares none (or not as a string)."""
+    value = getattr(drafter, "needs", None)
+    return value if isinstance(value, str) else None
+
+
 @runtime_checkable
 class ChainDrafterProtocol(Protocol):
     """Proposes a chain of `gamma` tokens per request without a draft model."""

@@ -80,6 +80,8 @@ class DraftModelDrafter:
     (None when the plan was resolved without one); the runner's logits are checked against it.
     """
 
+    needs = "draft_model"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(
         self, *, gammas: Sequence[int], vocab_size: int | None = None,
         check_values: bool | None = None,

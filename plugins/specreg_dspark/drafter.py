@@ -35,6 +35,8 @@ class BlockDrafter:
     SPECREG_KERNEL_BACKEND asks for while the plan is resolved.
     """
 
+    needs = "target_hidden_states"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(
         self, runtime: BlockRuntime, *, gammas: Sequence[int] = (), backend: str | None = None
     ) -> None:

@@ -49,6 +49,8 @@ class EagleDrafter:
     largest. The kernel backend is fixed when the drafter is built (`backend`).
     """
 
+    needs = "target_hidden_states"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(
         self,
         *,

@@ -68,7 +68,12 @@ class SwapStats:
 class _State:
     """Tensors of the swap state; field names match the kernels' arguments."""
 
-    def __init__(self, layout: HiSparseLayout, device: torch.device) -> None:
+    def __init__(
+        self,
+        layout: HiSparseLayout,
+        device: torch.device,
+        host_cache_locs: torch.Tensor | None = None,
+    ) -> None:
         lay = layout
         self.slot_tokens = torch.full(
             (lay.layers, lay.req_slots, lay.hot_size), -1, dtype=torch.int32, device=device
@@ -83,8 +88,10 @@ class _State:
         self.slot_rows = torch.arange(
             lay.req_slots * lay.buffer_size, dtype=torch.int32, device=device
         ).view(lay.req_slots, lay.buffer_size)
-        self.host_cache_locs = torch.full(
-            (lay.req_slots, lay.max_seq_len), -1, dtype=torch.int64, device=device
+        self.host_cache_locs = (
+            host_cache_locs
+            if host_cache_locs is not None
+            else torch.full((lay.req_slots, lay.max_seq_len), -1, dtype=torch.int64, device=device)
         )
         self.error_count = torch.zeros(1, dtype=torch.int32, device=device)
         self._ws: dict[tuple[Any, ...], dict[str, torch.Tensor]] = {}
@@ -114,9 +121,36 @@ class HiSparseSwapper:
     by that call, and afterwards they are the most recently used.
     """
 
-    def __init__(self, layout: HiSparseLayout, device: str | torch.device | None = None) -> None:
+    def __init__(
+        self,
+        layout: HiSparseLayout,
+        device: str | torch.device | None = None,
+        *,
+        host_cache_locs: torch.Tensor | None = None,
+    ) -> None:
+        """`host_cache_locs`: a server's own int64 ``[req_slots, max_seq_len]`` map of token
+        position -> host row (-1: not on host), shared instead of allocated (the swapper reads
+        it, `set_host_locs` / `write_tail` / `reset_request` write it)."""
         self.layout = layout
         self.device = torch.device(device if device is not None else layout.device)
+        if host_cache_locs is not None:
+            check_tensor("host_cache_locs", host_cache_locs)
+            check_dtype("host_cache_locs", host_cache_locs, [torch.int64])
+            check_shape("host_cache_locs", host_cache_locs, [layout.req_slots, layout.max_seq_len])
+            if not host_cache_locs.is_contiguous() or host_cache_locs.device != self.device:
+                check_same_device(
+                    host_cache_locs=host_cache_locs, swapper=torch.empty(0, device=self.device)
+                )
+                raise KernelInputError(
+                    problem(
+                        "SR904",
+                        "host_cache_locs must be contiguous",
+                        accepted="a contiguous int64 [req_slots, max_seq_len] tensor",
+                        fix="pass host_cache_locs.contiguous() (the swapper writes it in place)",
+                        field="host_cache_locs",
+                    )
+                )
+        self._host_cache_locs = host_cache_locs
         self.backend = requested_backend()  # fixed while the plan is resolved
         self._state: _State | None = None  # allocated on first use, never at resolve time
         self.last_plan: MissPlan | None = None
@@ -128,7 +162,7 @@ class HiSparseSwapper:
         """The swap state tensors, allocated on first use (see `memory()` for their size)."""
         if self._state is None:
             with torch.inference_mode(False):  # first use may be inside a loop's inference mode
-                self._state = _State(self.layout, self.device)
+                self._state = _State(self.layout, self.device, self._host_cache_locs)
         return self._state
 
     def memory(self) -> list[Buffer]:
@@ -313,6 +347,7 @@ class HiSparseSwapper:
         miss_dst: torch.Tensor | None = None,
         miss_count: torch.Tensor | None = None,
         check_values: bool | None = None,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Device rows (int32, shape of `top_k_tokens`) holding the selected tokens' KV.
 
@@ -324,6 +359,8 @@ class HiSparseSwapper:
         - Entries that are -1 or ``>= seq_len`` of their step give -1.
         - `record_plan`: expose the miss plan in `miss_src`/`miss_dst`/`miss_count` (all three,
           or none to get swapper-owned buffers); it is always available as `last_plan`.
+        - `out`: a contiguous int32 tensor of `top_k_tokens`' shape to write the rows into (a
+          server's graph-stable buffer); returned.
         """
         lay = self.layout
         tokens = check_tensor("top_k_tokens", top_k_tokens)
@@ -381,7 +418,24 @@ class HiSparseSwapper:
                 seq2,
                 num_real_int if num_real_int is not None else int(num_real_t.item()),
             )
-        out = torch.empty(tokens.shape, dtype=torch.int32, device=device)
+        if out is None:
+            out = torch.empty(tokens.shape, dtype=torch.int32, device=device)
+        else:
+            check_tensor("out", out)
+            check_dtype("out", out, [torch.int32])
+            check_shape("out", out, list(top_k_tokens.shape))
+            check_same_device(out=out, top_k_tokens=tokens)
+            if not out.is_contiguous():
+                raise KernelInputError(
+                    problem(
+                        "SR904",
+                        "out must be contiguous (the swap writes it as [bs, steps, top_k] rows)",
+                        accepted="a contiguous int32 tensor of top_k_tokens' shape",
+                        fix="pass a contiguous buffer, or none (the swapper allocates one)",
+                        field="out",
+                    )
+                )
+            out = out.view(tokens.shape)
         hits = torch.empty(bs, dtype=torch.int32, device=device)
         call = SwapCall(
             tokens=tokens, req=req, seq_lens=seq2, num_real=num_real_t, layer=layer,

@@ -31,6 +31,8 @@ class NgramDrafter:
     offers its most recent (bfs) or most frequent (prob) continuations.
     """
 
+    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(self, options: NgramOptions | None = None, *, num_steps: int = 3) -> None:
         self.options = options or NgramOptions()
         self.gamma = int(num_steps)
@@ -249,6 +251,8 @@ class SuffixDrafter:
     a row whose history no longer extends what it held is a new request (the old one stops,
     its response staying in the global tree).
     """
+
+    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
 
     def __init__(self, options: SuffixOptions | None = None, *, num_steps: int | None = None
                  ) -> None:

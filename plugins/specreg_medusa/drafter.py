@@ -83,6 +83,8 @@ class MedusaDrafter:
     largest. The tree layouts are computed once, here; the kernel backend is fixed here too.
     """
 
+    needs = "target_hidden_states"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(
         self,
         *,

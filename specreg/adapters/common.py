@@ -148,15 +148,15 @@ class FrameworkAdapter:
     the once-per-process log of disagreements. `substitutions` are the runtime substitutions its
     switch turned on (enforce mode only); every plan it resolves records them.
 
-    `refusal` is the coded error of a mistyped mode switch (SR176): the adapter is installed
-    anyway and raises it from every hook, so a user who asked for specreg never silently runs
-    without it.
+    `refusal` is the coded error of a mistyped mode switch (SR176), or of a substitution that
+    did not apply (SR182): the adapter is installed anyway and raises it from every hook, so a
+    user who asked for specreg never silently runs without it.
     """
 
     mode: Mode
     registry: Any = None
     once: OnceLog = attrs.field(factory=OnceLog)
-    refusal: ConfigError | None = None
+    refusal: ConfigError | PluginError | None = None
     substitutions: tuple[str, ...] = ()
 
     framework = ""  # "SGLang" or "vLLM", for messages
@@ -234,7 +234,13 @@ def load_adapter(adapter_class: type[FrameworkAdapter]) -> None:
         raise
     if mode is None:
         return
-    adapter_class(mode=mode, substitutions=substitutions).install()  # type: ignore[attr-defined]
+    adapter = adapter_class(mode=mode, substitutions=substitutions)
+    adapter.install()  # type: ignore[attr-defined]
     if substitutions:
-        install_all(adapter_class.words, substitutions)
+        try:
+            install_all(adapter_class.words, substitutions)
+        except PluginError as exc:  # SR182: the loader may swallow it, the adapter's hooks not
+            adapter.refusal = exc  # type: ignore[assignment]
+            logger.error("%s", exc)
+            raise
     logger.info("specreg %s adapter on (%s)", adapter_class.framework, mode)

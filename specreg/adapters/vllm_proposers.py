@@ -4,9 +4,13 @@ Name the algorithm as the class: `{"method": "custom_class", "model":
 "specreg.adapters.vllm_proposers.ngram", "num_speculative_tokens": 3}` runs the ngram plugin's
 drafter under vLLM, with the plan resolved for k = num_speculative_tokens (gamma).
 vLLM calls `propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=...)`
-and takes one list of draft token ids per request. That seam hands over token ids only, so a
-drafter that needs more (target hidden states, base logits, an anchor: DSpark, DFlash, EAGLE) is
-refused when vLLM constructs the proposer (SR175), never at the first step. As vLLM's own ngram
+and takes one list of draft token ids per request. That seam hands over token ids only, so the
+proposer takes a drafter by what it declares it needs (`drafter.needs`,
+`specreg.protocols.DRAFTER_NEEDS`): "token_history" drafters (ngram, suffix, a third party's)
+run; one that needs the target's hidden states or a draft model (EAGLE, Medusa, DSpark, DFlash,
+draft_model) is refused when vLLM constructs the proposer (SR175, naming the seam), never at the
+first step; one that declares nothing, or a need the protocol does not know, is its plugin's
+error (SR190). As vLLM's own ngram
 proposer, a request gets no drafts when it is not decoding, when it has reached the model's
 maximum length (and at most the room left below it), and when the drafter found no match (a
 drafter's `propose_lists(history, lengths)`, when it has one, says how many tokens it really
@@ -15,29 +19,15 @@ proposed).
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from specreg.errors import PluginError, problem
+from specreg.protocols import DRAFTER_NEEDS, TOKEN_HISTORY, drafter_needs
 
 SEAM = (
     "vLLM's custom_class seam, propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu), "
     "which hands a proposer token ids only"
 )
-
-
-def _history_only(propose: Any) -> bool:
-    """Whether `propose` drafts from the token history alone: callable as `propose(history,
-    lengths)` (the token-history drafter protocol), needing nothing else."""
-    try:
-        parameters = list(inspect.signature(propose).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    leading = [p.name for p in parameters if p.kind in positional][:2]
-    required = {p.name for p in parameters if p.default is inspect.Parameter.empty
-                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
-    return bool(leading) and leading[0] == "history" and required <= set(leading)
 
 
 def _refusal(algorithm: str, why: str) -> PluginError:
@@ -47,6 +37,32 @@ def _refusal(algorithm: str, why: str) -> PluginError:
         fix="name such an algorithm in the speculative config's model "
         "(specreg.adapters.vllm_proposers.NAME), or use vLLM's own method for this drafter "
         "(method 'eagle', 'dspark', 'dflash' with SPECREG_VLLM=enforce)",
+    ))
+
+
+_NEEDS_WORDS = {
+    "target_hidden_states": "the target model's hidden states",
+    "draft_model": "a draft model that vLLM runs for it",
+}
+
+
+def _undeclared(algorithm: str, drafter: Any, needs: str | None, *,
+                contradicts: bool = False) -> PluginError:
+    kind = type(drafter).__qualname__
+    if contradicts:
+        why = (f"its drafter {kind} declares needs={needs!r}, but the algorithm's spec says it "
+               "uses the target's hidden states (uses_target_hidden_states=True)")
+    elif needs is None:
+        why = f"its drafter {kind} declares no `needs`"
+    else:
+        why = f"its drafter {kind} declares needs={needs!r}"
+    return PluginError(problem(
+        "SR190", f"specreg algorithm {algorithm!r}: {why}, so vLLM's custom_class seam cannot "
+        "tell whether it drafts from token ids alone",
+        accepted="needs = " + ", ".join(repr(n) for n in DRAFTER_NEEDS)
+        + " (specreg.protocols.DRAFTER_NEEDS), agreeing with the AlgorithmSpec",
+        fix=f"in the plugin, set the class attribute needs = {TOKEN_HISTORY!r} on {kind} when "
+        "propose(history, lengths) needs nothing else (the plugin's author's fix)",
     ))
 
 
@@ -67,15 +83,14 @@ class SpecregProposer:
         drafter = self.plan.drafter
         if drafter is None or not callable(getattr(drafter, "propose", None)):
             raise _refusal(self.algorithm, "its plugin builds no drafter with a propose method")
+        needs = drafter_needs(drafter)
+        if needs not in DRAFTER_NEEDS:
+            raise _undeclared(self.algorithm, drafter, needs)
+        if needs != TOKEN_HISTORY:
+            raise _refusal(self.algorithm, f"its drafter needs {_NEEDS_WORDS[needs]} "
+                           f"(it declares needs={needs!r})")
         if self.plan.algorithm.uses_target_hidden_states:
-            raise _refusal(self.algorithm, "its drafter needs the target's hidden states")
-        if not _history_only(drafter.propose):
-            needs = ", ".join(
-                name for name, p in inspect.signature(drafter.propose).parameters.items()
-                if p.default is inspect.Parameter.empty
-                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-            )
-            raise _refusal(self.algorithm, f"its drafter's propose needs ({needs})")
+            raise _undeclared(self.algorithm, drafter, needs, contradicts=True)
         self.drafter = drafter
 
     def room(self, num_tokens: int) -> int:

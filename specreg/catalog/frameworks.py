@@ -1,4 +1,4 @@
-"""Catalog entries SR160–SR189: serving-framework flags, model-dependent defaults and the adapters."""
+"""Catalog entries SR160–SR194: serving-framework flags, model-dependent defaults and the adapters."""
 
 from specreg.catalog.entry import ErrorEntry
 
@@ -199,6 +199,33 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         "# after\npip install sglang==0.5.23   # or: unset SPECREG_SGLANG_SUBSTITUTE",
     ),
     _entry(
+        "SR183", "HiSparse top_k above the device buffer (substituted swap)",
+        "With SPECREG_SGLANG_SUBSTITUTE=hisparse_swap, specreg's swapper serves SGLang's HiSparse "
+        "speculative swap for any number of draft tokens. Every token one step selects must be "
+        "resident in the request's device buffer at once, so the buffer (device_buffer_size) "
+        "must hold at least top_k tokens; the misses of all steps beyond it go to scratch rows "
+        "sized automatically. SGLang takes top_k from the model's index_topk when it has one, "
+        "which can exceed the --hisparse-config buffer.",
+        "Resolving an SGLang config, or SGLang's coordinator building its swap manager, with "
+        "top_k (index_topk, else --hisparse-config top_k) above device_buffer_size.",
+        ("Raise device_buffer_size in --hisparse-config to top_k or more (4096 is usual).",
+         "Lower top_k in --hisparse-config when the model has no index_topk."),
+        "# before\n--hisparse-config '{\"top_k\": 2048, \"device_buffer_size\": 1024}'\n"
+        "# after\n--hisparse-config '{\"top_k\": 2048, \"device_buffer_size\": 4096}'",
+    ),
+    _entry(
+        "SR184", "Draft tokens do not fit HiSparse's extra page (substituted swap)",
+        "SGLang's HiSparse keeps the newest token and every token of a verify in one extra "
+        "page of the request's device buffer (a DSA page: 64 tokens), so a verify of N draft "
+        "tokens needs N + 1 <= page_size. SGLang's own prepare_verify refuses the same at the "
+        "first verify; with hisparse_swap specreg reports it when the config resolves and when "
+        "the swap manager is built, before any weights load.",
+        "--speculative-num-draft-tokens of page_size or more with --enable-hisparse and "
+        "SPECREG_SGLANG_SUBSTITUTE=hisparse_swap.",
+        ("Set --speculative-num-draft-tokens to page_size - 1 (63 on DSA) or fewer.",),
+        "# before\n--speculative-num-draft-tokens 64\n# after\n--speculative-num-draft-tokens 16",
+    ),
+    _entry(
         "SR177", "Block size and draft tokens disagree",
         "DSpark verifies block_size + 1 tokens (gamma = block size) and DFlash block_size tokens; "
         "a --speculative-num-draft-tokens that says otherwise contradicts the block-size flag.",
@@ -232,5 +259,39 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         ("For HiSparse, pass --enable-hisparse --disable-radix-cache and no --kv-cache.",
          "For no cache, drop --enable-hisparse (--kv-cache none is then the default)."),
         "# before\n--kv-cache none --enable-hisparse\n# after\n--enable-hisparse --disable-radix-cache",
+    ),
+    _entry(
+        "SR188", "vLLM configuration the rejection_sampler substitution does not cover",
+        "With SPECREG_VLLM_SUBSTITUTE=rejection_sampler, vLLM's V1 model runner builds specreg's "
+        "rejection sampler, which verifies vLLM's standard rejection rule with specreg's chain "
+        "verifier (min_p and logit_bias included). vLLM's other verification modes, its V2 model "
+        "runner (which builds its own sampler) and draft probabilities (which specreg's rule "
+        "would filter a second time) are not covered; running vLLM's kernels there while the "
+        "user asked for specreg's would be a silent fallback, so the sampler is refused when "
+        "vLLM builds it.",
+        "vLLM builds the rejection sampler with rejection_sample_method other than 'standard', "
+        "draft_sample_method 'probabilistic', or under the V2 model runner.",
+        ("Drop rejection_sample_method / draft_sample_method from the speculative config.",
+         "Export VLLM_USE_V2_MODEL_RUNNER=0 so vLLM builds its V1 model runner.",
+         "Unset SPECREG_VLLM_SUBSTITUTE to run vLLM's own rejection sampler."),
+        "# before\nSPECREG_VLLM_SUBSTITUTE=rejection_sampler vllm serve ...  # V2 runner chosen\n"
+        "# after\nVLLM_USE_V2_MODEL_RUNNER=0 SPECREG_VLLM_SUBSTITUTE=rejection_sampler vllm serve ...",
+    ),
+    _entry(
+        "SR190", "Drafter does not declare what it drafts from",
+        "A drafter declares what it needs as its `needs` attribute: 'token_history' (token ids "
+        "alone), 'target_hidden_states' or 'draft_model' (specreg.protocols.DRAFTER_NEEDS). vLLM's "
+        "custom_class seam hands a proposer token ids only, so specreg's proposer runs a drafter "
+        "there by that declaration; a drafter that declares nothing, an unknown value, or "
+        "'token_history' while its AlgorithmSpec says uses_target_hidden_states cannot be "
+        "judged, and the plugin must say.",
+        "vLLM constructs specreg.adapters.vllm_proposers.NAME for an algorithm whose drafter "
+        "declares no (or no known) needs.",
+        ("In the plugin, set the drafter class's needs = \"token_history\" when propose(history, "
+         "lengths) needs nothing else.",
+         "Otherwise declare what it needs and run it through vLLM's own method for it."),
+        "# before\nclass MyDrafter:\n    def propose(self, history, lengths): ...\n"
+        "# after\nclass MyDrafter:\n    needs = \"token_history\"\n"
+        "    def propose(self, history, lengths): ...",
     ),
 )

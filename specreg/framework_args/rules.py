@@ -85,7 +85,7 @@ def hisparse_runtime_problems(
             accepted="no --enable-mixed-chunk", fix="drop --enable-mixed-chunk", field="enable_mixed_chunk",
         ))
     if "hisparse_swap" in substitutions:
-        return out
+        return out + substituted_swap_problems(framework, num_draft_tokens)
     if not 2 <= num_draft_tokens <= 4:
         out.append(problem(
             "SR167",
@@ -107,3 +107,57 @@ def hisparse_runtime_problems(
             field="num_draft_tokens",
         ))
     return out
+
+
+#: SGLang's DSA KV pool asserts 64-token physical pages; HiSparse's extra page is one of them.
+DSA_PAGE_SIZE = 64
+
+
+def substituted_swap_problems(framework: Mapping[str, Any], num_draft_tokens: int) -> list[Problem]:
+    """specreg's own limits on SGLang's HiSparse swap under `hisparse_swap` (SR183, SR184), with
+    SGLang's effective sizes: top_k is the model's index_topk when it has one (SGLang's
+    model runner reads it first), the device buffer `--hisparse-config`'s device_buffer_size
+    (default 2 x its top_k), the extra page one DSA page."""
+    config = framework.get("hisparse_config") or {}
+    config_top_k = config.get("top_k") or 2048
+    top_k = framework.get("index_topk") or config_top_k
+    buffer = config.get("device_buffer_size") or 2 * config_top_k
+    page = framework.get("page_size") or DSA_PAGE_SIZE
+    if not all(is_int(v) for v in (top_k, buffer, page)):
+        return []  # SGLang refuses a malformed --hisparse-config itself
+    return hisparse_swap_limits(top_k, buffer, page, num_draft_tokens)
+
+
+def hisparse_swap_limits(
+    top_k: int, device_buffer_size: int, page_size: int | None, num_draft_tokens: int
+) -> list[Problem]:
+    """specreg's own limits on a substituted HiSparse swap, in SGLang's flags (empty: fits).
+
+    - SR183: the hot buffer (``device_buffer_size``) holds every token one step selects, so it
+      must be at least top_k.
+    - SR184: the extra page holds the newest token and the verify tokens, so
+      ``num_draft_tokens + 1 <= page_size`` (SGLang's ``prepare_verify`` check, reported at
+      start-up instead of at the first verify).
+    Any number of draft tokens >= 1 and any top_k >= 1 work otherwise.
+    """
+    found: list[Problem] = []
+    if top_k > device_buffer_size:
+        found.append(problem(
+            "SR183",
+            f"HiSparse top_k={top_k} exceeds the device buffer of {device_buffer_size} tokens "
+            "(one step's selection must be resident at once)",
+            accepted=f"device_buffer_size >= top_k = {top_k}",
+            fix=f"raise it: --hisparse-config '{{\"device_buffer_size\": {max(top_k, 4096)}}}' "
+            "(with the top_k you use), or lower top_k in --hisparse-config",
+            field="hisparse_config.device_buffer_size",
+        ))
+    if page_size is not None and num_draft_tokens + 1 > page_size:
+        found.append(problem(
+            "SR184",
+            f"{num_draft_tokens} draft tokens do not fit HiSparse's extra page of {page_size} "
+            f"slots (it holds the newest token and every verify token: {num_draft_tokens + 1})",
+            accepted=f"--speculative-num-draft-tokens <= {page_size - 1}",
+            fix=f"set --speculative-num-draft-tokens {page_size - 1} or fewer",
+            field="num_draft_tokens",
+        ))
+    return found

@@ -32,6 +32,10 @@ def cases(model_dirs):
         {"id": 4, "target": llama, "spec": {"method": "custom_class", "model": PROPOSERS + "dflash",
                                             "num_speculative_tokens": 3},
          "propose": {"sampled": [[3]], "histories": [history]}},
+        {"id": 5, "target": llama, "spec": {"method": "custom_class", "model": PROPOSERS + "suffix",
+                                            "num_speculative_tokens": 4},
+         "propose": {"sampled": [[3], [7]], "histories": [[9, 1, 2, 3, 4, 5, 6, 1, 2, 3],
+                                                          [7, 8, 9]]}},
     ]
 
 
@@ -43,7 +47,7 @@ def runs(framework_env, cases):
 def test_vllms_loader_runs_the_adapter_in_enforce_mode(runs):
     out = runs("enforce")
     assert out["adapter_installed"] is True and out["load_error"] is None
-    unset, given, dspark, custom, _ = out["results"]
+    unset, given, dspark, custom, _, _ = out["results"]
     assert unset["error"] is None and unset["k"] == 3  # filled from plan.gamma; vLLM alone refuses
     assert given["k"] == 2  # a given k is kept
     assert dspark["error"] == "ConfigError" and "SR305" in dspark["message"]
@@ -61,7 +65,7 @@ def test_messages_under_vllm_name_vllms_keys(runs):
 def test_off_leaves_vllm_exactly_as_without_specreg(runs):
     out = runs(None)
     assert out["adapter_installed"] is False and out["load_error"] is None
-    unset, given, dspark, _, _ = out["results"]
+    unset, given, dspark, _, _, _ = out["results"]
     assert unset["error"] == "ValidationError"
     assert given["k"] == 2 and dspark["error"] is None and dspark["k"] == 1
 
@@ -69,7 +73,7 @@ def test_off_leaves_vllm_exactly_as_without_specreg(runs):
 def test_shadow_lets_vllm_decide(runs):
     out = runs("shadow")
     assert out["adapter_installed"] is True
-    unset, _, dspark, _, _ = out["results"]
+    unset, _, dspark, _, _, _ = out["results"]
     assert unset["error"] == "ValidationError" and dspark["k"] == 1
 
 
@@ -100,3 +104,13 @@ def test_custom_class_refuses_a_drafter_it_cannot_drive_when_vllm_builds_it(runs
     message = result["propose_error"]["message"]
     assert "Failed to instantiate custom proposer" in message  # vLLM's own wrapper
     assert "SR175" in message and "custom_class seam" in message and "hidden states" in message
+
+
+def test_custom_class_proposer_runs_the_suffix_plugins_drafter(runs):
+    """The built-in suffix drafter under vLLM's custom_class, constructed by vLLM's own
+    create_custom_proposer: request 0's "1 2 3" was followed by "4 5 6" (a 3-token match allows
+    max_spec_factor * 3 = 3 drafts of k = 4); request 1 has no match, so nothing is proposed."""
+    result = runs(None)["results"][5]
+    assert result["method"] == "custom_class" and result["k"] == 4
+    assert result["drafts"] == [[4, 5, 6], []]
+    assert runs("enforce")["results"][5]["drafts"] == result["drafts"]

@@ -300,3 +300,47 @@ def test_writing_one_position_twice_in_a_call_is_sr904(cache):
         swapper.write_tail(torch.tensor([1, 1]), torch.tensor([4, 4]), kv, host_cache=host,
                            device_buffer=dev)  # fmt: skip
     assert info.value.code == "SR904"
+
+
+def test_a_shared_host_location_map_is_the_swappers_own():
+    """A server's own token -> host row map (SGLang's req_to_host_pool) is used in place, not
+    copied: what the server writes there the swap reads, and the swapper's writes land there."""
+    from specreg_hisparse.runtime import compute_layout
+    from specreg_hisparse.swapper import HiSparseSwapper
+
+    layout, problems = compute_layout(4, 8, None, 2, 2, row_bytes=8, max_seq_len=32)
+    assert not problems
+    shared = torch.full((2, 32), -1, dtype=torch.int64)
+    swapper = HiSparseSwapper(layout, host_cache_locs=shared)
+    assert swapper.host_cache_locs is shared
+    host, dev = swapper.new_host_cache(), swapper.new_device_buffer()
+    shared[0, :10] = torch.arange(10)  # the server backs tokens 0..9 up itself
+    host[:10] = torch.arange(10, dtype=torch.uint8)[:, None]
+    locs = swapper.swap(torch.tensor([[3, 7, 9, -1]]), torch.tensor([0]), torch.tensor([10]),
+                        host_cache=host, device_buffer=dev)
+    assert dev[locs[0, :3].long(), 0].tolist() == [3, 7, 9]
+    swapper.set_host_locs(torch.tensor([1]), torch.tensor([5]), torch.tensor([20]))
+    assert int(shared[1, 5]) == 20
+    for bad in (torch.zeros((2, 32), dtype=torch.int32), torch.zeros((2, 31), dtype=torch.int64),
+                torch.zeros((32, 2), dtype=torch.int64).t()):
+        with pytest.raises(KernelInputError):
+            HiSparseSwapper(layout, host_cache_locs=bad)
+
+
+def test_the_swap_writes_a_given_output_buffer_in_place():
+    from specreg_hisparse.runtime import compute_layout
+    from specreg_hisparse.swapper import HiSparseSwapper
+
+    layout, _ = compute_layout(4, 8, None, 2, 2, row_bytes=8, max_seq_len=32)
+    swapper = HiSparseSwapper(layout)
+    pos = torch.arange(16)
+    swapper.set_host_locs(torch.zeros_like(pos), pos, pos)
+    host, dev = swapper.new_host_cache(), swapper.new_device_buffer()
+    tokens, req, seq = torch.tensor([[[1, 2, 3, -1], [4, 5, 1, 2]]]), torch.tensor([0]), torch.tensor([[9, 9]])
+    graph_stable = torch.full((2, 2, 4), 7, dtype=torch.int32)
+    got = swapper.swap(tokens, req, seq, host_cache=host, device_buffer=dev, out=graph_stable[:1])
+    assert got.data_ptr() == graph_stable.data_ptr() and int(got[0, 0, 3]) == -1
+    assert graph_stable[1].eq(7).all()  # the rest of the buffer is untouched
+    for bad in (torch.empty((1, 2, 4), dtype=torch.int64), torch.empty((1, 2, 8), dtype=torch.int32)[..., ::2]):
+        with pytest.raises(KernelInputError):
+            swapper.swap(tokens, req, seq, host_cache=host, device_buffer=dev, out=bad)

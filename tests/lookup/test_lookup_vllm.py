@@ -6,10 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from specreg_lookup.kernels.ngram_match.reference import propose_row
 
 from specreg import Registry
 from specreg.adapters.vllm_proposers import __getattr__ as proposer_class
+from specreg.errors import PluginError
 
 
 def _vllm_config(k: int) -> SimpleNamespace:
@@ -56,3 +58,77 @@ def test_suffix_drafts_per_request_and_learns_from_earlier_responses():
     # (4 5 6 7, in the global tree) does: "4 5" is followed by "6 7"
     ids, lens = _token_ids_cpu([[8, 8, 4, 5]])
     assert proposer.propose([[5]], lens, ids) == [[6, 7]]
+
+
+# ------------------------------------------------------------- what a drafter declares it needs
+class _Drafter:
+    def __init__(self, gamma: int) -> None:
+        self.gamma = gamma
+
+    def propose(self, history, lengths):
+        return history[:, -1:].repeat(1, self.gamma)
+
+
+def _declaring(needs: object, *, hidden: bool = False) -> Registry:
+    """A registry whose one algorithm 'toy' builds a chain drafter declaring `needs`
+    (`_UNSET`: no declaration)."""
+    from specreg import AlgorithmSpec, ParamRange, hookimpl
+
+    kind = type("ToyDrafter", (_Drafter,), {} if needs is _UNSET else {"needs": needs})
+
+    class Toy:
+        @hookimpl
+        def specreg_register_algorithms(self, register):
+            register(AlgorithmSpec(name="toy", drafting="chain", verify_rules=("greedy",),
+                                   uses_target_hidden_states=hidden,
+                                   num_draft_tokens=ParamRange(2, 8, 4)))
+
+        @hookimpl
+        def specreg_make_drafter(self, config, algorithm):
+            return kind(config.num_draft_tokens - 1) if algorithm.name == "toy" else None
+
+    registry = Registry()
+    registry.register_plugin(Toy(), "toy")
+    return registry
+
+
+_UNSET = object()
+
+
+def test_every_built_in_drafter_declares_what_it_needs():
+    from specreg.protocols import DRAFTER_NEEDS
+
+    registry = Registry.load(fresh=True)
+    seen = {}
+    for name, config in (("ngram", {}), ("suffix", {}), ("eagle", {"num_steps": 3, "topk": 1}),
+                         ("medusa", {"num_steps": 3, "topk": 1})):
+        plan = registry.resolve({"algorithm": name, **config})
+        seen[name] = plan.drafter.needs
+    assert set(seen.values()) <= set(DRAFTER_NEEDS)
+    assert seen == {"ngram": "token_history", "suffix": "token_history",
+                    "eagle": "target_hidden_states", "medusa": "target_hidden_states"}
+
+
+def test_a_token_history_drafter_of_a_third_party_runs_under_custom_class():
+    proposer = proposer_class("toy")(_vllm_config(3), registry=_declaring("token_history"))
+    ids, lens = _token_ids_cpu([[4, 5, 6]])
+    assert proposer.propose([[6]], lens, ids) == [[6, 6, 6]]
+
+
+def test_a_drafter_needing_more_than_token_ids_is_refused_naming_the_seam():
+    for needs, words in (("target_hidden_states", "hidden states"), ("draft_model", "draft model")):
+        with pytest.raises(PluginError) as info:
+            proposer_class("toy")(_vllm_config(3), registry=_declaring(needs))
+        message = str(info.value)
+        assert "SR175" in message and "custom_class seam" in message and words in message
+
+
+def test_an_undeclared_or_unknown_need_is_the_plugins_error():
+    cases = ((_UNSET, "declares no `needs`"), ("tokens", "needs='tokens'"),
+             ("token_history", "uses_target_hidden_states=True"))
+    for needs, words in cases:
+        registry = _declaring(needs, hidden=words.startswith("uses_"))
+        with pytest.raises(PluginError) as info:
+            proposer_class("toy")(_vllm_config(3), registry=registry)
+        message = str(info.value)
+        assert "SR190" in message and words in message and "needs = 'token_history'" in message

@@ -62,6 +62,8 @@ class NgramDrafter:
     `NgramDrafter.from_plan(plan)` to take it from a resolved plan.
     """
 
+    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
+
     def __init__(
         self, *, max_ngram: int = 3, min_ngram: int = 1, num_draft_tokens: int = 4
     ) -> None:
