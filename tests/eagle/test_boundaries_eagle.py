@@ -8,6 +8,7 @@ import pytest
 import torch
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_reference
+from specreg_eagle.kernels.verify_sampling import torch_impl as tree_torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
@@ -63,6 +64,13 @@ FIRST, SIBLING = [1, 3, -1, -1], [-1, 2, -1, -1]
 VOCAB = 8
 
 
+def _dense(inputs):
+    """The torch implementation with the accelerators' branches (`cpu_branches` off)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tree_torch, "cpu_branches", lambda device: False)
+        return tree_torch.verify_tree_sampling_torch(inputs)
+
+
 def _sample(backend, candidates, target, draft, coins, final_coins, **kwargs):
     b = candidates.shape[0]
     retrieve_index, next_token, next_sibling = _links(FIRST, SIBLING, b)
@@ -76,6 +84,8 @@ def _sample(backend, candidates, target, draft, coins, final_coins, **kwargs):
                                depth=2, draft_probs=draft, coins=coins, final_coins=final_coins,
                                backend=backend, block_v=16, **kwargs)  # fmt: skip
     _same(got, want)
+    if backend == "torch":  # and the accelerators' branches, run on these CPU tensors
+        _same(_dense(inputs), want)
     return want
 
 
@@ -134,3 +144,18 @@ def test_final_draws_without_residual_mass_fall_back_to_p(backend):
         want = _sample(backend, candidates, target, q, coins, final_coins)
         assert want.output_tokens[:, 0].tolist() == [4, 4]
         assert want.accept_token_num.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("with_q", [False, True])
+def test_the_accelerator_branches_on_cpu_tensors_equal_the_reference(with_q):
+    """`cpu_branches` off: the residual masses, the accepted nodes' masses and the final draw
+    over every request's rows (the branches accelerators take, no host synchronisation), run on
+    CPU tensors against the reference: random trees, a request without q, both thresholds."""
+    from tests.eagle.test_eagle_reference import SAMPLING_SHAPES, sampling_inputs
+
+    cases = [sampling_inputs(shape, 13, sum(shape), with_q=with_q, zero_q_rows=1)
+             for shape in SAMPLING_SHAPES]  # fmt: skip
+    cases += [sampling_inputs((6, 3, 3, 10), 11, 3, with_q=with_q, threshold_acc=0.5),
+              sampling_inputs((6, 3, 3, 10), 11, 3, with_q=with_q, threshold_single=0.3)]
+    for inputs in cases:
+        _same(_dense(inputs), verify_tree_sampling_reference(inputs))

@@ -139,3 +139,100 @@ def test_a_minus_one_draft_never_matches_a_minus_one_prediction():
         got = verify_chain_greedy_from_predict(candidates, predict, check_values=check_values)
         _same(got, want)
         assert torch.equal(got.bonus, want.bonus)
+
+
+def _dense_cases():
+    """(candidates, target, draft or None, coins, final coins, verify_lens): the boundary cases
+    above, a ragged random batch with and without a draft, and chains of one position (no
+    drafts: the bonus row only)."""
+    candidates, target, coins, final_coins = _target_only_case()
+    yield candidates, target, None, coins, final_coins, None
+    flat = torch.full((3, 3, 5), 0.2)  # out-of-range drafts on a flat row, coins of 0
+    yield (torch.tensor([[0, -1, 2], [0, 5, 2], [0, 1, 5]]), flat, None, torch.zeros(3, 2),
+           torch.tensor([0.1, 0.5, 0.9]), None)  # fmt: skip
+    vocab = 6
+    zero = torch.zeros(2, 2, vocab)
+    zero[:, :, 3] = 1.0
+    yield (torch.tensor([[0, 1], [0, 3]]), zero, zero[:, :1].clone(), torch.tensor([[0.0], [0.5]]),
+           torch.tensor([0.0, 0.999]), None)  # fmt: skip
+    gen = torch.Generator().manual_seed(3)
+    b, n, vocab = 6, 4, 9
+    target = torch.softmax(2 * torch.randn(b, n, vocab, generator=gen), -1)
+    draft = torch.softmax(2 * torch.randn(b, n - 1, vocab, generator=gen), -1)
+    candidates = torch.randint(0, vocab, (b, n), generator=gen)
+    candidates[0, 2] = -1  # an invalid draft id stops the chain
+    coins = torch.rand(b, n - 1, generator=gen) * 0.6
+    final_coins = torch.rand(b, generator=gen)
+    lens = torch.tensor([4, 1, 2, 3, 4, 2])
+    for q in (draft, None):
+        yield candidates, target, q, coins, final_coins, lens
+        yield candidates[:, :1], target[:, :1], None if q is None else q[:, :0], coins[:, :0], \
+            final_coins, None
+
+
+def test_the_accelerator_emit_on_cpu_tensors_equals_the_reference(monkeypatch):
+    """The correction / bonus draw of accelerators (`_emit_dense`: every request's row, no host
+    synchronisation) never runs on a CPU tensor; swapped in for the CPU branch it must give the
+    reference's tokens on every case above, the residuals without mass included."""
+    from specreg.kernels.chain import torch_impl
+
+    monkeypatch.setattr(torch_impl, "_emit_cpu", torch_impl._emit_dense)
+    for candidates, target, draft, coins, final_coins, lens in _dense_cases():
+        inputs = ChainSamplingInputs(candidates=candidates, target_probs=target,
+                                     draft_probs=draft, coins=coins, final_coins=final_coins,
+                                     verify_lens=lens)  # fmt: skip
+        want = verify_chain_sampling_reference(inputs)
+        got = torch_impl.verify_chain_sampling_torch(inputs)
+        _same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unchecked_out_of_range_drafts_are_never_accepted(backend):
+    """With `check_values=False` (the GPU default) a draft id of -1 or of `vocab` reaches the
+    kernel: never accepted, even with a coin of 0 and p, q > 0 at the ids it would clamp to
+    (0 and vocab - 1), and never read out of bounds; the correction comes from that row, which
+    (target-only rule) excludes no token. A fourth request accepts everything: its bonus (final
+    coin .1 on a flat row) is token 0, excluded by nothing either."""
+    vocab = 5
+    target = torch.full((4, 3, vocab), 1.0 / vocab)
+    draft = torch.full((4, 2, vocab), 1.0 / vocab)
+    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab], [0, 1, 2]])
+    coins, final_coins = torch.zeros(4, 2), torch.tensor([0.1, 0.5, 0.9, 0.1])
+    for q in (draft, None):
+        want = verify_chain_sampling_reference(ChainSamplingInputs(
+            candidates=candidates, target_probs=target, draft_probs=q, coins=coins,
+            final_coins=final_coins,
+        ))  # fmt: skip
+        assert want.accept_len.tolist() == [0, 0, 1, 2]
+        assert want.output_tokens[:, -1].tolist()[::3] == [-1, 0]
+        got = verify_chain_sampling(candidates, target, q, coins=coins, final_coins=final_coins,
+                                    check_values=False, backend=backend, block_v=16)
+        _same(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unchecked_out_of_range_drafts_with_sampling_params_are_never_accepted(backend):
+    """`verify_chain_with_params` with `check_values=False`: draft ids -1 and `vocab` are never
+    accepted (coins of 0, a flat target) and never read out of bounds; and a chain of one
+    position (no drafts) with a draft tensor of no rows."""
+    vocab = 5
+    target = torch.zeros(4, 3, vocab)
+    draft = torch.zeros(4, 2, vocab)
+    candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab], [0, 0, 2]])
+    params = SamplingParams.of(4, temperature=[1.0, 0.7, 1.3, 1.0], top_p=[1.0, 0.9, 1.0, 1.0])
+    # request 3: draft token 0 with a coin of .5 > p(0) = .2 is rejected under the target-only
+    # rule, and the correction (final coin .1) skips the excluded token 0
+    coins, final_coins = torch.zeros(4, 2), torch.tensor([0.1, 0.5, 0.9, 0.1])
+    coins[3, 0] = 0.5
+    for c, t, q, k in ((candidates, target, draft, coins), (candidates, target, None, coins),
+                       (candidates[:, :1], target[:, :1], draft[:, :0], coins[:, :0])):
+        want = verify_chain_with_params_reference(ChainParamsInputs(
+            candidates=c, target=t, draft=q, params=params, coins=k, final_coins=final_coins,
+        ))  # fmt: skip
+        got = verify_chain_with_params(c, t, q, params=params, coins=k, final_coins=final_coins,
+                                       check_values=False, backend=backend, block_v=16)
+        _same(got, want)
+        if c.shape[1] == 3:
+            assert want.accept_len.tolist()[:3] == [0, 0, 1]
+        if q is None and c.shape[1] == 3:
+            assert want.output_tokens[3, 0] == 1

@@ -27,6 +27,7 @@ from specreg.kernels.filtering.torch_impl import (
     scaled_scores,
 )
 from specreg.kernels.filtering.triton_impl import row_stats_triton
+from specreg.kernels.filtering.types import FILTER_RULES
 from specreg.sampling_params import SamplingParams
 
 #: float32 exp(-2) (torch's, correctly rounded): just below e**-2, so a weight exp(-2) sits
@@ -74,6 +75,11 @@ CASES = {
         ([-2.0, 0.0, -3.0, -2.5], False), dict(min_p=E2_UP), {1}, 0,
     ),
     "top_k_1_keeps_the_argmax": (_dyadic(0.25, 0.125, 0.5, 0.125), dict(top_k=1), {2}, 0),
+    # top_p = 1 keeps everything, even tokens whose weight (e**-20) vanishes in the float32 sum:
+    # a top-p search at goal = 1 * total would find the goal reached at the argmax
+    "top_p_one_keeps_tokens_below_float32_resolution": (
+        ([0.0, -20.0, -20.0], False), dict(top_p=1.0), {0, 1, 2}, 1,
+    ),
 }
 FORMS = [(name, probabilities) for name, ((_, dyadic), *_) in sorted(CASES.items())
          for probabilities in ([False, True] if dyadic else [False])]  # fmt: skip
@@ -255,3 +261,160 @@ def test_binned_top_p_search_crossing_in_the_first_bin():
     got, _ = _torch_row(scores, rule, probabilities=False)
     assert int((want > 0).sum()) > TOP_P_PREFIX
     assert torch.equal(got > 0, want > 0)
+
+
+def _order_rows(scores, order, **rule):
+    """(torch's, Triton's filtered row, the reference's) in `order`."""
+    rule = dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0) | rule
+    want = filtered_distribution(scores, order=order, **rule)
+    one = torch.ones(1)
+    top_k, top_p = torch.tensor([rule["top_k"]]), torch.tensor([rule["top_p"]])
+    min_p = torch.tensor([rule["min_p"]])
+    stats = row_stats(scaled_scores(scores[None], one, probabilities=False), top_k, top_p, min_p,
+                      FILTER_RULES[order])  # fmt: skip
+    shift, threshold, norm = row_stats_triton(
+        scores[None], torch.zeros(1, dtype=torch.int64), one, top_k, top_p, min_p,
+        probabilities=False, block_v=1024, rule=FILTER_RULES[order],
+    )
+    triton = RowStats(shift=shift, threshold=threshold, norm=norm)
+    rows = [filtered_rows(scores[None], one, got, min_p, probabilities=False)[0]
+            for got in (stats, triton)]  # fmt: skip
+    return rows[0], rows[1], want
+
+
+def _check_order(scores, order, **rule):
+    """torch's and Triton's filtered rows in `order` against the reference: the same kept set
+    and the same probabilities; returns the kept set."""
+    *rows, want = _order_rows(scores, order, **rule)
+    for row in rows:
+        assert torch.equal(row > 0, want > 0), order
+        assert torch.allclose(row.double(), want, rtol=0, atol=1e-7), order
+    return set((want > 0).nonzero().flatten().tolist())
+
+
+def test_vllm_order_counts_a_token_exactly_at_min_p_in_the_top_p_mass():
+    """vLLM's order measures top-p over the min-p survivors, a token exactly at min_p included:
+    weights 1, e**-1, e**-2 (= min_p in float32), total 1.503; top_p = .7 needs token 1 (mass
+    above it .665 < .7). Without the min-p token in the base (total 1.368) token 0 alone would
+    reach the goal. Also the min-p-only base (no top-k on the row)."""
+    scores = torch.tensor([0.0, -1.0, -2.0, -6.0])
+    assert _check_order(scores, "vllm", top_p=0.7, min_p=E2) == {0, 1}
+    assert _check_order(scores, "vllm", top_k=3, top_p=0.7, min_p=E2) == {0, 1}
+
+
+def test_sglang_order_keeps_the_token_exactly_at_the_top_p_boundary():
+    """SGLang's order keeps a token whose mass above is exactly p (<=): dyadic [.5, .25, .25] at
+    top_p .5 keeps all three on both backends (the default order keeps only the argmax). The
+    kernels' float32 weights are exact here (`test_the_dyadic_weights_are_exact`), the float64
+    reference's (exp of float32 log differences) are not, so at the exact goal the rule decides;
+    just below and just above the goal the reference agrees."""
+    scores = torch.tensor([math.log(p) for p in (0.5, 0.25, 0.25)])
+    for row in _order_rows(scores, "sglang", top_p=0.5)[:2]:
+        assert (row > 0).tolist() == [True, True, True]
+    assert _check_order(scores, "specreg", top_p=0.5) == {0}
+    assert _check_order(scores, "sglang", top_p=0.4999999) == {0}
+    assert _check_order(scores, "sglang", top_p=0.5000001) == {0, 1, 2}
+
+
+@pytest.mark.parametrize("order", ["sglang", "vllm"])
+def test_nucleus_longer_than_the_sorted_prefix_in_each_order(order):
+    """A flat row of 2,000 tokens, top_p .9, no top-k: the nucleus (~1,800 tokens) is longer than
+    the sorted prefix (TOP_P_PREFIX), so the prefix cannot say where the goal is reached."""
+    scores = -0.01 * torch.rand(2000, generator=torch.Generator().manual_seed(5))
+    assert len(_check_order(scores, order, top_p=0.9)) > TOP_P_PREFIX
+
+
+def test_binned_top_p_search_counts_the_ties_at_the_top_k_floor():
+    """top_k = 600 on 500 tokens at 0, 1,000 tied at -1 and 700 at -3: top-k keeps the 1,000
+    tied at its floor (-1), so top-p (.8) measures 1,500 tokens, past the sorted prefix of 600:
+    the binned search must count the tokens exactly at the floor (the goal lies among them)."""
+    scores = torch.cat([torch.zeros(500), torch.full((1000,), -1.0), torch.full((700,), -3.0)])
+    assert len(_check_order(scores, "specreg", top_k=600, top_p=0.8)) == 1500
+
+
+def test_binned_top_p_search_in_the_vllm_order_measures_the_min_p_survivors():
+    """vLLM's order through the binned search (nuclei past the sorted prefix): (a) min-p (.2)
+    cuts 3,000 tokens at -3 below a spread nucleus, whose mass must stay out of the goal and of
+    the bins; (b) 2,000 tokens exactly at min_p = e**-2 (float32) belong to the measured set."""
+    gen = torch.Generator().manual_seed(11)
+    spread = torch.cat([torch.zeros(300), -0.5 - torch.rand(2000, generator=gen),
+                        torch.full((3000,), -3.0)])  # fmt: skip
+    kept = _check_order(spread, "vllm", top_p=0.5, min_p=0.2)
+    assert 300 + TOP_P_PREFIX < len(kept) < 2300
+    exact = torch.cat([torch.zeros(300), torch.full((2000,), -2.0), torch.full((2000,), -2.5)])
+    assert len(_check_order(exact, "vllm", top_p=0.8, min_p=E2)) == 2300
+
+
+def test_binned_top_p_search_in_the_sglang_order_keeps_the_exact_boundary():
+    """SGLang's order (<=) on the dyadic binned row at top_p .5: the goal (2) is exactly the mass
+    above the 4,096 tokens at 2**-11, which are kept (the default order cuts them). As in the
+    prefix case, the kernels' weights are exact and the reference's are not; the reference
+    agrees on either side of the goal."""
+    scores = _binned_row()
+    for row in _order_rows(scores, "sglang", top_p=0.5)[:2]:
+        assert int((row > 0).sum()) == scores.numel() - 1
+    assert len(_check_order(scores, "sglang", top_p=0.4999999)) == 1025
+
+
+def test_binned_top_p_search_when_no_bin_reaches_the_goal_and_the_last_bin_is_empty():
+    """top_p just below 1 on a row whose bins, summed in float32, stay below the goal: the search
+    ends in the (clamped) last bin, which holds no token here; every token is kept."""
+    gen = torch.Generator().manual_seed(8)  # the first seed whose bins fall short in float32
+    scores = torch.rand(3000, generator=gen) * -3.0
+    scores[0] = 0.0
+    top_p = 1.0 - 2.0**-24
+    weight = (scores - scores.max()).exp()
+    bins = (-scores * 8).to(torch.int64)
+    cum = torch.bincount(bins, weights=weight, minlength=256).float().cumsum(-1)
+    assert float(cum[-1]) < float(torch.tensor(top_p) * weight.sum())  # the premise
+    assert len(_check_order(scores, "specreg", top_p=top_p)) == 3000
+
+
+def test_binned_top_p_search_of_rows_with_different_crossing_bin_widths():
+    """Two rows through the binned search in one call whose crossing bins hold 3,000 and 1,000
+    tokens: each row's crossing bin is searched whole."""
+    gen = torch.Generator().manual_seed(12)
+    wide = -0.1 * torch.rand(3000, generator=gen)
+    narrow = torch.cat([-0.1 * torch.rand(1000, generator=gen), torch.full((2000,), -5.0)])
+    scores = torch.stack([wide, narrow])
+    one, zero, top_p = torch.ones(2), torch.zeros(2), torch.full((2,), 0.5)
+    stats = row_stats(scaled_scores(scores, one, probabilities=False), torch.zeros(2).long(),
+                      top_p, zero)  # fmt: skip
+    got = filtered_rows(scores, one, stats, zero, probabilities=False)
+    for r in range(2):
+        want = filtered_distribution(scores[r], temperature=1.0, top_p=0.5)
+        assert int((want > 0).sum()) > TOP_P_PREFIX
+        assert torch.equal(got[r] > 0, want > 0), r
+
+
+def test_sglang_order_goal_exactly_at_the_end_of_the_sorted_prefix():
+    """Weights 1, 255 x 2**-8 (the sorted prefix of 256: mass 511/256), 1,022 x 2**-9 (mass
+    511/256): at top_p .5 the goal is exactly the prefix's mass, so under SGLang's order (<=)
+    the tokens after the prefix are kept, which the prefix alone cannot show."""
+    weights = [1.0] + [2.0**-8] * 255 + [2.0**-9] * 1022
+    scores = torch.tensor([math.log(w) for w in weights], dtype=torch.float32)
+    assert torch.equal((scores - scores.max()).exp(), torch.tensor(weights))
+    for row in _order_rows(scores, "sglang", top_p=0.5)[:2]:
+        assert int((row > 0).sum()) == len(weights)
+    assert len(_check_order(scores, "sglang", top_p=0.4999999)) == TOP_P_PREFIX
+
+
+def test_binned_top_p_search_in_the_sglang_order_keeps_a_boundary_inside_the_crossing_bin():
+    """The goal exactly reached inside the crossing bin, between two distinct scores of that bin:
+    weights 1, 124 x 2**-8 and 256 x 2**-9 (exact: the goal S = 1.984375), then 1,024 tokens
+    0.005 below the 2**-9 group (the same bin). top_p is the float32 whose product with the
+    float32 total is S exactly (`premise`), so the 1,024 tokens have a mass above them of exactly
+    p: SGLang's order keeps them, the default order cuts them. Torch only: the premise is about
+    torch's float32 total; Triton sums the row in blocks, so its goal lands an ulp away and it
+    meets a different (non-exact) boundary."""
+    z = torch.tensor([0.0] + [math.log(2.0**-8)] * 124 + [math.log(2.0**-9)] * 256)
+    z = torch.cat([z, torch.full((1024,), float(z[-1]) - 0.005)])
+    weight = (z - z.max()).exp()
+    goal = torch.tensor(1 + 124 / 256 + 0.5)
+    assert float(weight[1]) == 2.0**-8 and float(weight[200]) == 2.0**-9
+    top_p = torch.tensor(0.49928924441337585)
+    assert float(top_p * weight.sum()) == float(goal)  # the premise
+    bins = ((z.max() - z) * 8).to(torch.int64)
+    assert int(bins[200]) == int(bins[-1])  # one crossing bin, two scores
+    assert int((_order_rows(z, "sglang", top_p=float(top_p))[0] > 0).sum()) == z.numel()
+    assert int((_order_rows(z, "specreg", top_p=float(top_p))[0] > 0).sum()) == 381

@@ -42,7 +42,8 @@ SYMBOL = {
 
 @attrs.frozen
 class Mutant:
-    """One mutant: `key` (stable: module:line:col:operator), what changed, the mutated source."""
+    """One mutant: `key` (stable: module:line:col:operator, then .2, .3 for the nested operators
+    that start at the same column), what changed, the mutated source."""
 
     key: str
     line: int
@@ -161,6 +162,7 @@ def mutants(module: str, text: str) -> list[Mutant]:
     }
     values = _value_constants(nodes)
     out: list[Mutant] = []
+    seen: dict[str, int] = {}
     for index, node in enumerate(nodes):
         line = getattr(node, "lineno", None)
         if line is None or line in protected:
@@ -171,6 +173,9 @@ def mutants(module: str, text: str) -> list[Mutant]:
             changed = _Replace(index, operator, copy.deepcopy(payload)).visit(copy.deepcopy(tree))
             source = ast.unparse(ast.fix_missing_locations(changed))
             key = f"{module}:{line}:{node.col_offset}:{operator}"
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] > 1:  # nested operators starting at one column (a * b + c)
+                key = f"{key}.{seen[key]}"
             out.append(Mutant(key=key, line=line, description=description, source=source))
     return out
 
