@@ -12,6 +12,8 @@ tensors stay small whatever the batch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from specreg.kernels.penalties.types import Penalties
@@ -84,16 +86,22 @@ def penalised(
     return z - frequency[:, None, None] * count - presence[:, None, None] * (count > 0)
 
 
-def apply_penalties_torch(logits: torch.Tensor, penalties: Penalties, context: torch.Tensor) -> None:
-    """Penalise `logits` [b, n, V] in place (`context` [b, n, D]: the drafts before each position)."""
+def request_chunks(
+    logits: torch.Tensor, penalties: Penalties, context: torch.Tensor
+) -> Iterator[tuple[slice, torch.Tensor, tuple[torch.Tensor, ...]]]:
+    """(rows, logits[rows], entry_features) per chunk of requests of about CHUNK_ENTRIES entries."""
     b, n, vocab = logits.shape
     per_request = n * (penalties.prompt_tokens.shape[1] + penalties.output_tokens.shape[1]
                        + penalties.bias_ids.shape[1] + context.shape[2])
     step = max(1, CHUNK_ENTRIES // max(per_request, 1))
     for start in range(0, b, step):
         rows = slice(start, min(b, start + step))
-        ids, count, in_prompt, bias = entry_features(penalties, rows, context[rows], vocab)
-        part = logits[rows]
+        yield rows, logits[rows], entry_features(penalties, rows, context[rows], vocab)
+
+
+def apply_penalties_torch(logits: torch.Tensor, penalties: Penalties, context: torch.Tensor) -> None:
+    """Penalise `logits` [b, n, V] in place (`context` [b, n, D]: the drafts before each position)."""
+    for rows, part, (ids, count, in_prompt, bias) in request_chunks(logits, penalties, context):
         new = penalised(part.gather(2, ids), count, in_prompt, bias, penalties.repetition[rows],
                         penalties.frequency[rows], penalties.presence[rows])
         part.scatter_(2, ids, new.to(part.dtype))

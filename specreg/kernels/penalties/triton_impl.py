@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.penalties.torch_impl import CHUNK_ENTRIES, entry_features
+from specreg.kernels.penalties.torch_impl import request_chunks
 from specreg.kernels.penalties.types import Penalties
 from specreg.kernels.triton_shim import tl, triton
 
@@ -45,14 +45,8 @@ if triton is not None:
 
 def apply_penalties_triton(logits: torch.Tensor, penalties: Penalties, context: torch.Tensor) -> None:
     """As `apply_penalties_torch`, the penalised entries computed by the kernel."""
-    b, n, vocab = logits.shape
-    per_request = n * (penalties.prompt_tokens.shape[1] + penalties.output_tokens.shape[1]
-                       + penalties.bias_ids.shape[1] + context.shape[2])
-    step = max(1, CHUNK_ENTRIES // max(per_request, 1))
-    for start in range(0, b, step):
-        rows = slice(start, min(b, start + step))
-        ids, count, in_prompt, bias = entry_features(penalties, rows, context[rows], vocab)
-        part = logits[rows]
+    n = logits.shape[1]
+    for rows, part, (ids, count, in_prompt, bias) in request_chunks(logits, penalties, context):
         r, _, entries = ids.shape
         if not entries:
             continue
