@@ -1,15 +1,18 @@
 """Tree verification with penalties: every node is penalised counting the drafts on its path
-(found here by walking the links by hand), equal token for token on the same seeded coins to
-verifying scores penalised beforehand by the per-position reference, on torch and Triton."""
+(found here by walking the links by hand). Torch and Triton equal, token for token on the same
+seeded coins, the plain reference rule verifying scores penalised beforehand by the
+per-position reference."""
 
 import pytest
 import torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
+from specreg_eagle.kernels.verify_sampling.reference import verify_tree_with_params_reference
 from test_eagle_verify import links, make_tree
 
 from specreg.demo_params import mixed_demo_params
 from specreg.kernels.penalties import Penalties, tree_context
 from specreg.kernels.penalties.reference import penalised_row
+from specreg.kernels.sampling import request_coins
 
 
 def _paths(cand, next_token, next_sibling):
@@ -52,8 +55,9 @@ def test_penalised_tree_equals_prepenalised_scores(backend):
     for r in range(b):
         for node, path in paths[r].items():
             pre[r, node] = penalised_row(target[r, node], pen, r, path)
-    want = verify_tree_with_params(cand, ridx, nt, ns, pre, depth=steps, params=params,
-                                   backend=backend)
+    coins = request_coins(params, n + 1, offsets=None, generator=None)  # seeded, as above
+    want = verify_tree_with_params_reference(cand, ridx, nt, ns, pre, depth=steps, params=params,
+                                             coins=coins)
     assert torch.equal(got.output_tokens, want.output_tokens)
     assert torch.equal(got.accept_index, want.accept_index)
     assert int(got.accept_token_num.max()) >= 1

@@ -210,7 +210,14 @@ def test_bitmask_kernel_equals_reference(backend):
     assert torch.equal(probs == 0, ~keep)
 
 
-def test_triton_chain_with_mask_equals_torch():
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_chain_with_mask_equals_the_reference_on_masked_scores(backend):
+    """The verifier with `token_bitmask=` against the chain rule's plain reference run on scores
+    masked row by row by the mask's reference, on the same coins."""
+    from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
+    from specreg.kernels.chain_params.types import ChainParamsInputs
+    from specreg.kernels.sampling import request_coins
+
     gen = torch.Generator().manual_seed(9)
     b, n = 6, 4
     cand = torch.randint(0, V, (b, n), generator=gen)
@@ -218,15 +225,24 @@ def test_triton_chain_with_mask_equals_torch():
     draft = torch.randn(b, n - 1, V, generator=gen)
     mask = torch.randint(1, 2**15, (b, n, W), generator=gen, dtype=torch.int32)
     params = SamplingParams.of(b, temperature=[0.0, 1.0, 0.7, 1.0, 0.0, 1.3], seed=list(range(b)))
-    outs = [verify_chain_with_params(cand, target.clone(), draft.clone(), params=params,
-                                     token_bitmask=mask, backend=backend)
-            for backend in ("torch", "triton")]
-    assert torch.equal(outs[0].output_tokens, outs[1].output_tokens)
+    got = verify_chain_with_params(cand, target.clone(), draft.clone(), params=params,
+                                   token_bitmask=mask, backend=backend)
+    pre_t = torch.stack([torch.stack([masked_row(target[r, j], mask[r, j], probabilities=False)
+                                      for j in range(n)]) for r in range(b)])
+    pre_d = torch.stack([torch.stack([masked_row(draft[r, j], mask[r, j], probabilities=False)
+                                      for j in range(n - 1)]) for r in range(b)])
+    coins = request_coins(params, n, offsets=None, generator=None)  # seeded: what the verifier drew
+    want = verify_chain_with_params_reference(ChainParamsInputs(
+        candidates=cand, target=pre_t, draft=pre_d, params=params, coins=coins[:, : n - 1],
+        final_coins=coins[:, n - 1], verify_lens=None, probabilities=False,
+        filter_order="specreg",
+    ))
+    assert torch.equal(got.output_tokens, want.output_tokens)
+    assert torch.equal(got.accept_len.long(), want.accept_len.long())
     allowed = torch.tensor([[allowed_tokens(mask[r, j], V) for j in range(n)] for r in range(b)])
-    count = outs[0].accept_len.long() + 1
     for r in range(b):
-        for j in range(int(count[r])):
-            assert allowed[r, j, int(outs[0].output_tokens[r, j])]  # every emitted token allowed
+        for j in range(int(got.accept_len[r]) + 1):
+            assert allowed[r, j, int(got.output_tokens[r, j])]  # every emitted token allowed
 
 
 def test_bad_masks_are_coded():
