@@ -15,13 +15,6 @@ from specreg.kernels.filtering.torch_impl import FILTER_CHUNK_ELEMENTS
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 
 
-def allowed_rows(words: torch.Tensor, vocab: int) -> torch.Tensor:
-    """bool [r, V]: the tokens each bitmask row (int32 [r, W]) allows."""
-    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
-    bits = (words[:, :, None] >> shifts) & 1
-    return bits.reshape(words.shape[0], -1)[:, :vocab].bool()
-
-
 def byte_table(fill: float, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """[256, 8]: for each byte value, per bit, the value that applies the mask (see module)."""
     bits = (torch.arange(256, device=device)[:, None] >> torch.arange(8, device=device)) & 1
