@@ -5,12 +5,18 @@ sampling run (first two tokens checked against the target's exact marginals by c
 "mixed params" row of each algorithm whose verifier takes per-request `SamplingParams` runs
 batches mixing greedy, temperature, top-k, top-p and min-p requests: its greedy requests are
 checked against plain greedy decoding, each sampled kind's first tokens against the exact
-filtered, temperature-scaled target by chi-square. It exits non-zero when any check fails.
+filtered, temperature-scaled target by chi-square. The "json schema" row of each such
+algorithm (with the `grammar` extra, xgrammar, installed) decodes under a JSON-schema grammar
+with the grammar's token bitmask at every verified node (`specreg.testing.grammar`): every
+emitted token must be accepted by the grammar, greedy must equal plain constrained greedy
+decoding, and the first two sampled tokens must follow non-speculative constrained sampling by
+chi-square. It exits non-zero when any check fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -42,6 +48,7 @@ GREEDY_PROMPTS = 4
 SAMPLING_SAMPLES = 2000
 MIXED_PARAMS_TOKENS = 16  # greedy-equality length of the mixed row (its batch is 6x wider)
 MIXED_PARAMS_LABEL = "mixed params"
+CONSTRAINED_LABEL = "json schema"
 
 
 def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
@@ -71,6 +78,7 @@ class DemoCase:
     label: str
     config: dict[str, Any]
     mixed_params: bool = False  # a batch of per-request SamplingParams (check_mixed_params)
+    constrained: bool = False  # decoded under the demo's JSON-schema grammar (check_constrained)
 
 
 def demo_cases(algorithm: AlgorithmSpec, toy: ToyConfig) -> list[DemoCase]:
@@ -104,6 +112,15 @@ def mixed_params_case(registry: Registry, algorithm: AlgorithmSpec, toy: ToyConf
     return DemoCase(MIXED_PARAMS_LABEL, base, mixed_params=True)
 
 
+def constrained_case(registry: Registry, algorithm: AlgorithmSpec, toy: ToyConfig) -> DemoCase | None:
+    """The "json schema" case of `algorithm`: as the mixed-params case (its verifier takes the
+    grammar's bitmask with per-request parameters), when xgrammar is installed."""
+    mixed = mixed_params_case(registry, algorithm, toy)
+    if mixed is None or importlib.util.find_spec("xgrammar") is None:
+        return None
+    return DemoCase(CONSTRAINED_LABEL, mixed.config, constrained=True)
+
+
 @attrs.define
 class DemoRow:
     algorithm: str
@@ -122,6 +139,7 @@ class DemoRow:
     accept_lengths: list[int] = attrs.field(factory=list)
     acceptance: AcceptanceSnapshot | None = None  # the greedy run's, per draft position
     drafter: str = ""
+    grammar_violations: int | None = None  # emitted tokens the grammar refused (constrained row)
     notice: str | None = None
     error: str | None = None
     seconds: float = 0.0
@@ -187,6 +205,9 @@ def run_case(
         if case.mixed_params:
             _run_mixed(row, plan, target, draft, prompts, seed=seed)
             return row
+        if case.constrained:
+            _run_constrained(row, plan, target, draft, prompts, seed=seed)
+            return row
         greedy = check_greedy(plan, target, draft, prompts, num_new)
         row.greedy_lossless = greedy.passed
         _fill_metrics(row, greedy.result, num_new)
@@ -228,6 +249,22 @@ def _run_mixed(
     row.sampling_lossless = checked.sampling_passed
     row.sampling_p_values = tuple(round(p, 4) for p in checked.p_values)
     row.sampling_checks = checked.kinds
+
+
+def _run_constrained(
+    row: DemoRow, plan: SpecPlan, target: ToyLM, draft: ToyLM, prompts: torch.Tensor, *, seed: int
+) -> None:
+    from specreg.testing.grammar import check_constrained
+
+    checked = check_constrained(
+        plan, target, draft, prompts, MIXED_PARAMS_TOKENS, samples=SAMPLING_SAMPLES, seed=seed
+    )
+    _fill_metrics(row, checked.result, MIXED_PARAMS_TOKENS)
+    row.greedy_lossless = checked.greedy_passed
+    row.sampling_lossless = checked.sampling_passed
+    row.grammar_violations = checked.violations
+    row.sampling_p_values = (round(checked.p_value, 4),)
+    row.sampling_checks = ("first two tokens T=1",)
 
 
 def _progress(items: list[Any], enabled: bool) -> Iterator[Any]:
@@ -273,6 +310,9 @@ def run_demo(
         mixed = mixed_params_case(registry, a, toy)
         if mixed is not None:  # one row per capable algorithm, under the first cache chosen
             jobs.append((a, mixed, caches[0]))
+        constrained = constrained_case(registry, a, toy)
+        if constrained is not None:
+            jobs.append((a, constrained, caches[0]))
     return [
         run_case(registry, a, case, cache, num_new=steps, seed=seed, target=target, draft=draft)
         for a, case, cache in _progress(jobs, progress)
@@ -309,6 +349,10 @@ def format_table(rows: list[DemoRow]) -> str:
             )
             lines.append(f"    greedy requests {'equal' if r.greedy_lossless else 'DIFFER from'} "
                          f"plain greedy; sampled first tokens (chi-square): {kinds}")
+        if r.case == CONSTRAINED_LABEL and r.sampling_checks:
+            lines.append(f"    grammar (xgrammar, JSON schema): {r.grammar_violations} emitted tokens "
+                         f"refused; greedy {'equals' if r.greedy_lossless else 'DIFFERS from'} plain "
+                         f"constrained greedy; sampled pairs (chi-square) {_p_text(r.sampling_p_values[0])}")
         if r.error:
             lines.append(f"    error: {r.error}")
     return "\n".join(lines)

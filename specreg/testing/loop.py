@@ -36,7 +36,7 @@ from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.heads_step import heads_step
 from specreg.testing.history_tree_step import history_tree_step
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
-from specreg.testing.step_parts import Batch
+from specreg.testing.step_parts import Batch, TokenConstraint
 from specreg.testing.toy_model import ToyLM
 from specreg.testing.tree_step import tree_step
 
@@ -106,6 +106,7 @@ class SpeculativeLoop:
         reader: KVReader | None = None,
         steps: int | None = None,
         params: SamplingParams | None = None,
+        constraint: TokenConstraint | None = None,
     ) -> None:
         if plan.verifier is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
@@ -118,6 +119,9 @@ class SpeculativeLoop:
             )
         if params is not None and sampling:
             raise ValueError("params= sets sampling per request; drop sampling=True")
+        if constraint is not None and params is None:
+            raise ValueError("constraint= masks the per-request-parameters verify: pass params=")
+        self.constraint = constraint
         if plan.algorithm.drafting != "chain" and plan.drafter is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no drafter")
         self.plan = plan
@@ -272,7 +276,8 @@ class SpeculativeLoop:
         verifier = cast("ChainVerifierProtocol", self.plan.verifier)
         if self.params_verify is not None:
             result = self.params_verify(
-                candidates, logits, None, params=self.params, offsets=batch.lengths
+                candidates, logits, None, params=self.params, offsets=batch.lengths,
+                **self.mask_inputs(paths, depths),
             )
         elif self.sampling:
             result = verifier.verify_sampling(
@@ -282,7 +287,16 @@ class SpeculativeLoop:
             result = verifier.verify_greedy(candidates, logits)
         return result.output_tokens, result.num_accepted.long() + 1
 
+    def mask_inputs(self, paths: torch.Tensor, depths: torch.Tensor) -> dict[str, Any]:
+        """The verify's `token_bitmask=` for nodes with these paths when the loop is
+        constrained by a grammar, else nothing."""
+        if self.constraint is None:
+            return {}
+        return {"token_bitmask": self.constraint.bitmask(paths, depths)}
+
     def _commit(self, batch: Batch, tokens: torch.Tensor, counts: torch.Tensor) -> None:
+        if self.constraint is not None:
+            self.constraint.commit(tokens, counts)
         b, width = tokens.shape
         cols = torch.arange(width)[None, :]
         positions = batch.lengths[:, None] + cols

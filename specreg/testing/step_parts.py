@@ -35,6 +35,18 @@ class Batch:
         return self.seqs[torch.arange(self.size), self.lengths - 1]
 
 
+class TokenConstraint(Protocol):
+    """Allowed tokens per verified node (a grammar: `specreg.testing.grammar`)."""
+
+    def bitmask(self, paths: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
+        """int32 [b, N, ceil(V / 32)]: the tokens allowed after each node's path."""
+        ...
+
+    def commit(self, tokens: torch.Tensor, counts: torch.Tensor) -> None:
+        """Advance along the first `counts[r]` emitted tokens of each request."""
+        ...
+
+
 class LoopView(Protocol):
     """The loop as one step reads it."""
 
@@ -52,3 +64,5 @@ class LoopView(Protocol):
     def verify_logits(
         self, batch: Batch, paths: torch.Tensor, depths: torch.Tensor
     ) -> torch.Tensor: ...
+
+    def mask_inputs(self, paths: torch.Tensor, depths: torch.Tensor) -> dict[str, Any]: ...

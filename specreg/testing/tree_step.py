@@ -70,7 +70,7 @@ def verify_tree(
     paths[rows, nodes, depths[rows, anc]] = tokens[rows, anc]
     logits = loop.verify_logits(batch, paths, depths)
     if loop.params_verify is not None:
-        out = loop.params_verify(tree, logits, params=loop.params)
+        out = loop.params_verify(tree, logits, params=loop.params, **loop.mask_inputs(paths, depths))
     elif loop.sampling:
         probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
         out = verifier.verify_sampling(tree, probs, generator=loop.generator)

@@ -30,6 +30,10 @@ def test_demo_json_is_machine_readable_and_lossless():
         for needed in ("T=0.7", "top_k=", "top_p=", "min_p="):
             assert any(needed in c for c in checks), checks
         assert all(p > 1e-3 for p in row["sampling_p_values"])
+    constrained = [r for r in rows if r["case"] == "json schema"]
+    assert sorted(r["algorithm"] for r in constrained) == ["dflash", "eagle"]
+    for row in constrained:
+        assert row["grammar_violations"] == 0 and row["sampling_checks"] == ["first two tokens T=1"]
     for row in rows:
         assert row["lossless"] and row["greedy_lossless"] and row["sampling_lossless"]
         assert row["mean_accepted_length"] >= 1.0
@@ -48,7 +52,7 @@ def test_demo_plot(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "2/2 rows lossless" in result.stdout  # default + mixed params
+    assert "3/3 rows lossless" in result.stdout  # default + mixed params + json schema
 
 
 def test_demo_flags_a_lossy_algorithm():
@@ -67,6 +71,7 @@ def test_demo_flags_a_lossy_algorithm():
     registry = Registry()
     registry.register_plugin(Lossy(), "lossy")
     rows = run_demo(kv_cache="none", steps=8, registry=registry)
-    assert [r.case for r in rows] == ["default", "mixed params"]  # the core verifier takes params
+    # the core verifier takes params (and the grammar's bitmask)
+    assert [r.case for r in rows] == ["default", "mixed params", "json schema"]
     assert not any(r.lossless for r in rows)
     assert "FAIL" in format_table(rows) or "ERROR" in format_table(rows)
