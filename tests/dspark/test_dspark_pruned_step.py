@@ -39,7 +39,7 @@ def _spread_case(b, vocab, rank, seed):
     return base, prev, w1, w2
 
 
-@pytest.mark.parametrize(("b", "vocab", "rank"), [(6, 1000, 4), (3, 300, 3), (4, 5000, 6)])
+@pytest.mark.parametrize(("b", "vocab", "rank"), [(6, 1000, 4), (3, 300, 3), (4, 5000, 6), (4, 4096, 5)])
 def test_pruned_step_equals_the_reference_where_it_prunes(no_fallback, b, vocab, rank):
     base, prev, w1, w2 = _spread_case(b, vocab, rank, seed=vocab)
     expected = markov_greedy_step_reference(base, prev, w1, w2)

@@ -84,6 +84,29 @@ def _block_max(x: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
 
+def _blocks(
+    base: torch.Tensor, norms: torch.Tensor, width: int, row: torch.Tensor, block: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The base logits and W2 row norms [K, width] of vocabulary block `block[k]` of request
+    `row[k]`; the last block, when shorter than `width`, padded with -inf and 0."""
+    vocab = base.shape[1]
+    main = vocab // width * width
+    full_base = base[:, :main].unflatten(1, (main // width, width))
+    full_norms = norms[:main].view(main // width, width)
+    if main == vocab and base.is_contiguous():  # whole rows of a [b * blocks, width] view
+        flat = base.view(-1, width)
+        return flat.index_select(0, row * (main // width) + block), full_norms.index_select(0, block)
+    values = torch.full((row.numel(), width), -torch.inf, device=base.device)
+    block_norms = torch.zeros((row.numel(), width), device=base.device)
+    full = block < main // width
+    values[full] = full_base[row[full], block[full]]
+    block_norms[full] = full_norms[block[full]]
+    tail = ~full
+    values[tail, : vocab - main] = base[row[tail], main:]
+    block_norms[tail, : vocab - main] = norms[main:]
+    return values, block_norms
+
+
 def markov_greedy_step_pruned_torch(
     base_logits: torch.Tensor,
     prev_tokens: torch.Tensor,
@@ -113,11 +136,10 @@ def markov_greedy_step_pruned_torch(
     block_max = _block_max(base, width)  # [b, blocks]
     norm_max = _block_max(norms, width)  # [blocks]
     rows = torch.arange(b, device=device)
-    lanes = torch.arange(width, device=device)
     # a known token: the maximum of the block holding the row's maximum
-    cols = block_max.argmax(dim=-1)[:, None] * width + lanes
-    values = base[rows[:, None], cols.clamp(max=vocab - 1)].masked_fill(cols >= vocab, -torch.inf)
-    known = cols.gather(1, values.argmax(dim=-1, keepdim=True))[:, 0]
+    best_block = block_max.argmax(dim=-1)
+    values, _ = _blocks(base, norms, width, rows, best_block)
+    known = best_block * width + values.argmax(dim=-1)
     score = base[rows, known] + (w2[known].float() * embed).sum(-1)
     reach = torch.linalg.vector_norm(embed, dim=1) * (1 + _SLACK)
     floor = score - _SLACK * reach * norm_max.max() - _ROUND * (score.abs() + 1)
@@ -130,14 +152,12 @@ def markov_greedy_step_pruned_torch(
         as_tuple=True)
     if kept_row.numel() > b + DENSE_SHARE * block_max.numel():
         return markov_greedy_step_chunked_torch(base_logits, prev_tokens, w1, w2, chunk=chunk)
-    cols = kept_block[:, None] * width + lanes  # [kept blocks, width]
-    inside = cols < vocab
-    cols = cols.clamp(max=vocab - 1)
-    values = base[kept_row[:, None], cols]
-    upper = torch.addcmul(values, reach[kept_row][:, None], norms[cols])
-    pair, lane = torch.nonzero(inside & (upper >= floor[kept_row][:, None]), as_tuple=True)
-    row, col = kept_row[pair], cols[pair, lane]
-    scores = values[pair, lane] + (w2[col].float() * embed[row]).sum(-1)
+    values, block_norms = _blocks(base, norms, width, kept_row, kept_block)
+    upper = torch.addcmul(values, reach[kept_row][:, None], block_norms)
+    pair, lane = torch.nonzero(upper >= floor[kept_row][:, None], as_tuple=True)
+    row, col = kept_row[pair], kept_block[pair] * width + lane
+    rows_of_w2 = w2.index_select(0, col).float()
+    scores = values[pair, lane] + (rows_of_w2 * embed.index_select(0, row)).sum(-1)
     best = torch.full((b,), -torch.inf, device=device).scatter_reduce(0, row, scores, "amax")
     first = torch.where(scores == best[row], col, vocab)
     return torch.full((b,), vocab, dtype=torch.int64, device=device).scatter_reduce(
