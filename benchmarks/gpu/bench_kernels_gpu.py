@@ -90,6 +90,7 @@ class Ctx:
     sizes: Sizes
     gen: torch.Generator
     weights_dtype: torch.dtype
+    reps: int = 20
 
     def randn(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, device=self.device, generator=self.gen)
@@ -392,7 +393,7 @@ def hisparse(ctx: Ctx) -> list[Case]:
     bs, steps, row_bytes, calls = s.hisparse_bs, 4, 656, 4
     work = Workload(bs, s.top_k, 0.05)
     n_new = max(1, round(0.05 * s.top_k))
-    max_seq = s.top_k + n_new * steps * (calls + 2 * TIMED_CALLS + 16) + 1
+    max_seq = s.top_k + n_new * steps * (calls + 2 * (ctx.reps + WARMUP) + 16) + 1
     layout, problems = compute_layout(s.top_k, s.hot, None, bs, steps, row_bytes=row_bytes,
                                       max_seq_len=max_seq, device=ctx.device.type)
     assert layout is not None, problems
@@ -430,7 +431,7 @@ def hisparse(ctx: Ctx) -> list[Case]:
         """One swap call per timed call, on a swapper that keeps going (the timed sequence
         brings fresh tokens each call, as a server's steps do)."""
         swapper, host, dev = fresh(backend)
-        timed = iter([work.call(steps).to(ctx.device) for _ in range(TIMED_CALLS)])
+        timed = iter([work.call(steps).to(ctx.device) for _ in range(ctx.reps + WARMUP)])
 
         def call():
             with kernel_backend(backend):
@@ -443,25 +444,26 @@ def hisparse(ctx: Ctx) -> list[Case]:
 
     _, _, plan, host = swaps("torch")
 
-    def copy(kernel):
-        dev = torch.zeros(layout.device_rows, row_bytes, dtype=torch.uint8, device=ctx.device)
+    def copy(kernel, dev):  # the same rows each call: timing repeats an idempotent copy
         kernel(PlannedCopy(miss_src=plan.miss_src, miss_dst=plan.miss_dst,
                            miss_count=plan.miss_count, num_real=num_real, host_cache=host,
                            device_buffer=dev))
         return dev
 
+    dev_triton, dev_torch = (torch.zeros(layout.device_rows, row_bytes, dtype=torch.uint8,
+                                         device=ctx.device) for _ in range(2))
     return [
         Case("HiSparse swap (decisions, commit, copy)", lambda: swaps("triton"),
              lambda: swaps("torch"), same_swap,
              time_triton=None if DRY_RUN else one_more_call("triton"),
              time_torch=None if DRY_RUN else one_more_call("torch")),
-        Case("HiSparse planned copy", lambda: copy(copy_planned_triton),
-             lambda: copy(copy_planned_torch), torch.equal),
+        Case("HiSparse planned copy", lambda: copy(copy_planned_triton, dev_triton),
+             lambda: copy(copy_planned_torch, dev_torch), torch.equal),
     ]
 
 
-#: Swap calls a timed HiSparse case may make (cuda_time_ms: warm-up + repetitions).
-TIMED_CALLS = 40
+#: cuda_time_ms's warm-up calls (a timed HiSparse swap makes warm-up + repetitions calls).
+WARMUP = 3
 
 
 @contextlib.contextmanager
@@ -555,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {w for w in args.only.split(",") if w}
     launches = Launches()
     ctx = Ctx(device, sizes, torch.Generator(device=device).manual_seed(0),
-              torch.float32 if args.dry_run else torch.bfloat16)
+              torch.float32 if args.dry_run else torch.bfloat16, args.reps)
     mode = "dry run (interpreter, tiny sizes, no timing)" if args.dry_run else (
         f"{torch.cuda.get_device_name()}, HBM peak {args.peak_gbs:.0f} GB/s")
     print(f"# {mode}; {sizes}")
@@ -582,9 +584,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.dry_run:
                     print(f"DRY {entry.family}: {case.name}: Triton == torch")
                     continue
-                t_triton = cuda_time_ms(case.time_triton or case.triton, args.reps) / 1e3
+                t_triton = cuda_time_ms(case.time_triton or case.triton, args.reps, WARMUP) / 1e3
                 launches.take()
-                t_torch = cuda_time_ms(case.time_torch or case.torch, args.reps) / 1e3
+                t_torch = cuda_time_ms(case.time_torch or case.torch, args.reps, WARMUP) / 1e3
                 print(f"{entry.family:<13} {case.name:<52} triton {t_triton * 1e6:9.1f} us  "
                       f"torch {t_torch * 1e6:9.1f} us  x{t_torch / t_triton:6.2f}  ({entry.bound})")
                 if entry.bound == HBM and case.rule_bytes is not None:
