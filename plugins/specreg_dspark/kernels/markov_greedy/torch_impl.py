@@ -59,6 +59,9 @@ def markov_greedy_step_chunked_torch(
 #: request that holds its known token, more than this share of the vocabulary blocks stay
 #: candidates (a bias bound too wide to separate the tokens).
 DENSE_SHARE = 1 / 16
+#: Below this many multiply-adds (b x rank x V) the dense step is cheaper than the pruned one's
+#: fixed cost (about 45 small ops, ~0.3 ms on one CPU thread, about a 2**24-FMA matmul).
+PRUNE_MIN_WORK = 1 << 24
 #: Tokens per vocabulary block of the pruned step's first pass (a block maximum each), at most;
 #: small vocabularies get blocks of V / 64 (at least 16) tokens.
 PRUNE_BLOCK = 256
@@ -115,6 +118,7 @@ def markov_greedy_step_pruned_torch(
     *,
     w2_norms: torch.Tensor | None = None,
     chunk: int = 16384,
+    min_work: int = PRUNE_MIN_WORK,
 ) -> torch.Tensor:
     """The greedy step from the tokens that can win (module docstring), in ops over the whole
     batch. Per request r, with e = W1[prev_r], c = ||e|| and s0 the exact score of the base
@@ -122,12 +126,13 @@ def markov_greedy_step_pruned_torch(
     norm reach s0 are kept; in them, the tokens with base[v] + c ||W2[v]|| >= s0; their exact
     scores are computed and the first maximum taken (both bounds widened by a float32 slack).
     Non-finite inputs take the two-step algorithm (torch.argmax's answer on them), wide bounds
-    the chunked one, as do meta tensors (the candidates' count is data). `w2_norms`: `w2_row_norms(w2)` (None: computed here, one read
+    the chunked one, as do meta tensors (the candidates' count is data) and steps of fewer than
+    `min_work` multiply-adds. `w2_norms`: `w2_row_norms(w2)` (None: computed here, one read
     of W2). Synchronises on an accelerator.
     """
     b, vocab = base_logits.shape
     device = base_logits.device
-    if b == 0 or vocab == 0 or device.type == "meta":
+    if b * w1.shape[1] * vocab < min_work or device.type == "meta":
         return markov_greedy_step_chunked_torch(base_logits, prev_tokens, w1, w2, chunk=chunk)
     embed = w1[prev_tokens.long()].float()
     base = base_logits.float()
