@@ -12,15 +12,20 @@ ragged by the proposal's length; the lookup tree verifier for trees).
 Rows: specreg's `ngram` (vLLM's chain rule; SGLang-style trees), `suffix` (chain and tree),
 arctic-inference's `SuffixDecodingCache` (vLLM's `suffix` backend, chain and tree) on the same
 calls, and the tutorial plugin `ngram_example`; then the model-based drafters (draft_model,
-EAGLE chain and tree, Medusa, DFlash), whose network is a count-based trigram/skip-gram model
-fitted on the tokenizer's training half (never on the replayed files): see
-benchmarks/real_text_drafters.py for what stands in for what. Columns: mean accepted length
+EAGLE chain and tree, Medusa, DFlash, DSpark), whose network is a count-based trigram/skip-gram
+model fitted on the tokenizer's training half (never on the replayed files), DSpark's Markov head
+a truncated SVD of that model's bigram PMI: see benchmarks/real_text_drafters.py for what stands
+in for what. Columns: mean accepted length
 (tokens emitted per verify, the bonus included) per draft length k (the verify width is k + 1,
 a chain's or a tree's), and for the history drafters the proposal time per emitted token (the
 drafter's update and lookup, measured around its calls only), one run.
 
     pip install -e '.[bench]'
     python benchmarks/bench_real_text.py [--files 48] [--new 384] [--ks 2,4,8,16]
+        [--rows dflash,dspark] [--markov-rank 64]
+
+The whole table takes tens of minutes on a loaded machine: fewer `--files`, fewer `--ks` and
+`--rows` (only the rows whose name contains one of the given words) trim it.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from specreg.testing.replay import ReplayTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from real_text_drafters import model_rows, run_model_row  # noqa: E402
+from real_text_drafters import MARKOV_RANK, model_rows, run_model_row  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ the corpus
@@ -259,7 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ks", default="2,4,8,16")
     parser.add_argument("--no-models", action="store_true",
                         help="history drafters only (no fitted draft models)")
+    parser.add_argument("--rows", default="",
+                        help="comma-separated words: run only the rows whose name contains one")
+    parser.add_argument("--markov-rank", type=int, default=MARKOV_RANK,
+                        help="rank of the DSpark row's Markov head (its bigram SVD)")
     args = parser.parse_args(argv)
+    words = [w.strip() for w in args.rows.split(",") if w.strip()]
+
+    def wanted(name: str) -> bool:
+        return not words or any(w in name for w in words)
     torch.set_num_threads(1)
     files = stdlib_files(args.files)
     train, held_out = files[0::2], files[1::2]
@@ -278,10 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[int, tuple[float, float, int]]] = {}
     for k in ks:
         for name, (factory, tree) in make_proposers(k).items():
+            if not wanted(name):
+                continue
             results.setdefault(name, {})[k] = run(factory(), tree, streams, vocab, args.prompt,
                                                   args.new, k, args.batch)
     history = list(results)
-    if not args.no_models:
+    models = not args.no_models and any(wanted(n) for n in model_rows(max(ks), vocab))
+    if models:
         from specreg import Registry
 
         started = time.perf_counter()
@@ -293,7 +309,10 @@ def main(argv: list[str] | None = None) -> int:
               f"in {time.perf_counter() - started:.1f} s; the replayed files are not among them")
         registry = Registry.load(fresh=True)
         for k in ks:
-            for name, (config, step) in model_rows(k).items():
+            for name, (config, step) in model_rows(k, vocab,
+                                                   markov_rank=args.markov_rank).items():
+                if not wanted(name):
+                    continue
                 results.setdefault(name, {})[k] = run_model_row(
                     registry, config, step, model, streams, vocab, args.prompt, args.new,
                     args.batch)
@@ -308,19 +327,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<26}" + "".join(f"{results[name][k][1] * 1e6:>9.1f}" for k in ks))
     for mode in ("chain", "tree"):
         ours, theirs = f"suffix {mode} (specreg)", f"suffix {mode} (arctic)"
-        if theirs in results:
+        if theirs in results and ours in results:
             acc = [results[ours][k][0] / results[theirs][k][0] for k in ks]
             speed = [results[theirs][k][1] / results[ours][k][1] for k in ks]
             print(f"\nsuffix {mode}: specreg/arctic accepted length "
                   + ", ".join(f"k={k}: {a:.3f}" for k, a in zip(ks, acc, strict=True))
                   + "; arctic/specreg proposal time (above 1: specreg faster) "
                   + ", ".join(f"k={k}: {s:.2f}" for k, s in zip(ks, speed, strict=True)))
-    if not args.no_models:
+    if models:
         print("\nmodel rows: the network is the fitted count model, not a trained neural drafter "
               "(draft_model: the trigram LM as the draft model; eagle: the LM as EAGLE's draft "
               "network over each branch; medusa: skip-gram offsets as heads; dflash: the same "
-              "offsets as the block's slot logits); dspark is not run, its Markov head being a "
-              "trained module. Every emitted token was checked against the replayed stream.")
+              "offsets as the block's slot logits; dspark: those slot logits walked through "
+              f"DSpark's vanilla Markov head, its weights a rank-{args.markov_rank} truncated SVD "
+              "of the count model's bigram PMI). Every emitted token was checked against the "
+              "replayed stream.")
     return 0
 
 

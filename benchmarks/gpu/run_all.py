@@ -1,14 +1,23 @@
 """Every GPU benchmark in one short, prepared run (for a lent GPU machine with a time budget).
 
-    python benchmarks/gpu/run_all.py [--out DIR] [--budget-s 420]
+    python benchmarks/gpu/run_all.py [--out DIR] [--budget-s 420] [--peak-gbs 4800]
+    python benchmarks/gpu/run_all.py --dry-run     # no GPU: every kernel entry, interpreted
 
-Runs the four GPU scripts at the issues' sizes, each under its own share of the time budget,
-keeps going when one fails, and writes each script's output to DIR (default: $OUT, else
-benchmarks/results/gpu). Every script first checks its Triton results against the torch path,
-then times both and reports achieved GB/s against the device's bandwidth. At the end it lists
-every FLOOR line the scripts printed (kernel time against moving its bytes at the HBM peak, or
-at the pinned-copy peak for the HiSparse copies) with issue #15's GPU targets, and writes them
-to DIR/floors.json.
+Runs the GPU scripts at the issues' sizes, each under its own share of the time budget, keeps
+going when one fails, and writes each script's output to DIR (default: $OUT, else
+benchmarks/results/gpu). `bench_kernels_gpu.py` covers every Triton kernel of the repository,
+one entry per kernel family (`ENTRIES`; tests/kernels/test_gpu_coverage.py fails when a
+kernel has none), and reports the memory-bound ones as a share of the HBM peak (`--peak-gbs`,
+H200: about 4800 GB/s): the bytes the family's rule must read and write / the kernel's time /
+the peak. The other scripts are the families' deeper studies (tile sweeps, memory peaks, the
+pinned-copy peak of the HiSparse copy). Every script first checks its Triton results against the
+torch path. At the end it lists every FLOOR line the scripts printed (kernel time against moving
+its bytes at the HBM peak, or at the pinned-copy peak for the HiSparse copies) with issue #15's
+GPU targets, and writes them to DIR/floors.json.
+
+`--dry-run` runs only `bench_kernels_gpu.py --dry-run`: on the CPU, under Triton's interpreter,
+at tiny sizes, every entry once, checked against torch, with the kernels each launched. It times
+nothing; it proves the script is ready for a lent GPU.
 """
 
 from __future__ import annotations
@@ -27,12 +36,17 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 from floors import FLOOR_LINE  # noqa: E402
 
-# script, arguments, share of the budget
-RUNS: list[tuple[str, list[str], float]] = [
-    ("bench_chain_verify_gpu.py", ["--b", "64", "128", "256", "--v", "131072"], 0.2),
-    ("bench_eagle_gpu.py", ["--batches", "64", "128", "256", "--vocab", "128256"], 0.3),
-    ("bench_dspark_gpu.py", ["--vocab", "131072", "--batch", "1", "8", "64"], 0.2),
-    ("bench_hisparse_gpu.py", ["--bs", "16", "--steps", "4", "--top-k", "2048"], 0.3),
+#: The coverage script: every Triton kernel, one entry per family (takes --peak-gbs, --dry-run).
+KERNELS_SCRIPT = "bench_kernels_gpu.py"
+
+# script, arguments, share of the budget, whether it takes --peak-gbs
+RUNS: list[tuple[str, list[str], float, bool]] = [
+    (KERNELS_SCRIPT, [], 0.4, True),  # compiles all 16 kernels on its first launches
+    ("bench_chain_verify_gpu.py", ["--b", "64", "128", "256", "--v", "131072"], 0.12, True),
+    ("bench_eagle_gpu.py", ["--batches", "64", "128", "256", "--vocab", "128256"], 0.14, True),
+    ("bench_dspark_gpu.py", ["--vocab", "131072", "--batch", "1", "8", "64"], 0.12, False),
+    ("bench_hisparse_gpu.py", ["--bs", "16", "--steps", "4", "--top-k", "2048"], 0.14, False),
+    ("bench_sampling_params_gpu.py", ["--b", "64", "--v", "131072"], 0.08, False),
 ]
 
 
@@ -65,12 +79,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks/results/gpu"))
     parser.add_argument("--budget-s", type=float, default=420.0)
+    parser.add_argument("--peak-gbs", type=float, default=4800.0,
+                        help="HBM peak in GB/s (H200 HBM3e: about 4800)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="no GPU: every kernel entry once under the interpreter, tiny sizes")
     args = parser.parse_args()
-    out = Path(args.out)
+    runs = ([(KERNELS_SCRIPT, ["--dry-run"], 1.0, False)] if args.dry_run else
+            [(script, [*script_args, *(["--peak-gbs", str(args.peak_gbs)] if peak else [])],
+              share, peak) for script, script_args, share, peak in RUNS])
+    out = Path(args.out) / ("dry-run" if args.dry_run else "")
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     failed, logs = [], []
-    for script, script_args, share in RUNS:
+    for script, script_args, share, _ in runs:
         started = time.perf_counter()
         log = out / (Path(script).stem + ".txt")
         try:
@@ -91,7 +112,8 @@ def main() -> int:
         if code != 0:
             failed.append(script)
     summarise_floors(logs, out)
-    print(f"\n{len(RUNS) - len(failed)}/{len(RUNS)} GPU benchmarks completed")
+    print(f"\n{len(runs) - len(failed)}/{len(runs)} GPU benchmarks completed"
+          + (" (dry run: nothing timed)" if args.dry_run else ""))
     return 1 if failed else 0
 
 

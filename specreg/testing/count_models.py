@@ -13,7 +13,11 @@ shorter contexts where a context was never seen, plus a floor of 1e-6 on every t
   standalone draft model for `specreg.testing.draft_model_step` (rolled back by the drafter);
 - `head_logits(seqs, lengths, num_heads)`: offsets 0 .. num_heads - 1 from the same context,
   Medusa-style heads (head d predicts the token d + 1 places past the last committed one) for
-  `specreg.testing.heads_step`, and the per-slot logits of a block drafter's draft forward.
+  `specreg.testing.heads_step`, and the per-slot logits of a block drafter's draft forward;
+- `bigram_factors(rank)`: a rank-r factorisation (truncated SVD) of the bigram pointwise mutual
+  information ``log P(w | prev) - log P(w)`` (offset 0, one-token context, as `probs` smooths it),
+  as the weights of DSpark's vanilla Markov head (``markov_w1`` [V, r], ``markov_w2`` [V, r]): the
+  head's bias ``W2 . W1[prev]`` is then the low-rank bigram correction a trained head learns.
 
 Counts live in sorted int64 keys (context x vocab + token) with `searchsorted` lookups; nothing is
 a neural network and nothing is downloaded. Fit it on text the evaluation never replays.
@@ -116,6 +120,30 @@ class CountLM:
             raise ValueError(f"fitted with {self.offsets} offsets, asked for {num_heads} heads")
         before, last = self._context(seqs, lengths)
         return torch.stack([self.probs(before, last, d).log().float() for d in range(num_heads)], 1)
+
+    def bigram_factors(self, rank: int, *, rows: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+        """(w1, w2), float32 [V, rank] each, with ``w1 @ w2.T`` the best rank-`rank`
+        approximation (randomised SVD, seeded) of M[prev, w] = log P(w | prev) - log(P(w) + floor),
+        P(w | prev) being `probs` after the single token prev (0 where prev was never seen).
+        Each factor carries the square root of the singular values. Cached per rank."""
+        cache = self.__dict__.setdefault("_bigram_factors", {})
+        if rank in cache:
+            return cache[rank]
+        v = self.vocab_size
+        if not 0 < rank <= v:
+            raise ValueError(f"rank must be in [1, {v}], got {rank}")
+        baseline = (self.tables[0][2] + FLOOR).log()
+        pmi = torch.empty(v, v, dtype=torch.float32)
+        for start in range(0, v, rows):
+            prev = torch.arange(start, min(start + rows, v))
+            pmi[start : start + prev.numel()] = (
+                self.probs(torch.full_like(prev, -1), prev).log() - baseline).float()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            u, s, right = torch.svd_lowrank(pmi, q=min(v, rank + 16), niter=4)
+        scale = s[:rank].sqrt()
+        cache[rank] = ((u[:, :rank] * scale).contiguous(), (right[:, :rank] * scale).contiguous())
+        return cache[rank]
 
     def draft_runner(self, batch: int, capacity: int) -> CountDraftRunner:
         return CountDraftRunner(self, batch, capacity)

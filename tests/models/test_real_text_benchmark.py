@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROWS = ("ngram chain (specreg)", "ngram tree (specreg)", "suffix chain (specreg)",
         "suffix tree (specreg)", "ngram_example (tutorial)", "draft_model (count LM)",
         "eagle chain (count LM)", "eagle tree k4 (count LM)", "medusa (count heads)",
-        "dflash (count heads)")
+        "dflash (count heads)", "dspark (count heads+SVD)")
 KS = (2, 3)
 
 
@@ -37,6 +37,7 @@ def table() -> dict[str, list[float]]:
         name, values = line[:26].strip(), line[26:].split()
         rows[name] = [float(v) for v in values]
     assert "replayed stream" in done.stdout  # the closing note: what each drafter is
+    assert "Markov head" in done.stdout  # ... DSpark's head included
     return rows
 
 

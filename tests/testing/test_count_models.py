@@ -52,3 +52,20 @@ def test_draft_runner_replaces_from_start_and_refuses_gaps():
     assert int(fed.argmax()) != int(again.argmax()) and int(again.argmax()) == 4
     with pytest.raises(AssertionError):
         runner(torch.tensor([[1]]), torch.tensor([5]), torch.tensor([1]))
+
+
+def test_bigram_factors_factorise_the_bigram_pmi():
+    model = CountLM.fit([STREAM], V)
+    # the PMI by hand: after 3, the one-token context gives 4 (2 of 3) and 5 (1 of 3)
+    targets = STREAM[2:]
+    unigram = torch.bincount(torch.tensor(targets), minlength=V).double() / len(targets)
+    after3 = 0.3 * torch.tensor([0, 0, 0, 0, 2 / 3, 1 / 3, 0, 0]).double() + 0.7 * unigram + FLOOR
+    w1, w2 = model.bigram_factors(V)  # full rank: the product is the matrix itself
+    pmi = w1 @ w2.T
+    torch.testing.assert_close(pmi[3].double(), (after3 / (unigram + FLOOR)).log(), atol=2e-3, rtol=1e-3)
+    assert pmi[7].abs().max() < 1e-3  # 7 never precedes anything: no correction
+    # a low rank keeps the strongest correction: after 3, the bias ranks 4 first
+    low1, low2 = model.bigram_factors(2)
+    assert low1.shape == low2.shape == (V, 2)
+    assert int((low2 @ low1[3]).argmax()) == 4
+    assert model.bigram_factors(2)[0] is low1  # cached

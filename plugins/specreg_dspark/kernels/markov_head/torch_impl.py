@@ -23,9 +23,11 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from specreg.backend import select_backend
 from specreg.errors import ConfigError, problem
 from specreg.kernels.sampling import exponential_race_sample
 from specreg_dspark.kernels.markov_greedy import markov_greedy_step
+from specreg_dspark.kernels.markov_greedy.torch_impl import w2_row_norms
 from specreg_dspark.kernels.markov_head.checks import check_block
 
 Sampler = Callable[[torch.Tensor], torch.Tensor]
@@ -141,7 +143,8 @@ class MarkovHead(nn.Module):
     ) -> torch.Tensor:
         """Greedy walk without the corrected logits: int64 [b, gamma]. The vanilla head uses the
         fused step (`markov_greedy_step`: one pass over W2, no [b, V] bias) on `backend`
-        ('auto' | 'torch' | 'triton', or None: SPECREG_KERNEL_BACKEND)."""
+        ('auto' | 'torch' | 'triton', or None: SPECREG_KERNEL_BACKEND); the torch step's W2
+        row norms are computed once per block."""
         if self.head_type != "vanilla":
             return self.sample_block(base_logits, anchor, hidden, greedy_sampler)[0]
         self._check(base_logits, anchor, hidden)
@@ -149,8 +152,11 @@ class MarkovHead(nn.Module):
         tokens = torch.empty((b, gamma), dtype=torch.int64, device=base_logits.device)
         prev = anchor.to(torch.int64)
         w1, w2 = self.markov_w1.weight.detach(), self.markov_w2.weight.detach()
+        norms = None if select_backend(base_logits, requested=backend) == "triton" else (
+            w2_row_norms(w2))
         for k in range(gamma):
-            prev = markov_greedy_step(base_logits[:, k], prev, w1, w2, backend=backend)
+            prev = markov_greedy_step(base_logits[:, k], prev, w1, w2, backend=backend,
+                                      w2_norms=norms)
             tokens[:, k] = prev
         return tokens
 
