@@ -181,7 +181,8 @@ class HistoryTreeDrafterProtocol(Protocol):
     `propose_tree(history [b, L], lengths [b])` returns b trees of `num_draft_tokens` slots in
     breadth-first order (`tokens`, `parents` (-1 for the root), `valid`, `depth` [b, N] and
     `ancestors()` [b, N, N]), verified by the plan's verifier (`verify_tree_greedy`,
-    `verify_tree_sampling`)."""
+    `verify_tree_sampling`); `draft_lengths=` [b] keeps request r's nodes at depth <= its
+    length, in both."""
 
     proposes_trees: bool
 
@@ -219,7 +220,8 @@ class BlockDrafterProtocol(Protocol):
 
     `make_head(vocab_size=, hidden_size=)` returns the (untrained) head module the proposal
     walks, or None when the algorithm has none; the framework loads the checkpoint's weights
-    into it. `propose(..., gamma=g)` proposes the first g tokens (an adaptive candidate).
+    into it. `propose(..., gamma=g)` proposes the first g tokens (an adaptive candidate);
+    `propose(..., draft_lengths=)` at most draft_lengths[r] per request, the anchor filling.
     `sample_from_anchor` is False in the bonus-anchor layout, where the block's slot 0 only
     conditions (pass the base logits from slot 1 on); `mask_token_id` fills the block.
     """
