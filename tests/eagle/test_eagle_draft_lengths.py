@@ -11,7 +11,11 @@ on its own, with a negative control (opting out by rejecting every child) that f
 import pytest
 import torch
 from specreg_eagle.drafter import EagleDrafter
-from specreg_eagle.kernels.tree_lengths import node_depths
+from specreg_eagle.kernels.tree_lengths import cut_below, node_depths
+from specreg_eagle.kernels.tree_lengths.reference import (
+    cut_below_reference,
+    node_depths_reference,
+)
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.reference import greedy_walk
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
@@ -65,6 +69,23 @@ def test_node_depths_are_the_built_trees_depths(seed):
     tree, (_, _, nt, ns), *_ = _case(seed)
     positions = tree.positions.view(B, N)
     assert torch.equal(node_depths(nt, ns), positions - positions[:, :1])
+    assert torch.equal(node_depths(nt, ns), node_depths_reference(nt, ns))
+    lengths = torch.tensor([0, 1, STEPS, 2] * (B // 4))
+    assert torch.equal(cut_below(nt, ns, lengths, depth=STEPS),
+                       cut_below_reference(nt, ns, lengths.tolist()))
+
+
+def test_node_depths_of_deep_chains_and_unreachable_slots():
+    """A chain of 9 nodes (8 hops: three pointer-jumping rounds) and a tree with slots no link
+    reaches (depth 0, never cut into reach)."""
+    n = 9
+    chain = torch.tensor([list(range(1, n)) + [-1]])
+    none = torch.full((1, n), -1)
+    assert node_depths(chain, none).tolist() == [list(range(n))]
+    first = torch.tensor([[1, 3, -1, -1, -1, -1]])
+    sibling = torch.tensor([[-1, 2, -1, -1, -1, -1]])  # slots 4, 5 unused
+    assert node_depths(first, sibling).tolist() == node_depths_reference(first, sibling).tolist()
+    assert node_depths(first, sibling).tolist() == [[0, 1, 1, 2, 0, 0]]
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])

@@ -1,4 +1,5 @@
-"""Per-request draft lengths on draft trees: each request's tree cut below its own depth.
+"""`cut_below` / `cut_tree`: per-request draft lengths on draft trees, each request's tree cut
+below its own depth.
 
 A tree verified with `draft_lengths` (`specreg.draft_lengths`) is, for request r, the subtree
 of nodes at depth <= draft_lengths[r]: the first-child link of every node at that depth is cut
@@ -6,9 +7,8 @@ of nodes at depth <= draft_lengths[r]: the first-child link of every node at tha
 unchanged, and a length of 0 leaves the root alone (one plain sample from the root's row). The
 tensors keep the plan's width; nothing is copied beyond one [b, N] link tensor.
 
-Node depths come from the links alone by pointer jumping over "reached from" edges (a first
-child is reached from its parent, one level down; a sibling from its previous sibling, on the
-same level): ceil(log2 N) gathers, on the links' device, without host synchronisation.
+Node depths come from the links alone (`torch_impl.node_depths`, pointer jumping without host
+synchronisation, on the links' device); `reference` walks each tree in Python (the oracle).
 """
 
 from __future__ import annotations
@@ -18,27 +18,9 @@ from typing import Any
 import torch
 
 from specreg.draft_lengths import check_draft_lengths
+from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
 
-
-def node_depths(next_token: torch.Tensor, next_sibling: torch.Tensor) -> torch.Tensor:
-    """int64 [b, N]: each node's depth below the root (0 for the root and unreachable slots)."""
-    b, n = next_token.shape
-    device = next_token.device
-    nodes = torch.arange(n, device=device).expand(b, n)
-    up = torch.arange(n + 1, device=device).repeat(b, 1)  # column n: where absent links land
-    step = torch.zeros((b, n + 1), dtype=torch.int64, device=device)
-    for link, weight in ((next_token, 1), (next_sibling, 0)):
-        target = link.to(torch.int64)
-        target = torch.where(target > 0, target, n)  # a link to 0 (the root) never exists
-        up.scatter_(1, target, nodes.to(torch.int64).clone())
-        step.scatter_(1, target, torch.full((b, n), weight, dtype=torch.int64, device=device))
-    up, step = up[:, :n].contiguous(), step[:, :n].contiguous()
-    step[:, 0] = 0
-    up[:, 0] = 0
-    for _ in range(max(1, (n - 1).bit_length())):
-        step = step + torch.gather(step, 1, up)
-        up = torch.gather(up, 1, up)
-    return step
+__all__ = ["cut_below", "cut_tree", "node_depths"]
 
 
 def cut_below(
