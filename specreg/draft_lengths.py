@@ -155,7 +155,9 @@ def verify_lens_of(
     return lengths + 1
 
 
-def cut_chain(drafts: torch.Tensor, draft_lengths: torch.Tensor, filler: torch.Tensor) -> torch.Tensor:
+def cut_chain(
+    drafts: torch.Tensor, draft_lengths: torch.Tensor, filler: torch.Tensor
+) -> torch.Tensor:
     """`drafts` [b, k] with every position at or past `draft_lengths[r]` replaced by
     `filler[r]` (a real token id, so a fixed-width target forward may run it; the verifier
     never reads it): what a chain drafter returns for per-request lengths."""

@@ -187,8 +187,8 @@ class EagleVerifier:
 
         `kwargs`: `verify_tree_sampling`'s (`coins`, `final_coins`, `seed`, `offsets`,
         `generator`, `block_v`, `draft_lengths`: per request, the deepest node it verifies, 0 =
-        one plain sample from the root's row). With `seed`, coins are a hash of (seed, offsets[r] (default:
-        the tree's root positions), column). With `params`, each request's probabilities are
+        one plain sample from the root's row). With `seed`, coins are a hash of (seed,
+        offsets[r] (default: the tree's root positions), column). With `params`, each request's probabilities are
         filtered by its own parameters first (greedy ones mixed in, seeds per request, so
         `coins`, `final_coins` and `seed` are not used; `verify_tree_with_params`)."""
         candidates = self._links(tree)[0]

@@ -3,8 +3,8 @@
 `Batch` holds every request's committed tokens; `LoopView` is what a step reads from the loop
 (the plan, the draft model, the widths of the running candidate, the sampling settings, the
 per-request draft lengths and the target's verify logits); `lengths_keyword` is how a step
-hands those lengths to a drafter or verifier. `specreg.testing.tree_step` takes a `LoopView`, so it never imports the
-loop that calls it.
+hands those lengths to a drafter or verifier. `specreg.testing.tree_step` takes a `LoopView`,
+so it never imports the loop that calls it.
 """
 
 from __future__ import annotations

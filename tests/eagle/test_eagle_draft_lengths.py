@@ -151,7 +151,8 @@ def test_with_params_walks_each_request_to_its_own_depth(force_backend, backend)
         count = int(ref.accept_token_num[0])
         assert int(out.accept_token_num[r]) == count, r
         assert int(out.bonus[r]) == int(ref.bonus[0]), r
-        assert out.output_tokens[r, : count + 1].tolist() == ref.output_tokens[0, : count + 1].tolist()
+        emitted = ref.output_tokens[0, : count + 1].tolist()
+        assert out.output_tokens[r, : count + 1].tolist() == emitted
         assert (out.output_tokens[r, count + 1:] == -1).all()
 
 
