@@ -74,6 +74,16 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
         [("emitted logprobs: (verify + logprobs) / verify", r"^logprobs\s+[\d.]+ ms .*x\s*([\d.]+)", "lower", 1.1)],
     ),
     (
+        "draft-lengths",
+        ["benchmarks/bench_draft_lengths.py"],
+        [
+            ("chain sampling, mixed draft lengths / padded to the longest",
+             r"RATIO chain sampling \(torch\): mixed / padded = ([\d.]+)x", "lower", 1.0),
+            ("tree sampling, mixed draft lengths / padded to the longest",
+             r"RATIO tree sampling \(torch\): mixed / padded = ([\d.]+)x", "lower", 1.0),
+        ],
+    ),
+    (
         "sglang-hisparse",
         ["benchmarks/bench_sglang_hisparse.py", "--calls", "60"],
         [

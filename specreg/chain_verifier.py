@@ -90,8 +90,18 @@ class ChainVerifier:
         self, kernel: Callable[..., ChainVerifyResult], candidates: torch.Tensor, *args: Any,
         **kwargs: Any,
     ) -> VerifyResult:
-        """Check the width, call `kernel` with this verifier's settings, wrap the result."""
+        """Check the width, call `kernel` with this verifier's settings, wrap the result.
+        `draft_lengths` (per request, 0 = no speculation; `specreg.draft_lengths`) becomes the
+        kernels' `verify_lens`."""
         self._check_width(candidates)
+        lengths = kwargs.pop("draft_lengths", None)
+        if lengths is not None:
+            from specreg.draft_lengths import verify_lens_of
+
+            kwargs["verify_lens"] = verify_lens_of(
+                lengths, kwargs.get("verify_lens"), candidates.shape[0], candidates.shape[1],
+                device=candidates.device, check_values=self.check_values,
+            )
         found = kernel(candidates, *args, check_values=self.check_values, **kwargs)
         return VerifyResult(
             num_accepted=found.accept_len, output_tokens=found.output_tokens, bonus=found.bonus,
@@ -101,7 +111,7 @@ class ChainVerifier:
     def verify_greedy(
         self, candidates: torch.Tensor, target_logits: torch.Tensor, **inputs: Any
     ) -> VerifyResult:
-        """`verify_chain_greedy` (inputs: `verify_lens`)."""
+        """`verify_chain_greedy` (inputs: `verify_lens` or `draft_lengths`)."""
         from specreg.kernels.chain import verify_chain_greedy
 
         return self._run(
@@ -111,7 +121,7 @@ class ChainVerifier:
     def verify_greedy_from_predict(
         self, candidates: torch.Tensor, target_predict: torch.Tensor, **inputs: Any
     ) -> VerifyResult:
-        """`verify_chain_greedy_from_predict` (inputs: `verify_lens`)."""
+        """`verify_chain_greedy_from_predict` (inputs: `verify_lens` or `draft_lengths`)."""
         from specreg.kernels.chain import verify_chain_greedy_from_predict
 
         return self._run(verify_chain_greedy_from_predict, candidates, target_predict, **inputs)
@@ -128,7 +138,8 @@ class ChainVerifier:
         """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
 
         Inputs: those of `verify_chain_sampling` (coins, final_coins, verify_lens, seed,
-        offsets, generator). With `params` (per-request temperature, top-k, top-p, min-p,
+        offsets, generator) and `draft_lengths` (per request, 0 = one plain sample; instead of
+        verify_lens). With `params` (per-request temperature, top-k, top-p, min-p,
         seeds) the probabilities are filtered per request first (`verify_chain_with_params`,
         probabilities=True)."""
         if params is not None:
@@ -159,8 +170,8 @@ class ChainVerifier:
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
         verify greedily, the others by chain sampling on the filtered p and q (target-only
-        without `draft_logits`). Inputs: `verify_lens`, `offsets`, `generator` (see
-        `specreg.kernels.chain_params`)."""
+        without `draft_logits`). Inputs: `verify_lens` or `draft_lengths`, `offsets`,
+        `generator` (see `specreg.kernels.chain_params`)."""
         return self._with_params(
             candidates, target_logits, draft_logits, params, probabilities=False, **inputs
         )

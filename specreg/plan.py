@@ -84,6 +84,14 @@ class SpecPlan:
                 return found
         raise KeyError(f"no adaptive candidate with {steps} steps")
 
+    @property
+    def max_draft_length(self) -> int:
+        """The largest per-request draft length (`specreg.draft_lengths`) a step may ask for:
+        the deepest path the verifier walks (`num_steps` of a tree verifier, else gamma)."""
+        if self.algorithm.drafting == "tree":
+            return int(getattr(self.verifier, "num_steps", self.gamma))
+        return self.gamma
+
     def num_tokens_per_req(self, phase: Phase | str, is_draft_worker: bool = False) -> int:
         """The per-request token width of `phase` on the target (or draft) worker."""
         try:

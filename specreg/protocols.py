@@ -96,7 +96,8 @@ class ChainVerifierProtocol(Protocol):
     """Verifies one chain per request: `candidates` int64 [b, n] = the root, then n - 1 drafts.
 
     `widths` lists every verify width n it accepts (the main config's and each adaptive
-    candidate's); `num_draft_tokens` is the largest.
+    candidate's); `num_draft_tokens` is the largest. `draft_lengths` [b] (`specreg.draft_lengths`)
+    caps request r at its first draft_lengths[r] drafts; 0 opts it out (one plain sample).
     """
 
     rules: tuple[str, ...]
@@ -105,7 +106,7 @@ class ChainVerifierProtocol(Protocol):
 
     def verify_greedy(
         self, candidates: torch.Tensor, target_logits: torch.Tensor, *,
-        verify_lens: torch.Tensor | None = None,
+        verify_lens: torch.Tensor | None = None, draft_lengths: Any = None,
     ) -> VerifyResult:
         """Leading match against the target's argmax; `target_logits` [b, n, V]."""
 
@@ -113,7 +114,7 @@ class ChainVerifierProtocol(Protocol):
         self, candidates: torch.Tensor, target_probs: torch.Tensor,
         draft_probs: torch.Tensor | None, *, verify_lens: torch.Tensor | None = None,
         seed: int | None = None, offsets: torch.Tensor | None = None,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | None = None, draft_lengths: Any = None,
     ) -> VerifyResult:
         """Lossless rejection sampling; `target_probs` [b, n, V], `draft_probs` [b, n - 1, V]
         (None: the target-only rule)."""
@@ -121,19 +122,23 @@ class ChainVerifierProtocol(Protocol):
 
 @runtime_checkable
 class TreeVerifierProtocol(Protocol):
-    """Verifies one draft tree per request, as a tree drafter assembled it."""
+    """Verifies one draft tree per request, as a tree drafter assembled it. `draft_lengths`
+    [b] (`specreg.draft_lengths`) keeps request r to the nodes at depth <= draft_lengths[r]; 0
+    opts it out (one plain sample from the root's row)."""
 
     rules: tuple[str, ...]
     num_draft_tokens: int
     widths: tuple[int, ...]
 
-    def verify_greedy(self, tree: Any, target_logits: torch.Tensor | None = None) -> VerifyResult:
+    def verify_greedy(
+        self, tree: Any, target_logits: torch.Tensor | None = None, *, draft_lengths: Any = None,
+    ) -> VerifyResult:
         """Longest path matching the target's argmax; `target_logits` [b, N, V]."""
 
     def verify_sampling(
         self, tree: Any, target_probs: torch.Tensor, *, draft_probs: torch.Tensor | None = None,
         seed: int | None = None, offsets: torch.Tensor | None = None,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | None = None, draft_lengths: Any = None,
     ) -> VerifyResult:
         """Lossless tree sampling; `target_probs` [b, N, V]."""
 
@@ -161,8 +166,12 @@ class ChainDrafterProtocol(Protocol):
 
     gamma: int
 
-    def propose(self, history: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """`history` int64 [b, L], `lengths` [b] -> drafts int64 [b, gamma]."""
+    def propose(
+        self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: Any = None
+    ) -> torch.Tensor:
+        """`history` int64 [b, L], `lengths` [b] -> drafts int64 [b, gamma]; with
+        `draft_lengths` [b] request r proposes at most draft_lengths[r] (0: none), a real
+        token (its last) filling the rest."""
 
 
 @runtime_checkable
@@ -172,7 +181,8 @@ class HistoryTreeDrafterProtocol(Protocol):
     `propose_tree(history [b, L], lengths [b])` returns b trees of `num_draft_tokens` slots in
     breadth-first order (`tokens`, `parents` (-1 for the root), `valid`, `depth` [b, N] and
     `ancestors()` [b, N, N]), verified by the plan's verifier (`verify_tree_greedy`,
-    `verify_tree_sampling`)."""
+    `verify_tree_sampling`); `draft_lengths=` [b] keeps request r's nodes at depth <= its
+    length, in both."""
 
     proposes_trees: bool
 
@@ -186,7 +196,8 @@ class TreeDrafterProtocol(Protocol):
     `start(logits [b, V], hidden [b, H])` opens a draft from the draft-extend output;
     `step(draft, logits [b*topk, V], hidden [b*topk, H])` adds one level;
     `draft.input_ids` / `draft.hidden` are what the draft model runs next; after the candidate's
-    `num_steps` levels, `tree(draft, bonus_tokens, seq_lens)` assembles the verify tree.
+    `num_steps` levels, `tree(draft, bonus_tokens, seq_lens)` assembles the verify tree
+    (`draft_lengths=` [b]: request r's tree keeps its nodes at depth <= draft_lengths[r]).
     """
 
     topk: int
@@ -199,7 +210,7 @@ class TreeDrafterProtocol(Protocol):
 
     def tree(
         self, draft: Any, bonus_tokens: torch.Tensor, seq_lens: torch.Tensor, *,
-        mask_mode: str | None = None,
+        mask_mode: str | None = None, draft_lengths: Any = None,
     ) -> Any: ...
 
 
@@ -209,7 +220,8 @@ class BlockDrafterProtocol(Protocol):
 
     `make_head(vocab_size=, hidden_size=)` returns the (untrained) head module the proposal
     walks, or None when the algorithm has none; the framework loads the checkpoint's weights
-    into it. `propose(..., gamma=g)` proposes the first g tokens (an adaptive candidate).
+    into it. `propose(..., gamma=g)` proposes the first g tokens (an adaptive candidate);
+    `propose(..., draft_lengths=)` at most draft_lengths[r] per request, the anchor filling.
     `sample_from_anchor` is False in the bonus-anchor layout, where the block's slot 0 only
     conditions (pass the base logits from slot 1 on); `mask_token_id` fills the block.
     """
@@ -230,6 +242,7 @@ class BlockDrafterProtocol(Protocol):
         self, base_logits: torch.Tensor, anchor: torch.Tensor, *, head: Any = None,
         hidden: torch.Tensor | None = None, temperature: float = 0.0,
         generator: torch.Generator | None = None, gamma: int | None = None,
+        draft_lengths: Any = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
     def candidates(self, anchor: torch.Tensor, draft_tokens: torch.Tensor) -> torch.Tensor: ...
@@ -242,8 +255,9 @@ class DraftModelDrafterProtocol(Protocol):
     `draft(model, history [b, L], lengths [b], cache_lens [b], *, gamma=, temperature=,
     generator=)` feeds the draft model (`model(tokens, start, counts) -> logits [b, V]`) what
     its KV lacks up to the anchor, then drafts `gamma` tokens: a draft with `tokens` [b, gamma],
-    `q` (None at temperature 0) and `candidates(anchor)`. `rollback(lengths, num_accepted,
-    gamma)` gives the draft KV lengths to keep after verification.
+    `q` (None at temperature 0) and `candidates(anchor)`; `draft_lengths=` [b] caps each
+    request's drafts. `rollback(lengths, num_accepted, gamma)` gives the draft KV lengths to
+    keep after verification.
     """
 
     gamma: int

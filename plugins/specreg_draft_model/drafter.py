@@ -175,10 +175,16 @@ class DraftModelDrafter:
         gamma: int | None = None,
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
+        draft_lengths: Any = None,
     ) -> ChainDraft:
         """Catch the draft KV up to the anchor, then draft `gamma` (default: the largest)
         tokens. `history` int64 [b, L] holds each request's committed tokens (the anchor last,
-        at `lengths - 1`), `cache_lens` [b] the draft KV lengths (see the module doc)."""
+        at `lengths - 1`), `cache_lens` [b] the draft KV lengths (see the module doc).
+        `draft_lengths` [b] (0..gamma, `specreg.draft_lengths`): request r proposes at most
+        draft_lengths[r] drafts, its anchor filling the rest (q rows there are 0). The draft
+        model runs only the steps the longest request needs (the lengths are read on the
+        host); when that is fewer than gamma its last draft is fed too, so the draft KV holds
+        every draft `rollback` may keep."""
         if model is None or not callable(model):
             raise _inputs_error(
                 f"draft_model: drafting needs the draft model runner, got {model!r}", "model",
@@ -189,6 +195,15 @@ class DraftModelDrafter:
         self._check(history, lengths, cache_lens)
         b, width = history.shape
         device = history.device
+        capped, steps = None, g
+        if draft_lengths is not None:
+            from specreg.draft_lengths import check_draft_lengths
+
+            capped = check_draft_lengths(
+                draft_lengths, b, g, device=device, check_values=self.check_values,
+                what=f"a chain of {g} drafts",
+            )
+            steps = max(int(capped.max()) if b else 0, 1)  # one draft at least: logits exist
         lengths = lengths.to(torch.int64)
         start = torch.minimum(cache_lens.to(torch.int64), lengths - 1).clamp(min=0)
         counts = lengths - start
@@ -199,7 +214,7 @@ class DraftModelDrafter:
         logits = self._logits(model(feed, start, counts), b)
         tokens, qs = [], []
         ones = torch.ones(b, dtype=torch.int64, device=device)
-        for j in range(g):
+        for j in range(steps):
             token, q = self.pick(logits, temperature=temperature, generator=generator)
             tokens.append(token)
             qs.append(q)
@@ -207,7 +222,19 @@ class DraftModelDrafter:
                 logits = self._logits(model(token[:, None], lengths + j, ones), b)
         drafts = torch.stack(tokens, dim=1)
         q_all = None if qs[0] is None else torch.stack(qs, dim=1)  # type: ignore[arg-type]
-        return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + g - 1, gamma=g)
+        if capped is None:
+            return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + g - 1, gamma=g)
+        from specreg.draft_lengths import cut_chain
+
+        anchor = history.to(torch.int64).gather(1, (lengths - 1)[:, None])[:, 0]
+        pad = g - steps
+        drafts = cut_chain(torch.cat([drafts, drafts.new_zeros(b, pad)], 1), capped, anchor)
+        if q_all is not None:
+            q_all = torch.cat([q_all, q_all.new_zeros(b, pad, q_all.shape[2])], 1)
+            kept = torch.arange(g, device=device)[None, :] < capped[:, None]
+            q_all = torch.where(kept[:, :, None], q_all, torch.zeros_like(q_all))
+        fed = steps if steps < g else g - 1  # the loop fed drafts 0..steps-1 when steps < g
+        return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + fed, gamma=g)
 
     def propose(
         self,
@@ -216,12 +243,16 @@ class DraftModelDrafter:
         *,
         model: DraftModelRunner | None = None,
         cache_lens: torch.Tensor | None = None,
+        draft_lengths: Any = None,
     ) -> torch.Tensor:
         """Greedy drafts int64 [b, gamma] (the chain-drafter shape). A draft model drafts them,
-        so `model` is required; `cache_lens` defaults to zeros (the draft KV built afresh)."""
+        so `model` is required; `cache_lens` defaults to zeros (the draft KV built afresh);
+        `draft_lengths` as in `draft`."""
         if cache_lens is None:
             cache_lens = torch.zeros_like(lengths)
-        return self.draft(model, history, lengths, cache_lens).tokens  # type: ignore[arg-type]
+        return self.draft(  # type: ignore[arg-type]
+            model, history, lengths, cache_lens, draft_lengths=draft_lengths
+        ).tokens
 
     def rollback(
         self, lengths: torch.Tensor, num_accepted: torch.Tensor, gamma: int | None = None

@@ -107,11 +107,27 @@ class BlockDrafter:
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         gamma: int | None = None,
+        draft_lengths: Any = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft tokens [b, gamma] and the logits they were drawn from [b, gamma, V] (None when
         greedy). DSpark walks the Markov `head`; DFlash (no head) samples each slot of the
         first gamma block rows independently. The bonus-anchor layout passes base logits with
-        the anchor's slot already skipped."""
+        the anchor's slot already skipped. `draft_lengths` [b] (0..gamma,
+        `specreg.draft_lengths`): request r proposes its first draft_lengths[r] drafts, the
+        anchor filling the rest (never verified; their logits rows are not used)."""
+        if draft_lengths is not None:
+            from specreg.draft_lengths import check_draft_lengths, cut_chain
+
+            wanted = self._gamma(gamma)
+            capped = check_draft_lengths(
+                draft_lengths, anchor.shape[0], wanted, device=anchor.device,
+                what=f"a block of {wanted} drafts",
+            )
+            drafts, logits = self.propose(  # every keyword but draft_lengths, forwarded
+                base_logits, anchor, head=head, hidden=hidden, temperature=temperature,
+                generator=generator, gamma=gamma,
+            )
+            return cut_chain(drafts, capped, anchor), logits
         wanted = self._gamma(gamma)
         check_shape("base_logits", base_logits, (anchor.shape[0], None, None))
         if base_logits.shape[1] < wanted:

@@ -84,10 +84,15 @@ class BlockVerifier:
         target_logits: torch.Tensor,
         *,
         verify_lens: torch.Tensor | None = None,
+        draft_lengths: Any = None,
     ) -> VerifyResult:
-        """Leading match against the target argmax; `verify_lens` [b] (1..n) caps each request."""
+        """Leading match against the target argmax; `verify_lens` [b] (1..n) caps each request
+        (dspark's ragged verify), `draft_lengths` [b] (0..n-1, 0 = no speculation) is the
+        serving loop's per-request length (dspark and dflash; `specreg.draft_lengths`)."""
         self._ragged(verify_lens)
-        return self.chain.verify_greedy(candidates, target_logits, verify_lens=verify_lens)
+        return self.chain.verify_greedy(
+            candidates, target_logits, verify_lens=verify_lens, draft_lengths=draft_lengths
+        )
 
     def verify_sampling(
         self,
@@ -97,7 +102,7 @@ class BlockVerifier:
         **kwargs: Any,
     ) -> VerifyResult:
         """Chain rejection sampling on probabilities (core rule): `ChainVerifier.verify_sampling`
-        with its keywords (`verify_lens`, `seed`, `offsets`, `generator`, ...)."""
+        with its keywords (`verify_lens`, `draft_lengths`, `seed`, `offsets`, `generator`, ...)."""
         self._ragged(kwargs.get("verify_lens"))
         return self.chain.verify_sampling(candidates, target_probs, draft_probs, **kwargs)
 
@@ -118,7 +123,8 @@ class BlockVerifier:
         `SamplingParams`, instead of `temperature`) each request has its own temperature, top-k,
         top-p, min-p and seed, greedy requests (temperature 0) mixed in; nothing [b, n, V] is
         materialised (`ChainVerifier.verify_from_logits`; `seed` is then ignored). The other
-        keywords (`verify_lens`, `seed`, `offsets`, `generator`) are `verify_sampling`'s.
+        keywords (`verify_lens`, `draft_lengths`, `seed`, `offsets`, `generator`) are
+        `verify_sampling`'s.
         """
         if params is not None:
             self._ragged(kwargs.get("verify_lens"))

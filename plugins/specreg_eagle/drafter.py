@@ -10,6 +10,7 @@ steps taken picks the adaptive candidate: its verify width comes from the plan.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import torch
@@ -21,6 +22,7 @@ from specreg.memory import Buffer
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.types import TreeBuildResult
+from specreg_eagle.kernels.tree_lengths import cut_tree
 from specreg_eagle.runtime import draft_buffers, tree_buffers
 
 
@@ -152,18 +154,22 @@ class EagleDrafter:
         *,
         mask_mode: str | None = None,
         seq_lens_sum: int | None = None,
+        draft_lengths: Any = None,
     ) -> TreeBuildResult:
-        """Keep the best drafts and build the verify tree rooted at `bonus_tokens` [b]."""
+        """Keep the best drafts and build the verify tree rooted at `bonus_tokens` [b].
+        `draft_lengths` [b] (0..steps, `specreg.draft_lengths`): request r's tree keeps only
+        its nodes at depth <= draft_lengths[r] (0: the root alone); the width stays the plan's."""
         width = self.width_for(draft.steps)
         parent_list, top_scores_index, draft_tokens = organize_draft_results(
             draft.score_list, draft.token_list, draft.parents_list, width
         )
-        return build_tree(
+        tree = build_tree(
             bonus_tokens, parent_list, top_scores_index, draft_tokens, seq_lens,
             topk=self.topk, depth=draft.steps, num_verify_tokens=width,
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
             check_values=self.check_values, backend=self.backend,
         )
+        return cut_tree(tree, draft_lengths, depth=draft.steps, check_values=self.check_values)
 
     def memory(self, *, context_len: int = 0) -> list[Buffer]:
         """Per request at the most steps and the largest width: the draft lists, the kept

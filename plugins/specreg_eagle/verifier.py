@@ -168,7 +168,7 @@ class EagleVerifier:
     ) -> VerifyResult:
         """Longest path matching the target's argmax; `target_logits` [b, N, V] (or
         `target_predict=` [b, N]). `kwargs`: `verify_tree_greedy`'s (`target_predict`,
-        `block_v`)."""
+        `block_v`, `draft_lengths`: per request, the deepest node it verifies; 0 = none)."""
         found = verify_tree_greedy(
             *self._links(tree), target_logits=target_logits, **self._bound(), **kwargs
         )
@@ -186,8 +186,9 @@ class EagleVerifier:
         """Lossless tree sampling; `target_probs` [b, N, V], `draft_probs` None or [b, N, V].
 
         `kwargs`: `verify_tree_sampling`'s (`coins`, `final_coins`, `seed`, `offsets`,
-        `generator`, `block_v`). With `seed`, coins are a hash of (seed, offsets[r] (default:
-        the tree's root positions), column). With `params`, each request's probabilities are
+        `generator`, `block_v`, `draft_lengths`: per request, the deepest node it verifies, 0 =
+        one plain sample from the root's row). With `seed`, coins are a hash of (seed,
+        offsets[r] (default: the tree's root positions), column). With `params`, each request's probabilities are
         filtered by its own parameters first (greedy ones mixed in, seeds per request, so
         `coins`, `final_coins` and `seed` are not used; `verify_tree_with_params`)."""
         candidates = self._links(tree)[0]
@@ -222,7 +223,7 @@ class EagleVerifier:
         """A batch mixing greedy and sampled requests, from raw logits [b, N, V]: temperature-0
         requests verify greedily, the others by tree sampling on the filtered p and q.
         `kwargs`: `verify_tree_with_params`'s (`offsets` (default: the tree's root positions),
-        `generator`, `block_v`)."""
+        `generator`, `block_v`, `draft_lengths`)."""
         b, n = tree.retrieve_index.shape
         if kwargs.get("offsets") is None:
             kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
@@ -244,6 +245,7 @@ class EagleVerifier:
         offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
         block_v: int | None = None,
+        draft_lengths: Any = None,
     ) -> VerifyResult:
         """topk 1 with a real q: classic rejection sampling on the chain (`ChainVerifier`)."""
         from specreg.chain_verifier import ChainVerifier
@@ -260,7 +262,7 @@ class EagleVerifier:
             final_coins = drawn[:, n] if final_coins is None else final_coins
         chain = ChainVerifier(n, backend=self.backend, check_values=self.check_values).verify_sampling(
             candidates, target_probs, draft_probs[:, : n - 1], coins=coins[:, : n - 1],
-            final_coins=final_coins,
+            final_coins=final_coins, draft_lengths=draft_lengths,
         )
         return _as_result(chain_to_tree_result(chain, self.num_steps), n)
 

@@ -62,17 +62,24 @@ class NgramDrafter:
         return chain_proposals(history, lengths, min_ngram=o.min_ngram, max_ngram=o.max_ngram,
                                k=self.gamma, check_values=check_values)
 
-    def propose(self, history: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        return self.lookup(history, lengths).tokens
+    def propose(
+        self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
+    ) -> torch.Tensor:
+        """[b, gamma] drafts; with `draft_lengths` [b] request r proposes at most
+        draft_lengths[r] (0: none), its last token filling the rest."""
+        return _cut(self.lookup(history, lengths).tokens, history, lengths, draft_lengths)
 
     def propose_lists(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
         return self.lookup(history, lengths).as_lists()
 
-    def propose_tree(self, history: torch.Tensor, lengths: torch.Tensor) -> LookupTree:
+    def propose_tree(
+        self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
+    ) -> LookupTree:
+        """The trees; with `draft_lengths` [b] request r keeps nodes at depth <= its length."""
         o = self.options
         return build_tree(history, lengths, min_ngram=o.min_ngram, max_ngram=o.max_ngram,
                           breadth=o.max_bfs_breadth, num_nodes=self.gamma + 1,
-                          match_type=o.match_type)
+                          match_type=o.match_type).cut(draft_lengths)
 
 
 # ------------------------------------------------------------------------------ suffix trees
@@ -372,7 +379,12 @@ class SuffixDrafter:
     def propose_lists(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
         return [d.tokens for d in self.speculate_rows(history, lengths)]
 
-    def propose(self, history: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def propose(
+        self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
+    ) -> torch.Tensor:
+        """[b, gamma] drafts, the last token filling; at most draft_lengths[r] per request."""
+        if draft_lengths is not None:
+            return _cut(self.propose(history, lengths), history, lengths, draft_lengths)
         drafts = self.speculate_rows(history, lengths)
         last = history.gather(1, (lengths.long() - 1)[:, None])[:, 0].tolist()
         if self.options.proposals == "chain":
@@ -382,8 +394,13 @@ class SuffixDrafter:
             rows = [_chain_of(d, self.gamma, t) for d, t in zip(drafts, last, strict=True)]
         return torch.tensor(rows, dtype=torch.long, device=history.device).reshape(-1, self.gamma)
 
-    def propose_tree(self, history: torch.Tensor, lengths: torch.Tensor) -> LookupTree:
-        """The drafts as a `LookupTree` of num_steps + 1 slots (a chain is a one-branch tree)."""
+    def propose_tree(
+        self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
+    ) -> LookupTree:
+        """The drafts as a `LookupTree` of num_steps + 1 slots (a chain is a one-branch tree);
+        with `draft_lengths` [b] request r keeps nodes at depth <= its length."""
+        if draft_lengths is not None:
+            return self.propose_tree(history, lengths).cut(draft_lengths)
         drafts = self.speculate_rows(history, lengths)
         n = self.gamma + 1
         device = history.device
@@ -413,3 +430,18 @@ def _chain_of(draft: SuffixDraft, gamma: int, filler: int) -> list[int]:
         if parent == len(chain) - 1 and len(chain) < gamma:
             chain.append(token)
     return chain + [filler] * (gamma - len(chain))
+
+
+def _cut(drafts: torch.Tensor, history: torch.Tensor, lengths: torch.Tensor,
+         draft_lengths: object) -> torch.Tensor:
+    """`drafts` [b, gamma] with positions at or past draft_lengths[r] holding the request's
+    last token (`specreg.draft_lengths.cut_chain`); `drafts` without lengths."""
+    if draft_lengths is None:
+        return drafts
+    from specreg.draft_lengths import check_draft_lengths, cut_chain
+
+    b, gamma = drafts.shape
+    capped = check_draft_lengths(draft_lengths, b, gamma, device=drafts.device,
+                                 what=f"a chain of {gamma} drafts")
+    last = history.gather(1, (lengths.long() - 1)[:, None])[:, 0]
+    return cut_chain(drafts, capped, last)

@@ -22,17 +22,22 @@ class LookupVerifier(ChainVerifier):
 
     rules = ("greedy", "chain_sampling", "tree_greedy", "tree_sampling")
 
-    def verify_tree_greedy(self, tree: LookupTree, target_logits: torch.Tensor) -> VerifyResult:
+    def verify_tree_greedy(
+        self, tree: LookupTree, target_logits: torch.Tensor, *, draft_lengths: object = None
+    ) -> VerifyResult:
         """Longest path matching the target's argmax; `target_logits` [b, N, V], row i after
-        node i."""
-        return verify_tree_greedy(tree, target_logits)
+        node i. `draft_lengths` [b]: request r verifies nodes at depth <= its length only."""
+        return verify_tree_greedy(tree.cut(draft_lengths, check_values=self.check_values),
+                                  target_logits)
 
     def verify_tree_sampling(
         self, tree: LookupTree, target_probs: torch.Tensor, *,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | None = None, draft_lengths: object = None,
     ) -> VerifyResult:
-        """Target-only tree sampling (exact for history-only drafts); `target_probs` [b, N, V]."""
-        return verify_tree_sampling(tree, target_probs, generator=generator)
+        """Target-only tree sampling (exact for history-only drafts); `target_probs` [b, N, V]
+        (`draft_lengths` as in `verify_tree_greedy`)."""
+        return verify_tree_sampling(tree.cut(draft_lengths, check_values=self.check_values),
+                                    target_probs, generator=generator)
 
     def __repr__(self) -> str:
         widths = list(self.widths)

@@ -21,11 +21,13 @@ framework loads the checkpoint's weights into.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import torch
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.types import TreeBuildResult
+from specreg_eagle.kernels.tree_lengths import cut_tree
 from specreg_eagle.runtime import tree_buffers
 
 from specreg.backend import requested_backend
@@ -210,9 +212,11 @@ class MedusaDrafter:
         *,
         mask_mode: str | None = None,
         seq_lens_sum: int | None = None,
+        draft_lengths: Any = None,
     ) -> TreeBuildResult:
         """The static verify tree rooted at `bonus_tokens` [b] (the last committed tokens),
-        over `seq_lens` [b] committed tokens before the root."""
+        over `seq_lens` [b] committed tokens before the root. `draft_lengths` [b] (0..steps):
+        request r's tree keeps only its nodes at depth <= draft_lengths[r] (0: the root)."""
         width = self.width_for(draft.steps)
         layout = self.layouts[draft.steps]
         b = draft.head_tokens.shape[0]
@@ -220,12 +224,13 @@ class MedusaDrafter:
         parents, ids, heads, choices = self._layout_tensors(draft.steps, device)
         flat = draft.head_tokens.reshape(b, -1)
         draft_tokens = flat[:, heads * self.topk + choices]  # [b, N - 1]
-        return build_tree(
+        tree = build_tree(
             bonus_tokens, parents.expand(b, -1), ids.expand(b, -1), draft_tokens, seq_lens,
             topk=layout.encoding_topk, depth=draft.steps, num_verify_tokens=width,
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
             check_values=self.check_values, backend=self.backend,
         )
+        return cut_tree(tree, draft_lengths, depth=draft.steps, check_values=self.check_values)
 
     def tree_from_heads(
         self,
@@ -235,8 +240,10 @@ class MedusaDrafter:
         *,
         mask_mode: str | None = None,
         seq_lens_sum: int | None = None,
+        draft_lengths: Any = None,
     ) -> TreeBuildResult:
-        """The verify tree from every head's logits at once: `head_logits` [b, S, V]."""
+        """The verify tree from every head's logits at once: `head_logits` [b, S, V]
+        (`draft_lengths` as in `tree`)."""
         check_tensor("head_logits", head_logits)
         check_shape("head_logits", head_logits, (None, None, None))
         b, steps, v = head_logits.shape
@@ -248,5 +255,6 @@ class MedusaDrafter:
             hidden=torch.empty(b * self.topk, 0, device=head_logits.device),
         )
         return self.tree(
-            draft, bonus_tokens, seq_lens, mask_mode=mask_mode, seq_lens_sum=seq_lens_sum
+            draft, bonus_tokens, seq_lens, mask_mode=mask_mode, seq_lens_sum=seq_lens_sum,
+            draft_lengths=draft_lengths,
         )

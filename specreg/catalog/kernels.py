@@ -226,4 +226,42 @@ ENTRIES = (
         example_fix="# before\nPenalties.of(b, logit_bias=[{5: 1.0}])  # b = 2\n"
         "# after\nPenalties.of(b, logit_bias=[{5: 1.0}, {}])",
     ),
+    ErrorEntry(
+        code="SR921",
+        title="Draft length above the plan's maximum",
+        meaning=(
+            "Per-request draft lengths (draft_lengths=, one int per request; 0 = no "
+            "speculation for that request) cap how many drafts each request verifies in a step. "
+            "Buffers and widths are the plan's maxima, so no request can ask for more drafts "
+            "than the call verifies: a chain's n - 1 drafts, a tree's depth (num_steps). Each "
+            "request outside [0, maximum] is its own problem, all reported at once."
+        ),
+        when="A drafter's or verifier's draft_lengths= with a negative length or one above the "
+        "maximum, checked before any launch (host lists always; tensors on the CPU path, and "
+        "on an accelerator with check_values=True; unchecked accelerator values are clamped).",
+        solutions=("Cap each request's draft length at the plan's maximum "
+                   "(min(length, plan.gamma) for chains, num_steps for trees).",
+                   "Serve a plan with a larger maximum: --speculative-num-steps / "
+                   "--speculative-num-draft-tokens (SGLang, specreg CLI), num_speculative_tokens "
+                   "(vLLM --speculative-config)."),
+        example_fix="# before\nverifier.verify_greedy(candidates, logits, draft_lengths=[0, 7])"
+        "  # gamma 4\n# after\nverifier.verify_greedy(candidates, logits, draft_lengths=[0, 4])",
+    ),
+    ErrorEntry(
+        code="SR922",
+        title="Draft lengths do not fit the batch",
+        meaning=(
+            "draft_lengths states one draft length per request: a sequence of b ints, or an "
+            "int32/int64 tensor [b] on the verified tensors' device. It replaces the chain "
+            "kernels' verify_lens (verify_lens = draft_lengths + 1), so the two are not given "
+            "together."
+        ),
+        when="draft_lengths of another length, a float or bool dtype, another device, "
+        "non-integer entries, or draft_lengths together with verify_lens.",
+        solutions=("Pass torch.tensor(lengths, dtype=torch.int64, device=logits.device), or a "
+                   "list of b ints.",
+                   "Pass draft_lengths alone, not with verify_lens."),
+        example_fix="# before\nverify_greedy(c, logits, draft_lengths=[2, 0], verify_lens=v)\n"
+        "# after\nverify_greedy(c, logits, draft_lengths=[2, 0])",
+    ),
 )

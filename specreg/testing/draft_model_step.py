@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from specreg.testing.step_parts import lengths_keyword
+
 if TYPE_CHECKING:
     from specreg.testing.step_parts import Batch, LoopView
     from specreg.testing.toy_model import ToyLM
@@ -59,7 +61,7 @@ def draft_with_model(loop: LoopView, batch: Batch, gamma: int) -> tuple[torch.Te
     temperature = loop.temperature if loop.sampling else 0.0
     draft = drafter.draft(
         runner, batch.seqs, batch.lengths, cache_lens, gamma=gamma, temperature=temperature,
-        generator=loop.generator,
+        generator=loop.generator, **lengths_keyword(loop),
     )
     loop._draft_model_state = {  # type: ignore[attr-defined]
         "seqs": batch.seqs, "runner": runner, "lengths": batch.lengths.clone(), "gamma": gamma,

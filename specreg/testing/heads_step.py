@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from specreg.testing.step_parts import lengths_keyword
 from specreg.testing.tree_step import verify_tree
 
 if TYPE_CHECKING:
@@ -46,6 +47,9 @@ def heads_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor
     draft = drafter.start(heads[:, 0], hidden)
     for d in range(1, steps):
         draft = drafter.step(draft, heads[:, d], hidden)
-    tree = drafter.tree(draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only")
+    tree = drafter.tree(
+        draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only",
+        **lengths_keyword(loop),
+    )
     assert tree.num_verify_tokens == n, (tree.num_verify_tokens, n)
     return verify_tree(loop, batch, tree, verifier)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
+from specreg.testing.step_parts import lengths_keyword
+
 if TYPE_CHECKING:
     from specreg.testing.step_parts import Batch, LoopView
 
@@ -47,7 +49,8 @@ def history_tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch
             f"plan for {loop.plan.algorithm.name!r} proposes trees; the reference loop verifies "
             "per-request sampling parameters for chains only (use proposals='chain')"
         )
-    tree = drafter.propose_tree(batch.seqs, batch.lengths)
+    capped = lengths_keyword(loop)
+    tree = drafter.propose_tree(batch.seqs, batch.lengths, **capped)
     if tree.tokens.shape[1] > loop.verify_width:
         tree = first_slots(tree, loop.verify_width)  # an adaptive candidate verifies fewer
     if tuple(tree.tokens.shape) != (batch.size, loop.verify_width):
@@ -59,7 +62,7 @@ def history_tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch
     logits = loop.verify_logits(batch, paths, depths)
     if loop.sampling:
         probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
-        out = verifier.verify_tree_sampling(tree, probs, generator=loop.generator)
+        out = verifier.verify_tree_sampling(tree, probs, generator=loop.generator, **capped)
     else:
-        out = verifier.verify_tree_greedy(tree, logits)
+        out = verifier.verify_tree_greedy(tree, logits, **capped)
     return out.output_tokens, out.num_accepted.long() + 1

@@ -10,7 +10,9 @@ adaptive candidate of the plan instead of the main config. `params=` (a `Samplin
 value per request) runs a mixed batch through the verifier's per-request-parameters method
 (`params_method`): the drafts are the draft model's greedy proposals, so sampled requests
 verify by the target-only rule, which is lossless for any proposal drawn independently of the
-verifier's coins.
+verifier's coins. `draft_lengths=` (one int per request, 0 = no speculation;
+`specreg.draft_lengths`) caps each request's drafts at every step: the drafter and the verifier
+are both given them, and a request with 0 emits one plain token per step.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.heads_step import heads_step
 from specreg.testing.history_tree_step import history_tree_step
 from specreg.testing.kv import DenseReader, KVReader, SwapReader
-from specreg.testing.step_parts import Batch, TokenConstraint
+from specreg.testing.step_parts import Batch, TokenConstraint, lengths_keyword, proposed_counts
 from specreg.testing.toy_model import ToyLM
 from specreg.testing.tree_step import tree_step
 
@@ -107,10 +109,12 @@ class SpeculativeLoop:
         steps: int | None = None,
         params: SamplingParams | None = None,
         constraint: TokenConstraint | None = None,
+        draft_lengths: Any = None,
     ) -> None:
         if plan.verifier is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
         self.params = params
+        self.draft_lengths = draft_lengths
         self.params_verify = params_method(plan.verifier) if params is not None else None
         if params is not None and self.params_verify is None:
             raise ValueError(
@@ -194,7 +198,7 @@ class SpeculativeLoop:
             return draft_with_model(self, batch, gamma)  # a drafter driving a draft model
         if self.plan.drafter is not None:
             drafter = cast("ChainDrafterProtocol", self.plan.drafter)
-            drafts = drafter.propose(batch.seqs, batch.lengths)
+            drafts = drafter.propose(batch.seqs, batch.lengths, **lengths_keyword(self))
             check_proposals(
                 drafts, b, drafter.gamma, self.target.config.vocab_size, self.plan.algorithm.name
             )
@@ -259,6 +263,7 @@ class SpeculativeLoop:
             temperature=self.temperature if self.sampling else 0.0,
             generator=self.generator,
             gamma=gamma,
+            **lengths_keyword(self),
         )
         q = _softmax(corrected, self.temperature) if corrected is not None else None
         return drafter.candidates(anchor, drafts), q
@@ -274,17 +279,19 @@ class SpeculativeLoop:
         depths = torch.arange(n).expand(b, n)
         logits = self.verify_logits(batch, paths, depths)
         verifier = cast("ChainVerifierProtocol", self.plan.verifier)
+        capped = lengths_keyword(self)
         if self.params_verify is not None:
             result = self.params_verify(
-                candidates, logits, None, params=self.params, offsets=batch.lengths,
+                candidates, logits, None, params=self.params, offsets=batch.lengths, **capped,
                 **self.mask_inputs(paths, depths),
             )
         elif self.sampling:
             result = verifier.verify_sampling(
-                candidates, _softmax(logits, self.temperature), q, generator=self.generator
+                candidates, _softmax(logits, self.temperature), q, generator=self.generator,
+                **capped,
             )
         else:
-            result = verifier.verify_greedy(candidates, logits)
+            result = verifier.verify_greedy(candidates, logits, **capped)
         return result.output_tokens, result.num_accepted.long() + 1
 
     def mask_inputs(self, paths: torch.Tensor, depths: torch.Tensor) -> dict[str, Any]:
@@ -334,7 +341,8 @@ class SpeculativeLoop:
             active = (batch.lengths - prompt_len) < num_new  # finished requests stay put
             counts = torch.where(active, counts, torch.zeros_like(counts))
             emitted.extend(int(c) for c in counts[active])
-            stats.record_counts((counts - 1).clamp(min=0), tokens.shape[1] - 1, counted=active)
+            proposed = proposed_counts(self, tokens.shape[1] - 1, b)
+            stats.record_counts((counts - 1).clamp(min=0), proposed, counted=active)
             self._commit(batch, tokens, counts)
         out = torch.stack([batch.seqs[r, : prompt_len + num_new] for r in range(b)])
         backend = self.plan.kernel_backends()["cpu"]

@@ -1,9 +1,10 @@
 """What one draft-and-verify step shares with the loop that runs it: the batch and the loop's view.
 
 `Batch` holds every request's committed tokens; `LoopView` is what a step reads from the loop
-(the plan, the draft model, the widths of the running candidate, the sampling settings and the
-target's verify logits). `specreg.testing.tree_step` takes a `LoopView`, so it never imports the
-loop that calls it.
+(the plan, the draft model, the widths of the running candidate, the sampling settings, the
+per-request draft lengths and the target's verify logits); `lengths_keyword` is how a step
+hands those lengths to a drafter or verifier. `specreg.testing.tree_step` takes a `LoopView`,
+so it never imports the loop that calls it.
 """
 
 from __future__ import annotations
@@ -60,9 +61,25 @@ class LoopView(Protocol):
     sampling: bool
     temperature: float
     generator: torch.Generator
+    draft_lengths: Any
 
     def verify_logits(
         self, batch: Batch, paths: torch.Tensor, depths: torch.Tensor
     ) -> torch.Tensor: ...
 
     def mask_inputs(self, paths: torch.Tensor, depths: torch.Tensor) -> dict[str, Any]: ...
+
+
+def lengths_keyword(loop: object) -> dict[str, Any]:
+    """`{"draft_lengths": ...}` when the loop caps requests' drafts, else `{}` (so drafters and
+    verifiers without the keyword still run the uncapped loop)."""
+    lengths = getattr(loop, "draft_lengths", None)
+    return {} if lengths is None else {"draft_lengths": lengths}
+
+
+def proposed_counts(loop: object, width: int, batch: int) -> int | torch.Tensor:
+    """The drafts each request had this step: the path width, or its draft length."""
+    lengths = getattr(loop, "draft_lengths", None)
+    if lengths is None:
+        return width
+    return torch.as_tensor(lengths, dtype=torch.int64).clamp(max=width).reshape(batch)

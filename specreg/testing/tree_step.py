@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from specreg.testing.step_parts import Batch, LoopView
+from specreg.testing.step_parts import Batch, LoopView, lengths_keyword
 
 if TYPE_CHECKING:
     from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
@@ -50,7 +50,10 @@ def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]
         branch_paths = hidden[:, :i].reshape(b, k, i)
         logits = _draft_logits(loop, batch, branch_paths, i).reshape(b * k, -1)  # [b*K, V]
         draft = drafter.step(draft, logits, hidden)
-    tree = drafter.tree(draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only")
+    tree = drafter.tree(
+        draft, batch.last_tokens(), batch.lengths - 1, mask_mode="qlen_only",
+        **lengths_keyword(loop),
+    )
     assert tree.num_verify_tokens == loop.verify_width, (tree.num_verify_tokens, loop.verify_width)
     return verify_tree(loop, batch, tree, verifier)
 
@@ -69,11 +72,13 @@ def verify_tree(
     rows, nodes, anc = where[:, 0], where[:, 1], where[:, 2]
     paths[rows, nodes, depths[rows, anc]] = tokens[rows, anc]
     logits = loop.verify_logits(batch, paths, depths)
+    capped = lengths_keyword(loop)
     if loop.params_verify is not None:
-        out = loop.params_verify(tree, logits, params=loop.params, **loop.mask_inputs(paths, depths))
+        out = loop.params_verify(tree, logits, params=loop.params, **capped,
+                                 **loop.mask_inputs(paths, depths))
     elif loop.sampling:
         probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
-        out = verifier.verify_sampling(tree, probs, generator=loop.generator)
+        out = verifier.verify_sampling(tree, probs, generator=loop.generator, **capped)
     else:
-        out = verifier.verify_greedy(tree, logits)
+        out = verifier.verify_greedy(tree, logits, **capped)
     return out.output_tokens, out.num_accepted.long() + 1

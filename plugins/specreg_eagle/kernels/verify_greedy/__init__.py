@@ -8,6 +8,8 @@ otherwise the walk on every node's argmax (torch, or Triton with `row_argmax_tri
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from specreg.backend import select_backend
@@ -20,6 +22,7 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
+from specreg_eagle.kernels.tree_lengths import cut_below
 from specreg_eagle.kernels.verify_greedy.checks import (
     check_tree_inputs,
     check_tree_values,
@@ -44,12 +47,15 @@ def verify_tree_greedy(
     check_values: bool | None = None,
     block_v: int | None = None,
     backend: str | None = None,
+    draft_lengths: Any = None,
 ) -> TreeVerifyResult:
     """Greedy tree verification (see `reference` for the rule).
 
     Give exactly one of `target_logits` [b, N, V] (any float dtype; argmax per node, ties to the
     lowest index) or `target_predict` [b, N] (the argmax already computed). `depth` = num_steps.
     `backend`: 'auto' | 'torch' | 'triton' | None (None reads SPECREG_KERNEL_BACKEND).
+    `draft_lengths` [b] (0..depth; `specreg.draft_lengths`): request r walks only the nodes at
+    depth <= draft_lengths[r] (0: the root alone, the bonus is the root's argmax).
     """
     b, n = check_tree_inputs(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, depth
@@ -77,6 +83,10 @@ def verify_tree_greedy(
         candidates=candidates, retrieve_index=retrieve_index,
         retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
         target_logits=target_logits, target_predict=target_predict,
+    )
+    retrieve_next_token = cut_below(
+        retrieve_next_token, retrieve_next_sibling, draft_lengths, depth=depth,
+        check_values=check_values,
     )
     if should_check_values(device, check_values):
         check_tree_values(

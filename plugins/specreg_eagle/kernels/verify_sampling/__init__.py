@@ -34,6 +34,8 @@ No [b, N, V] temporaries, the caller's tensors are never written, no host synchr
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from specreg.backend import select_backend
@@ -57,6 +59,7 @@ from specreg.kernels.filtering.types import (
 from specreg.kernels.penalties import Penalties, apply_penalties_, tree_context
 from specreg.kernels.sampling import request_coins
 from specreg.sampling_params import SamplingParams
+from specreg_eagle.kernels.tree_lengths import cut_below
 from specreg_eagle.kernels.verify_greedy.checks import (
     check_tree_inputs,
     check_tree_rows,
@@ -88,6 +91,7 @@ def verify_tree_sampling(
     check_values: bool | None = None,
     block_v: int | None = None,
     backend: str | None = None,
+    draft_lengths: Any = None,
 ) -> TreeVerifyResult:
     """Tree speculative sampling (see the module docstring for both rules).
 
@@ -98,11 +102,17 @@ def verify_tree_sampling(
     0..N-1 the node coins, column N the final coin), or `torch.rand` with `generator` when no seed.
     Thresholds in (0, 1] apply to the target-only rule; 1.0 keeps it lossless. `backend`:
     'auto' | 'torch' | 'triton' | None (None reads SPECREG_KERNEL_BACKEND).
+    `draft_lengths` [b] (0..depth; `specreg.draft_lengths`): request r verifies only the nodes
+    at depth <= draft_lengths[r] (0: the root alone, one plain sample from its row).
     """
     b, n = check_tree_inputs(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, depth
     )
     vocab = check_tree_rows(b, n, target_probs=target_probs, draft_probs=draft_probs)
+    retrieve_next_token = cut_below(
+        retrieve_next_token, retrieve_next_sibling, draft_lengths, depth=depth,
+        check_values=check_values,
+    )
     if coins is not None:
         check_shape("coins", coins, (b, n))
         check_dtype("coins", coins, FLOAT_DTYPES)
@@ -187,6 +197,7 @@ def verify_tree_with_params(
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
     token_bitmask: torch.Tensor | None = None,
     penalties: Penalties | None = None,
+    draft_lengths: Any = None,
 ) -> TreeVerifyResult:
     """Tree verification of a batch whose requests carry their own sampling parameters.
 
@@ -205,12 +216,17 @@ def verify_tree_with_params(
     path (`specreg.kernels.token_mask`); it masks `target` and `draft` IN PLACE before verifying,
     so greedy and sampled requests alike pick only allowed tokens. `penalties`
     (`specreg.kernels.penalties`) penalise `target` IN PLACE at every node, counting the drafts
-    on the node's path as output.
+    on the node's path as output. `draft_lengths` [b] as in `verify_tree_sampling`.
     """
     from specreg.kernels.chain_params.checks import check_scores
     from specreg.kernels.token_mask import apply_token_bitmask_
 
     rule = filter_rule(filter_order)
+    check_tree_inputs(candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, depth)
+    retrieve_next_token = cut_below(
+        retrieve_next_token, retrieve_next_sibling, draft_lengths, depth=depth,
+        check_values=check_values,
+    )
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     b, n = check_tree_inputs(*links, depth)
     vocab = check_tree_rows(b, n, target=target, draft=draft)

@@ -38,3 +38,19 @@ class LookupTree:
         for i in range(1, n):
             mask[:, i] |= mask.gather(1, parent[:, i, None, None].expand(b, 1, n))[:, 0]
         return mask & self.valid[:, :, None] | eye
+
+    def cut(self, draft_lengths: object, *, check_values: bool | None = None) -> LookupTree:
+        """The trees with request r's nodes below depth draft_lengths[r] no longer valid
+        (`specreg.draft_lengths`, 0..N-1; 0 leaves the root alone); `self` without lengths."""
+        if draft_lengths is None:
+            return self
+        from specreg.draft_lengths import check_draft_lengths
+
+        b, n = self.tokens.shape
+        lengths = check_draft_lengths(
+            draft_lengths, b, n - 1, device=self.tokens.device, check_values=check_values,
+            what=f"a tree of {n} slots",
+        )
+        keep = self.depth <= lengths[:, None]
+        keep[:, 0] = True
+        return attrs.evolve(self, valid=self.valid & keep)
