@@ -71,15 +71,25 @@ def _dense(inputs):
         return tree_torch.verify_tree_sampling_torch(inputs)
 
 
-def _sample(backend, candidates, target, draft, coins, final_coins, **kwargs):
+def _sample(backend, candidates, target, draft, coins, final_coins, *, links=(FIRST, SIBLING),
+            reference_links=None, **kwargs):
+    """Both backends (and the accelerators' torch branches) against the reference, on the tree
+    `links`; the reference walks `reference_links` instead where given (the same nodes)."""
     b = candidates.shape[0]
-    retrieve_index, next_token, next_sibling = _links(FIRST, SIBLING, b)
+    retrieve_index, next_token, next_sibling = _links(*links, b)
     inputs = TreeSamplingInputs(
         candidates, retrieve_index, next_token, next_sibling, target, draft, coins, final_coins,
         depth=2, threshold_single=kwargs.get("threshold_single", 1.0),
         threshold_acc=kwargs.get("threshold_acc", 1.0),
     )
-    want = verify_tree_sampling_reference(inputs)
+    walked = inputs
+    if reference_links is not None:
+        _, ref_next, ref_sibling = _links(*reference_links, b)
+        walked = TreeSamplingInputs(
+            candidates, retrieve_index, ref_next, ref_sibling, target, draft, coins, final_coins,
+            depth=2, threshold_single=inputs.threshold_single, threshold_acc=inputs.threshold_acc,
+        )
+    want = verify_tree_sampling_reference(walked)
     got = verify_tree_sampling(candidates, retrieve_index, next_token, next_sibling, target,
                                depth=2, draft_probs=draft, coins=coins, final_coins=final_coins,
                                backend=backend, block_v=16, **kwargs)  # fmt: skip
@@ -159,3 +169,40 @@ def test_the_accelerator_branches_on_cpu_tensors_equal_the_reference(with_q):
               sampling_inputs((6, 3, 3, 10), 11, 3, with_q=with_q, threshold_single=0.3)]
     for inputs in cases:
         _same(_dense(inputs), verify_tree_sampling_reference(inputs))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_token_tried_at_an_earlier_parent_is_not_a_duplicate_at_the_next(backend):
+    """Root 0 -> children 1 (token 1), 2 (token 2); node 2 -> child 3 (token 1 again). Node 1 is
+    rejected at the root and node 2 accepted: the root's tried tokens are forgotten, so token 1
+    at node 2 is a fresh child (no stale slot of the root counts as tried) and is accepted.
+    Target-only: root coin .6 (> p(1) = .25, < p(1) + p(2) = .75), node 2's coin .1 < p(1) =
+    .125. Recursive rejection: q(1) = .5 at the root, coin .6 rejects node 1 (.6 * .5 >= .25),
+    node 2 is accepted (its residual .25 of .5 against q .25 of .5), and node 3 (p = q = 1/8,
+    coin .1) is accepted, which a stale coefficient 1 for token 1 (residual 0) would refuse."""
+    links = ([1, -1, 3, -1], [-1, 2, -1, -1])
+    target = _rows(2, [0.25, 0.25, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0])
+    draft = _rows(2, [0.0, 0.5, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0])
+    candidates = torch.tensor([[0, 1, 2, 1]] * 2)
+    coins = torch.tensor([[0.6, 0.5, 0.1, 0.0]] * 2)
+    final_coins = torch.tensor([0.3, 0.7])
+    for q in (None, draft):
+        want = _sample(backend, candidates, target, q, coins, final_coins, links=links)
+        assert want.accept_token_num.tolist() == [2, 2]
+        assert want.accept_index[:, 1:].tolist() == [[2, 3], [6, 7]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unchecked_out_of_range_candidates_are_never_accepted(backend):
+    """With `check_values=False` (the GPU default) candidate ids -1 and `vocab` reach the
+    kernel: never accepted, even with coins of 0 and p > 0 at the ids they would clamp to (0
+    and vocab - 1), never read out of bounds, never recorded as tried; the walk goes on to the
+    next sibling (token 0, p = .25) exactly as the reference walks the tree without them."""
+    links = ([1, -1, -1, -1], [-1, 2, 3, -1])  # root -> 1 (-1), 2 (vocab), 3 (token 0)
+    without = ([3, -1, -1, -1], [-1, -1, -1, -1])  # root -> 3
+    target = _rows(2, [0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.25])
+    candidates = torch.tensor([[0, -1, VOCAB, 0]] * 2)
+    coins, final_coins = torch.zeros(2, 4), torch.tensor([0.2, 0.9])
+    want = _sample(backend, candidates, target, None, coins, final_coins, links=links,
+                   reference_links=without, check_values=False)  # fmt: skip
+    assert want.accept_index[:, 1].tolist() == [3, 7]
