@@ -206,3 +206,19 @@ def test_unchecked_out_of_range_candidates_are_never_accepted(backend):
     want = _sample(backend, candidates, target, None, coins, final_coins, links=links,
                    reference_links=without, check_values=False)  # fmt: skip
     assert want.accept_index[:, 1].tolist() == [3, 7]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_child_outside_a_spent_draft_keeps_its_residual_in_the_final_draw(backend):
+    """Recursive rejection with q one-hot at token 1: node 1 (token 1, p = .25, coin .5) is
+    rejected, which spends all of q (the residual is p without token 1). Node 2 drafts token 3,
+    outside q: with no q mass left it is rejected and the residual stays as it was, so token 3
+    keeps its .25 in the final draw (coin .9 of the mass .75 lands on it). Its frozen
+    coefficient (the current one, 1) must leave p(3) in place, not strike it."""
+    target = _rows(2, [0.25, 0.25, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0])
+    draft = _rows(2, [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    candidates = torch.tensor([[0, 1, 3, 2]] * 2)
+    coins, final_coins = torch.tensor([[0.5, 0.5, 0.0, 0.0]] * 2), torch.tensor([0.9, 0.5])
+    want = _sample(backend, candidates, target, draft, coins, final_coins)
+    assert want.accept_token_num.tolist() == [0, 0]
+    assert want.output_tokens[:, 0].tolist() == [3, 2]
