@@ -222,3 +222,38 @@ def test_a_child_outside_a_spent_draft_keeps_its_residual_in_the_final_draw(back
     want = _sample(backend, candidates, target, draft, coins, final_coins)
     assert want.accept_token_num.tolist() == [0, 0]
     assert want.output_tokens[:, 0].tolist() == [3, 2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_residual_mass_after_two_rejections_decides_the_third_child(backend):
+    """Recursive rejection at the root, three children (tokens 0, 2, 4): 0 and 2 are rejected
+    (coins .9), and the third's acceptance compares its coin with r(4) / sum(r) over
+    q(4) / sum(q) after both, here .8276: coin .75 accepts it (request 0), .9 does not
+    (request 1). The mass of the residual after the second rejection must count the untried
+    tokens only (the tried ones are at 0), neither less nor more, or one of them flips."""
+    links = ([1, -1, -1, -1], [-1, 2, 3, -1])
+    target = _rows(2, [0.1, 0.2, 0.1, 0.2, 0.4, 0.0, 0.0, 0.0])
+    draft = _rows(2, [0.3, 0.05, 0.3, 0.15, 0.2, 0.0, 0.0, 0.0])
+    candidates = torch.tensor([[0, 0, 2, 4]] * 2)
+    coins = torch.tensor([[0.9, 0.9, 0.75, 0.0], [0.9, 0.9, 0.9, 0.0]])
+    final_coins = torch.tensor([0.5, 0.5])
+    want = _sample(backend, candidates, target, draft, coins, final_coins, links=links)
+    assert want.accept_index[:, 1].tolist() == [3, -1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_sampling_walk_stops_at_depth_in_a_deeper_tree(backend):
+    """A chain of three drafts (root -> 1 -> 2 -> 3) under depth 2, each child one the rule
+    would accept (coins 0, q = p: uniform rows, then node 2's one-hot at token 5, node 3's
+    token): the walk stops after two drafts, and the bonus is drawn from node 2's row (token 5),
+    not node 3's (one-hot at 6)."""
+    links = ([1, 2, 3, -1], [-1, -1, -1, -1])
+    target = torch.full((2, 4, VOCAB), 1.0 / VOCAB)
+    target[:, 2] = torch.nn.functional.one_hot(torch.tensor(5), VOCAB).float()
+    target[:, 3] = torch.nn.functional.one_hot(torch.tensor(6), VOCAB).float()
+    candidates = torch.tensor([[0, 1, 2, 5]] * 2)
+    coins, final_coins = torch.zeros(2, 4), torch.tensor([0.5, 0.5])
+    for q in (None, target.clone()):
+        want = _sample(backend, candidates, target, q, coins, final_coins, links=links)
+        assert want.accept_token_num.tolist() == [2, 2]
+        assert want.output_tokens.tolist() == [[1, 2, 5]] * 2

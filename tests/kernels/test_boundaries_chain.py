@@ -293,3 +293,25 @@ def test_the_accelerator_greedy_walk_on_cpu_tensors_equals_the_reference(monkeyp
     want = verify_chain_greedy_reference(candidates, logits, verify_lens=lens)
     assert want.accept_len.tolist() == [3, 3, 1, 0, 0, 0]
     assert want.output_tokens[1, 2] == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unchecked_minus_one_draft_excludes_no_token_from_the_correction(backend):
+    """Target-only rule with sampling params and `check_values=False`: a draft id of -1 is
+    rejected, and the correction is drawn from p without excluding any token (there is no
+    token -1), here the last one, vocab - 1, which holds half of p's mass (final coin .75)."""
+    vocab = 6
+    target = torch.zeros(1, 2, vocab)
+    target[:, 0, 0] = target[:, 0, vocab - 1] = 0.5
+    candidates = torch.tensor([[0, -1]])
+    params = SamplingParams.of(1, temperature=1.0)
+    coins, final_coins = torch.zeros(1, 1), torch.tensor([0.75])
+    want = verify_chain_with_params_reference(ChainParamsInputs(
+        candidates=candidates, target=target, draft=None, params=params, coins=coins,
+        final_coins=final_coins, probabilities=True,
+    ))  # fmt: skip
+    assert want.output_tokens.tolist() == [[vocab - 1, -1]]
+    got = verify_chain_with_params(candidates, target, None, params=params, coins=coins,
+                                   final_coins=final_coins, probabilities=True,
+                                   check_values=False, backend=backend, block_v=16)
+    _same(got, want)
