@@ -257,3 +257,35 @@ def test_the_sampling_walk_stops_at_depth_in_a_deeper_tree(backend):
         want = _sample(backend, candidates, target, q, coins, final_coins, links=links)
         assert want.accept_token_num.tolist() == [2, 2]
         assert want.output_tokens.tolist() == [[1, 2, 5]] * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_draft_row_of_tiny_mass_is_scaled_by_its_own_mass(backend):
+    """Recursive rejection on a q row whose whole mass is 1.5e-30 (q(1) = 5e-31, q(2) = 1e-30,
+    normal float32 numbers): node 1 (token 1, coin .9) is rejected, and the residual's
+    coefficient is 1 / 1.5e-30, which leaves token 2 (p = .6) at max(.6 - 2/3, 0) = 0, so
+    node 2 is rejected even with coin .1, and the final token comes from token 0 alone. A
+    coefficient from a mass floored any higher (2e-30) would leave token 2 a residual."""
+    target = _rows(2, [0.2, 0.2, 0.6, 0.0, 0.0, 0.0, 0.0, 0.0])
+    draft = _rows(2, [0.0, 5e-31, 1e-30, 0.0, 0.0, 0.0, 0.0, 0.0])
+    candidates = torch.tensor([[0, 1, 2, 3]] * 2)
+    coins, final_coins = torch.tensor([[0.9, 0.1, 0.0, 0.0]] * 2), torch.tensor([0.5, 0.99])
+    want = _sample(backend, candidates, target, draft, coins, final_coins)
+    assert want.accept_token_num.tolist() == [0, 0]
+    assert want.output_tokens[:, 0].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_duplicate_child_spends_no_draft_mass(backend):
+    """Recursive rejection at the root, children tokens 0, 0 (a duplicate), 4. The duplicate
+    is rejected and updates the residual, but token 0 left q once already: q's mass stays
+    20/26, and the third child's threshold is .787 (coin .65 accepts it); taking token 0's q
+    out a second time would lower it to .551 and reject it."""
+    links = ([1, -1, -1, -1], [-1, 2, 3, -1])
+    target = _rows(2, [x / 17 for x in (3, 1, 7, 0, 6, 0, 0, 0)])
+    draft = _rows(2, [x / 26 for x in (6, 9, 0, 7, 4, 0, 0, 0)])
+    candidates = torch.tensor([[0, 0, 0, 4]] * 2)
+    coins = torch.tensor([[0.99, 0.9, 0.65, 0.0], [0.99, 0.9, 0.85, 0.0]])
+    final_coins = torch.tensor([0.5, 0.5])
+    want = _sample(backend, candidates, target, draft, coins, final_coins, links=links)
+    assert want.accept_index[:, 1].tolist() == [3, -1]
