@@ -289,3 +289,44 @@ def test_a_duplicate_child_spends_no_draft_mass(backend):
     final_coins = torch.tensor([0.5, 0.5])
     want = _sample(backend, candidates, target, draft, coins, final_coins, links=links)
     assert want.accept_index[:, 1].tolist() == [3, -1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_accepted_node_without_draft_mass_tries_its_children_by_the_target_only_rule(backend):
+    """Root 0 (q = p: recursive rejection) accepts node 1 (coin 0); node 1's q row is all
+    zero, so its child, node 3 (token 2, p = 1/8), is tried by the target-only rule with
+    node 1's coin .05 and accepted; recursive rejection with no q mass would refuse it."""
+    target = _rows(2, [0.125] * VOCAB)
+    draft = target.clone()
+    draft[:, 1] = 0.0
+    candidates = torch.tensor([[0, 1, 5, 2]] * 2)
+    coins, final_coins = torch.tensor([[0.0, 0.05, 0.0, 0.0]] * 2), torch.tensor([0.3, 0.6])
+    want = _sample(backend, candidates, target, draft, coins, final_coins)
+    assert want.accept_token_num.tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rows_that_cannot_be_viewed_flat_equal_the_reference(backend):
+    """target and draft [b, N, V] as transposes of [N, b, V] tensors (no flat [b * N, V] view):
+    the masses and draws read them through a copy, with the same results, on the torch
+    paths (both branches) and Triton, on random trees of the reference tests."""
+    from tests.eagle.test_eagle_reference import sampling_inputs
+
+    base = sampling_inputs((4, 3, 3, 10), 11, 3, with_q=True)
+    target = base.target_probs.transpose(0, 1).contiguous().transpose(0, 1)
+    draft = base.draft_probs.transpose(0, 1).contiguous().transpose(0, 1)
+    with pytest.raises(RuntimeError):
+        target.view(-1, target.shape[-1])
+    inputs = TreeSamplingInputs(
+        base.candidates, base.retrieve_index, base.next_token, base.next_sibling, target, draft,
+        base.coins, base.final_coins, depth=base.depth,
+    )
+    want = verify_tree_sampling_reference(inputs)
+    assert torch.equal(want.output_tokens, verify_tree_sampling_reference(base).output_tokens)
+    _same(tree_torch.verify_tree_sampling_torch(inputs), want)
+    _same(_dense(inputs), want)
+    got = verify_tree_sampling(inputs.candidates, inputs.retrieve_index, inputs.next_token,
+                               inputs.next_sibling, target, depth=inputs.depth, draft_probs=draft,
+                               coins=inputs.coins, final_coins=inputs.final_coins,
+                               backend=backend, block_v=16)  # fmt: skip
+    _same(got, want)
