@@ -78,3 +78,40 @@ def test_swap_at_production_sizes_equals_the_reference(monkeypatch, numpy_path, 
         assert torch.equal(dev, ref_dev)
         misses.append(int(want.miss_count.min()))
     assert min(misses) >= 100 and int(sw.state.slot_stamp.max()) == 4  # several misses a row
+
+
+@pytest.mark.parametrize("impl", ["torch", "torch-no-numpy", "triton"])
+def test_a_tail_slot_holding_a_token_of_another_page_position_is_no_hit(monkeypatch, impl):
+    """Rule 3 reads token t from tail slot t % page only. Tail slot 0 of request 0 holds token
+    5 (whose slot is 1, holding 9): a read of 5 is a miss served from the host, not slot 0's
+    row; 9 and 2 sit in their own slots (tail reads without IO); slot 3 is empty (-1), so 7
+    misses. Hot slot 0 also holds 9: the tail wins (rule 2), so that slot is not hit.
+    Request 1's tail holds token 0 in slot 0 (a hit: position 0 is a position) and, in slot 1,
+    17, a position past max_seq_len (16) that no read can match: 1, 2 and 3 miss. States that
+    write_tail cannot produce, but the rule is defined on any state. Every impl against the
+    reference."""
+    from tests.hisparse.test_reference import _use
+
+    layout = small_layout(top_k=4, hot_size=4, page_size=4, req_slots=2, max_steps=1,
+                          max_seq_len=16)  # fmt: skip
+    tokens = torch.tensor([[[5, 9, 2, 7]], [[0, 1, 2, 3]]], dtype=torch.int32)
+    req, seq = torch.tensor([0, 1]), torch.tensor([[16], [16]])
+    ref, ref_host, ref_dev = make_cache(layout)
+    _use(impl, monkeypatch)
+    sw, host, dev = make_cache(layout)
+    for cache in (ref, sw):
+        cache.state.tail_tokens[0] = torch.tensor([5, 9, 2, -1], dtype=torch.int32)
+        cache.state.tail_tokens[1] = torch.tensor([0, 17, -1, -1], dtype=torch.int32)
+        cache.state.slot_tokens[0, 0, 0] = 9
+    want, errors = _reference_swap(ref, tokens, req, seq, 2, 0, ref_host, ref_dev)
+    assert errors == 0 and want.miss_count.tolist() == [2, 3]
+    tail_rows = ref.state.slot_rows[0, layout.hot_size:].tolist()
+    assert want.out[0, 0, 1:3].tolist() == tail_rows[1:3] and want.hits.tolist() == [0, 0]
+    locs = sw.swap(tokens, req, seq, 2, layer=0, host_cache=host, device_buffer=dev)
+    assert torch.equal(locs, want.out)
+    assert torch.equal(sw.last_plan.miss_src, want.miss_src)
+    assert torch.equal(sw.last_plan.miss_dst, want.miss_dst)
+    assert torch.equal(sw.last_stats.hits, want.hits)
+    for name in STATE:
+        assert torch.equal(getattr(sw.state, name), getattr(ref.state, name)), name
+    assert torch.equal(dev, ref_dev)

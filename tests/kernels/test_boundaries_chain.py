@@ -236,3 +236,82 @@ def test_unchecked_out_of_range_drafts_with_sampling_params_are_never_accepted(b
             assert want.accept_len.tolist()[:3] == [0, 0, 1]
         if q is None and c.shape[1] == 3:
             assert want.output_tokens[3, 0] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bonus_after_every_draft_accepted_may_be_the_last_token_without_a_draft(backend):
+    """Target-only rule with sampling params: a request that accepts every draft (and one with
+    no draft, a chain of one position) draws its bonus from p, excluding no token: here half
+    of p's mass lies on the last token, vocab - 1, and the final coin .75 picks it. Excluding
+    the position's token -1 (no token) must not strike the last vocab entry by wrapping around."""
+    vocab = 6
+    target = torch.zeros(2, 2, vocab)
+    target[:, 0, 2] = 1.0  # the draft 2 of request 0 is accepted (p(2) = 1 > coin 0)
+    target[:, 1, 0] = target[:, 1, vocab - 1] = 0.5
+    candidates = torch.tensor([[0, 2], [0, 2]])
+    params = SamplingParams.of(2, temperature=1.0)
+    coins, final_coins = torch.zeros(2, 1), torch.tensor([0.75, 0.75])
+    for c, t, k in ((candidates, target, coins), (candidates[:, :1], target[:, 1:], coins[:, :0])):
+        want = verify_chain_with_params_reference(ChainParamsInputs(
+            candidates=c, target=t, draft=None, params=params, coins=k, final_coins=final_coins,
+            probabilities=True,
+        ))  # fmt: skip
+        assert want.output_tokens[:, -1].tolist() == [vocab - 1, vocab - 1]
+        got = verify_chain_with_params(c, t, None, params=params, coins=k,
+                                       final_coins=final_coins, probabilities=True,
+                                       backend=backend, block_v=16)  # fmt: skip
+        _same(got, want)
+
+
+def test_the_accelerator_greedy_walk_on_cpu_tensors_equals_the_reference(monkeypatch):
+    """Greedy chain verification on accelerators (`_verify_chain_greedy_batched`: one argmax
+    over every row) never runs on a CPU tensor; swapped in for the CPU walk it must give the
+    reference's tokens: ragged caps, a mismatch at every position, ties (the first index wins),
+    a -1 draft, and a chain of one position."""
+    from specreg.kernels.chain import torch_impl
+    from specreg.kernels.chain.reference import verify_chain_greedy_reference
+
+    monkeypatch.setattr(torch_impl, "_verify_chain_greedy_progressive",
+                        torch_impl._verify_chain_greedy_batched)  # fmt: skip
+    gen = torch.Generator().manual_seed(5)
+    b, n, vocab = 6, 4, 9
+    logits = torch.randn(b, n, vocab, generator=gen)
+    logits[1, 2, 3] = logits[1, 2, 7] = logits[1, 2].max() + 1.0  # a tie: 3 wins
+    predict = logits.argmax(-1)
+    candidates = torch.cat([torch.zeros(b, 1, dtype=torch.int64), predict[:, :-1]], 1)
+    candidates[2, 2] = (predict[2, 1] + 1) % vocab  # a mismatch after one accepted draft
+    candidates[3, 1] = -1
+    candidates[4, 1] = (predict[4, 0] + 1) % vocab
+    lens = torch.tensor([4, 4, 4, 3, 2, 1])
+    for c, t, v in ((candidates, logits, lens), (candidates, logits, None),
+                    (candidates[:, :1], logits[:, :1], None)):
+        want = verify_chain_greedy_reference(c, t, verify_lens=v)
+        got = torch_impl.verify_chain_greedy_torch(c, t, verify_lens=v)
+        _same(got, want)
+        assert torch.equal(got.bonus, want.bonus)
+    assert want.accept_len.tolist() == [0] * b
+    want = verify_chain_greedy_reference(candidates, logits, verify_lens=lens)
+    assert want.accept_len.tolist() == [3, 3, 1, 0, 0, 0]
+    assert want.output_tokens[1, 2] == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unchecked_minus_one_draft_excludes_no_token_from_the_correction(backend):
+    """Target-only rule with sampling params and `check_values=False`: a draft id of -1 is
+    rejected, and the correction is drawn from p without excluding any token (there is no
+    token -1), here the last one, vocab - 1, which holds half of p's mass (final coin .75)."""
+    vocab = 6
+    target = torch.zeros(1, 2, vocab)
+    target[:, 0, 0] = target[:, 0, vocab - 1] = 0.5
+    candidates = torch.tensor([[0, -1]])
+    params = SamplingParams.of(1, temperature=1.0)
+    coins, final_coins = torch.zeros(1, 1), torch.tensor([0.75])
+    want = verify_chain_with_params_reference(ChainParamsInputs(
+        candidates=candidates, target=target, draft=None, params=params, coins=coins,
+        final_coins=final_coins, probabilities=True,
+    ))  # fmt: skip
+    assert want.output_tokens.tolist() == [[vocab - 1, -1]]
+    got = verify_chain_with_params(candidates, target, None, params=params, coins=coins,
+                                   final_coins=final_coins, probabilities=True,
+                                   check_values=False, backend=backend, block_v=16)
+    _same(got, want)

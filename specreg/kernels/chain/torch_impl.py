@@ -78,10 +78,17 @@ def verify_chain_greedy_from_predict_torch(
 def verify_chain_greedy_torch(
     candidates: torch.Tensor, target_logits: torch.Tensor, *, verify_lens: torch.Tensor | None
 ) -> ChainVerifyResult:
-    if target_logits.device.type != "cpu":  # one batched argmax, no host synchronisation
-        predict = torch.argmax(target_logits, dim=-1)
-        return verify_chain_greedy_from_predict_torch(candidates, predict, verify_lens=verify_lens)
+    if target_logits.device.type != "cpu":
+        return _verify_chain_greedy_batched(candidates, target_logits, verify_lens)
     return _verify_chain_greedy_progressive(candidates, target_logits, verify_lens)
+
+
+def _verify_chain_greedy_batched(
+    candidates: torch.Tensor, target_logits: torch.Tensor, verify_lens: torch.Tensor | None
+) -> ChainVerifyResult:
+    """Accelerators: one batched argmax over every row, no host synchronisation."""
+    predict = torch.argmax(target_logits, dim=-1)
+    return verify_chain_greedy_from_predict_torch(candidates, predict, verify_lens=verify_lens)
 
 
 def _verify_chain_greedy_progressive(
