@@ -29,8 +29,8 @@ import torch
 from specreg.kernels.token_mask import bitmask_words
 from specreg.kernels.token_mask.reference import masked_row
 from specreg.sampling_params import SamplingParams
-from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
 from specreg.testing.loop import GenerationResult, SpeculativeLoop
+from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
 from specreg.testing.toy_model import ToyLM
 
 if TYPE_CHECKING:
@@ -145,15 +145,17 @@ class GrammarConstraint:
         """The matchers accept each request's first `counts[r]` emitted tokens."""
         for r, count in enumerate(counts.tolist()):
             for token in tokens[r, :count].tolist():
-                if self.ended[r]:
-                    if token != STOP_TOKEN:
-                        self.violations.append((r, int(token)))
-                    continue
-                if not self.matchers[r].accept_token(int(token)):
-                    self.violations.append((r, int(token)))
-                    continue
-                if self.matchers[r].is_terminated():
-                    self.ended[r] = True
+                self.accept(r, int(token))
+
+    def accept(self, r: int, token: int) -> None:
+        """Request r's matcher accepts `token`; a refused one is recorded in `violations`."""
+        if self.ended[r]:
+            if token != STOP_TOKEN:
+                self.violations.append((r, token))
+        elif not self.matchers[r].accept_token(token):
+            self.violations.append((r, token))
+        elif self.matchers[r].is_terminated():
+            self.ended[r] = True
 
 
 def constrained_greedy(target: ToyLM, grammar: Any, prompts: torch.Tensor, num_new: int,
@@ -170,15 +172,8 @@ def constrained_greedy(target: ToyLM, grammar: Any, prompts: torch.Tensor, num_n
             constraint._fill(r, row[0, 0])
             token = int(masked_row(logits[r].float(), row[0, 0], probabilities=False).argmax())
             seqs[r, length + j] = token
-            _accept(constraint, r, token)
+            constraint.accept(r, token)
     return seqs
-
-
-def _accept(constraint: GrammarConstraint, r: int, token: int) -> None:
-    tokens = torch.zeros((len(constraint.matchers), 1), dtype=torch.long)
-    counts = torch.zeros(len(constraint.matchers), dtype=torch.long)
-    tokens[r, 0], counts[r] = token, 1
-    constraint.commit(tokens, counts)
 
 
 def constrained_distribution(target: ToyLM, grammar: Any, prompt: torch.Tensor,
