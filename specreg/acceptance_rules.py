@@ -224,7 +224,7 @@ class AcceptanceRule:
 
     def _synthetic(self, message: str, accepted: str, name: str) -> Problem:
         return problem("SR194", message, accepted=accepted,
-                       fix=f"set {self._where(name)} within {accepted}",
+                       fix=f"give {self._where(name)} as {accepted}",
                        field=f"acceptance.{name}")
 
 

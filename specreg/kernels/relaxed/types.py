@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 #: `RuleParams.mode` values (the Triton kernel's MODE).
 THRESHOLDS, TYPICAL, SYNTHETIC = 0, 1, 2
@@ -26,6 +29,9 @@ class RuleParams:
     posterior_threshold: float = 0.09
     posterior_alpha: float = 0.3
     rates: tuple[float, ...] = ()
+    _on_device: dict[Any, torch.Tensor] = attrs.field(
+        factory=dict, eq=False, hash=False, repr=False, alias="_on_device"
+    )
 
     @classmethod
     def of(cls, rule: object) -> RuleParams:
@@ -48,5 +54,12 @@ class RuleParams:
         raise ValueError(f"RuleParams.of needs a lossy rule, got {kind!r}")
 
     def rates_tensor(self, device: torch.device) -> torch.Tensor:
-        """The synthetic rates as float32 on `device` (one element 0 when there are none)."""
-        return torch.tensor(self.rates or (0.0,), dtype=torch.float32, device=device)
+        """The synthetic rates as float32 on `device` (one element 0 when there are none), made
+        at the first call per device and kept (no host-to-device copy per step)."""
+        found = self._on_device.get(device)
+        if found is None:
+            import torch
+
+            found = torch.tensor(self.rates or (0.0,), dtype=torch.float32, device=device)
+            self._on_device[device] = found
+        return found
