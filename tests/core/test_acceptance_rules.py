@@ -107,3 +107,20 @@ def test_check_and_plan_name_a_lossy_rule(capsys):
     assert json.loads(capsys.readouterr().out)["acceptance"]["lossy"] is False
     assert main(["check", *flags[:2], "--speculative-accept-threshold-acc", "7"]) != 0
     assert "[SR192] --speculative-accept-threshold-acc 7.0 is out of range" in capsys.readouterr().out
+
+
+def test_the_sglang_adapter_passes_the_thresholds_through(registry):
+    from types import SimpleNamespace
+
+    from specreg.adapters.sglang import flags_of
+
+    view = SimpleNamespace(speculative_algorithm="EAGLE", speculative_num_steps=3,
+                           speculative_eagle_topk=1, speculative_num_draft_tokens=4,
+                           speculative_accept_threshold_single=1.0,
+                           speculative_accept_threshold_acc=0.25)
+    flags = flags_of(view)
+    assert flags["speculative_accept_threshold_acc"] == 0.25
+    plan = registry.resolve(flags)
+    assert plan.lossy and plan.verifier.threshold_acc == 0.25
+    view.speculative_accept_threshold_acc = 1.0  # SGLang's defaults: the lossless plan
+    assert not registry.resolve(flags_of(view)).lossy
