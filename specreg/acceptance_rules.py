@@ -18,8 +18,10 @@ families trade the target distribution for longer accepted runs, or fix acceptan
   depend on the drafts at all. `synthetic_rates[i]` is the chance that a request accepts more
   than i drafts (non-increasing, one per draft position; one coin per request counts the rates
   it falls under); `synthetic_length` is the emitted tokens per step, bonus included (accepted
-  drafts = length - 1; a fractional part is a Bernoulli between floor and ceil). The token after
-  the run is drawn from p (argmax for greedy verification).
+  drafts = length - 1; with `synthetic_method` 'match-expected', SGLang's, a fractional part is a
+  Bernoulli between floor and ceil; with 'multinomial', SGLang's default, the emitted length is
+  round(Normal(length, 1)) clamped to [1, gamma + 1], in distribution). The token after the run
+  is drawn from p (argmax for greedy verification).
 
 Everything here is torch-free: `SpecConfig.acceptance` holds an `AcceptanceRule`, the
 translation reads the framework spellings with `acceptance_fields`, and `problems` reports
@@ -39,6 +41,8 @@ from specreg.errors import Problem, problem
 
 #: vLLM's TypicalAcceptanceSampler defaults, taken when only one of the two is given.
 TYPICAL_DEFAULTS = (0.09, 0.3)
+#: SGLang's SGLANG_SIMULATE_ACC_METHOD values (the first is specreg's default).
+SYNTHETIC_METHODS = ("match-expected", "multinomial")
 #: Kinds, in the order `kind` reports them.
 KINDS = ("lossless", "relaxed_thresholds", "typical", "synthetic")
 #: Framework spellings -> AcceptanceRule field (SGLang flags, vLLM speculative-config keys).
@@ -52,7 +56,7 @@ FRAMEWORK_SPELLINGS: Mapping[str, str] = MappingProxyType({
 })
 _SGLANG_KEYS = ("speculative_accept_threshold_single", "speculative_accept_threshold_acc")
 _FIELDS = ("threshold_single", "threshold_acc", "posterior_threshold", "posterior_alpha",
-           "synthetic_rates", "synthetic_length")
+           "synthetic_rates", "synthetic_length", "synthetic_method")
 
 
 def _rates(value: Any) -> Any:
@@ -79,6 +83,7 @@ class AcceptanceRule:
     posterior_alpha: float | None = None
     synthetic_rates: tuple[float, ...] | None = attrs.field(default=None, converter=_rates)
     synthetic_length: float | None = None
+    synthetic_method: str = "match-expected"
     spelled: Mapping[str, str] = attrs.field(factory=dict, eq=False, hash=False, repr=False)
 
     # ------------------------------------------------------------------------------ kinds
@@ -137,7 +142,8 @@ class AcceptanceRule:
         """Every problem with the values (types, ranges, rules combined); with `gamma`, the
         synthetic rates' count and the synthetic length's upper bound are checked too."""
         out: list[Problem] = []
-        numbers = {n: getattr(self, n) for n in _FIELDS if n != "synthetic_rates"}
+        numbers = {n: getattr(self, n) for n in _FIELDS
+                   if n not in ("synthetic_rates", "synthetic_method")}
         for name, value in numbers.items():
             if value is not None and not _is_number(value):
                 out.append(problem(
@@ -213,6 +219,14 @@ class AcceptanceRule:
                     f"{self._where('synthetic_rates')} has {len(rates)} rates for "
                     f"{gamma} draft positions", f"exactly {gamma} rates (one per draft)",
                     "synthetic_rates"))
+        if self.synthetic_method not in SYNTHETIC_METHODS:
+            out.append(self._synthetic(
+                f"{self._where('synthetic_method')} {self.synthetic_method!r} is not a method",
+                " or ".join(SYNTHETIC_METHODS), "synthetic_method"))
+        elif self.synthetic_method != SYNTHETIC_METHODS[0] and length is None:
+            out.append(self._synthetic(
+                f"{self._where('synthetic_method')} applies to a synthetic length, and none is "
+                "given", "synthetic_length with synthetic_method", "synthetic_length"))
         if length is not None:
             top = math.inf if gamma is None else gamma + 1
             if not 1 <= length <= top:
@@ -264,7 +278,8 @@ def rule_of(value: Any) -> Any:
             spelled[name] = _spelling(key)
         if name not in _FIELDS:
             return value  # an unknown key: reported by unknown_keys
-        kwargs[name] = _rates(item) if name == "synthetic_rates" else _number(item)
+        kwargs[name] = (_rates(item) if name == "synthetic_rates" else
+                        item if name == "synthetic_method" else _number(item))
     return AcceptanceRule(**kwargs, spelled=spelled)
 
 

@@ -79,7 +79,7 @@ class ChainVerifier:
         if acceptance is not None and acceptance.lossy:
             from specreg.kernels.relaxed.types import RuleParams
 
-            self._rule = RuleParams.of(acceptance)
+            self._rule = RuleParams.of(acceptance, self.gamma)
         self._synthetic = self.acceptance == "synthetic"
 
     @property

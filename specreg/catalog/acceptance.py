@@ -78,11 +78,14 @@ ENTRIES = (
             "one of: synthetic_acceptance_rates, one rate in [0, 1] per draft position "
             "(gamma of them), non-increasing (rate i is the chance of accepting more than i "
             "drafts); or synthetic_acceptance_length in [1, gamma + 1], the tokens emitted per "
-            "step with the bonus (vLLM's rules)."
+            "step with the bonus (vLLM's rules), with synthetic_method 'match-expected' "
+            "(default: floor or ceil) or 'multinomial' (round(Normal(length, 1)), clamped), "
+            "SGLang's SGLANG_SIMULATE_ACC_METHOD values."
         ),
         when=(
             "A vLLM speculative config (or acceptance={...}) with both, with rates of the wrong "
-            "count, outside [0, 1] or increasing, or a length outside [1, gamma + 1]."
+            "count, outside [0, 1] or increasing, a length outside [1, gamma + 1], or an unknown "
+            "synthetic_method (or one without a length)."
         ),
         solutions=(
             "Give one rate per draft position, non-increasing, each in [0, 1].",

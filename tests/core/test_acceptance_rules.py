@@ -73,6 +73,11 @@ def test_every_range_problem_is_reported_at_once_with_the_flag_to_fix():
         SpecConfig(algorithm="eagle", acceptance={"posterior_threshold": 2, "posterior_alpha": -1,
                                                   "synthetic_rates": [0.2, 0.5]})
     assert sorted(info.value.codes) == ["SR193", "SR193", "SR194", "SR195"]
+    for method in ({"synthetic_method": "normal", "synthetic_length": 2},
+                   {"synthetic_method": "multinomial"}):
+        with pytest.raises(ConfigError) as info:
+            SpecConfig(algorithm="eagle", acceptance=method)
+        assert info.value.codes == ("SR194",)
     with pytest.raises(ConfigError) as info:
         SpecConfig(algorithm="eagle", acceptance={"threshold": 0.5})
     assert info.value.codes == ("SR197",)

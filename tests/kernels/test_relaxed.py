@@ -196,3 +196,23 @@ def test_synthetic_rates_follow_their_distribution_with_a_negative_control():
     assert set(frac.tolist()) == {1, 2}
     ones = int((frac == 2).sum())
     assert abs(ones - 0.25 * b) < 4 * (b * 0.25 * 0.75) ** 0.5
+
+
+def test_sglang_multinomial_length_follows_its_distribution():
+    """SGLang's SGLANG_SIMULATE_ACC_METHOD=multinomial: round(Normal(L, 1)) clamped to
+    [1, gamma + 1] emitted tokens, in distribution (chi-square), beside match-expected's."""
+    import math
+
+    b, mean = 20000, 2.6
+    candidates = torch.zeros(b, 5, dtype=torch.int64)
+    p = torch.full((b, 5, 4), 0.25)
+    rule = AcceptanceRule(synthetic_length=mean, synthetic_method="multinomial")
+    counts = torch.bincount(ChainVerifier(5, acceptance=rule).verify_sampling(
+        candidates, p, None, generator=torch.Generator().manual_seed(23)).num_accepted.long(),
+        minlength=5)
+    phi = [0.5 * math.erfc(-(k + 0.5 - mean) / math.sqrt(2)) for k in range(1, 5)]  # P(N < k+.5)
+    cdf = torch.tensor([*phi, 1.0], dtype=torch.float64)
+    expected = torch.cat([cdf[:1], cdf[1:] - cdf[:-1]])  # P(emitted = 1..5)
+    assert chi_square_p_value(counts, expected) > 1e-3
+    matched = torch.tensor([0.0, 0.4, 0.6, 0.0, 0.0])  # match-expected's floor/ceil law
+    assert chi_square_p_value(counts, matched) < 1e-6

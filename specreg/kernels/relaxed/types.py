@@ -34,12 +34,17 @@ class RuleParams:
     )
 
     @classmethod
-    def of(cls, rule: object) -> RuleParams:
-        """From an `AcceptanceRule` (lossy; a synthetic length becomes its rates: 1 for the
-        whole drafts of length - 1, the fractional part next, so one coin gives floor or ceil)."""
+    def of(cls, rule: object, gamma: int | None = None) -> RuleParams:
+        """From an `AcceptanceRule` (lossy). A synthetic length becomes its rates: 'match-expected'
+        1 for the whole drafts of length - 1, the fractional part next (one coin gives floor or
+        ceil); 'multinomial' P(round(Normal(length, 1)) > i + 1) for the `gamma` positions i."""
         kind = rule.kind  # type: ignore[attr-defined]
         if kind == "synthetic":
             rates = rule.synthetic_rates  # type: ignore[attr-defined]
+            if rates is None and rule.synthetic_method == "multinomial":  # type: ignore[attr-defined]
+                mean = float(rule.synthetic_length)  # type: ignore[attr-defined]
+                rates = tuple(0.5 * math.erfc((i + 1.5 - mean) / math.sqrt(2.0))
+                              for i in range(gamma or 0))
             if rates is None:
                 drafts = float(rule.synthetic_length) - 1.0  # type: ignore[attr-defined]
                 whole = math.floor(drafts)
