@@ -1,4 +1,4 @@
-"""Catalog entries SR191-SR197: the opt-in, lossy acceptance rules (`specreg.acceptance_rules`)."""
+"""Catalog entries SR191-SR198: the opt-in, lossy acceptance rules (`specreg.acceptance_rules`)."""
 
 from specreg.catalog.entry import ErrorEntry
 
@@ -146,6 +146,30 @@ ENTRIES = (
         example_fix=(
             "# before\nSpecConfig(algorithm='eagle', acceptance={'threshold': 'low'})\n"
             "# after\nSpecConfig(algorithm='eagle', acceptance={'threshold_acc': 0.5})"
+        ),
+    ),
+    ErrorEntry(
+        code="SR198",
+        title="Typical or synthetic acceptance on a tree of topk > 1",
+        meaning=(
+            "Typical and synthetic acceptance are chain rules (specreg.kernels.relaxed): a tree "
+            "drafter runs them when topk is 1, its tree then being a chain. On a wider tree they "
+            "would have to choose among siblings, which neither rule defines; the relaxed "
+            "thresholds are the tree kernel's own and work on any tree. (EAGLE reports its own "
+            "SR315 for the same cause.)"
+        ),
+        when=(
+            "Resolving or checking a tree algorithm (EAGLE, Medusa) with topk above 1 and typical "
+            "or synthetic acceptance set."
+        ),
+        solutions=(
+            "Draft a chain: topk 1 (--speculative-eagle-topk 1).",
+            "Or use the relaxed thresholds, which every tree verifier takes.",
+        ),
+        example_fix=(
+            "# before\n{\"algorithm\": \"medusa\", \"acceptance\": {\"posterior_threshold\": 0.1}}\n"
+            "# after\n{\"algorithm\": \"medusa\", \"topk\": 1, \"acceptance\": "
+            "{\"posterior_threshold\": 0.1}}"
         ),
     ),
 )

@@ -98,6 +98,12 @@ def test_gamma_dependent_synthetic_checks(registry):
                             "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8,
                             "acceptance": {"synthetic_length": 2}})
     assert [p.code for p in found if p.is_error] == ["SR315"]
+    medusa = {"algorithm": "medusa", "acceptance": {"posterior_threshold": 0.1}}
+    assert [p.code for p in registry.check(medusa) if p.is_error] == ["SR198"]
+    with pytest.raises(ConfigError) as info:  # check and resolve agree
+        registry.resolve(medusa)
+    assert info.value.codes == ("SR198",)
+    assert registry.resolve({**medusa, "topk": 1}).lossy
 
 
 def test_check_and_plan_name_a_lossy_rule(capsys):
