@@ -20,9 +20,10 @@ from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chun
 #: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).
 FILTER_CHUNK_ELEMENTS = CPU_CHUNK_ELEMENTS // 2
 #: Elements per row chunk of `gathered_row_stats`: the statistics run some 40 small ops per
-#: chunk whatever its size, so 16 rows of 32k (measured at b 64, V 32k, one thread: 10.8 ms for
-#: 64 rows against 20.0 ms in chunks of 4 rows, and 10.7 ms for `softmax(rows / T)`), 2 MB each.
-STATS_CHUNK_ELEMENTS = CPU_CHUNK_ELEMENTS * 2
+#: chunk whatever its size, so 12 rows of 32k, 1.5 MB (measured at b 64, V 32k, one thread:
+#: 64 rows took 20.0 ms in chunks of 4 rows, 14.1 in 8, 10.8 in 16, and `softmax(rows / T)`
+#: 10.7 ms; 16 rows pushed the params verify's peak extra memory past 0.1x of its inputs).
+STATS_CHUNK_ELEMENTS = 3 * CPU_CHUNK_ELEMENTS // 2
 
 #: Length of the sorted prefix that holds the top-k and (usually) the top-p nucleus, on rows
 #: too short for the pivot search (`PIVOT_MIN_VOCAB`) or with top-k past `PIVOT_MAX_K`.
