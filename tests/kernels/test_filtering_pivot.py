@@ -167,3 +167,30 @@ def test_pivot_prefix_is_the_sorted_row_down_to_the_pivot(fold):
                 assert got == want, (kind, i)
             else:  # ties at L past the ranked columns may be missing, nothing else
                 assert got == want[: len(got)] and set(want[len(got):]) <= {float(low[i])}
+
+
+@pytest.mark.parametrize("order", sorted(FILTER_RULES))
+def test_triton_pivot_search_on_the_adversarial_rows_equals_the_torch_statistics(order):
+    """The Triton filter's pivot search (bounds jumping to element keys) under the interpreter:
+    thresholds equal to torch's (both are element values) and kept mass within rounding, on
+    ties, all-equal rows, -inf and a peaked row, with top_k = V, top_p = 1 and min_p = 0 mixed in."""
+    from specreg.kernels.filtering.triton_impl import row_stats_triton
+
+    vocab = 45
+    gen = torch.Generator().manual_seed(5)
+    rows = torch.cat([_rows(kind, vocab, gen)[:2] for kind in
+                      ("ties", "all_equal", "neg_inf", "peaked", "gaussian")])  # fmt: skip
+    count = rows.shape[0]
+    top_k = torch.tensor([3, 0, vocab, 1, 7, 0, 2, 0, 5, 9])[:count]
+    top_p = torch.tensor([1.0, 0.5, 0.9, 1.0, 0.3, 0.95, 1.0, 0.6, 0.8, 1.0])[:count]
+    min_p = torch.tensor([0.0, 0.0, 0.1, 0.0, 0.0, 0.2, 0.0, 0.0, 0.05, 0.0])[:count]
+    temperature = torch.full((count,), 0.9)
+    z = scaled_scores(rows, temperature, probabilities=False)
+    want = row_stats(z.clone(), top_k, top_p, min_p, FILTER_RULES[order])
+    shift, threshold, norm = row_stats_triton(
+        rows, torch.arange(count), temperature, top_k, top_p, min_p, probabilities=False,
+        block_v=16, rule=FILTER_RULES[order],
+    )  # fmt: skip
+    assert torch.equal(shift, want.shift)
+    assert torch.equal(threshold, want.threshold)
+    assert torch.allclose(norm, want.norm, rtol=1e-5)
