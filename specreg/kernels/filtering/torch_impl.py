@@ -11,6 +11,7 @@ from __future__ import annotations
 import attrs
 import torch
 
+from specreg.kernels.fast_exp import exp_
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.pivot import torch_impl as pivot
 from specreg.kernels.pivot.torch_impl import RowWeights, column_maxima, pivot_prefix
@@ -76,7 +77,7 @@ def _filtered(
     always = z.device.type != "cpu"  # on accelerators: no data-dependent branches (no sync)
     cut = always or bool((stats.threshold > float("-inf")).any())
     drop = z < stats.threshold[index] if cut else None
-    weight = z.sub_(stats.shift[index]).exp_()
+    weight = exp_(z.sub_(stats.shift[index]))
     if drop is not None:
         weight.masked_fill_(drop, 0.0)
     _drop_filtered(weight, None, stats.threshold, min_p, cut=False, always=always)

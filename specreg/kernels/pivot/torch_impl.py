@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from specreg.kernels.fast_exp import exp_
+
 #: Columns of the fold (column j: elements j, j + C, ...; a remainder of V mod C elements are
 #: columns of one element each).
 PIVOT_COLUMNS = 1024
@@ -32,7 +34,7 @@ class RowWeights:
 
     def full(self) -> torch.Tensor:
         if self._full is None:
-            self._full = torch.sub(self._z, self._shift[:, None]).exp_()
+            self._full = exp_(torch.sub(self._z, self._shift[:, None]))
         return self._full
 
     def total(self) -> torch.Tensor:
