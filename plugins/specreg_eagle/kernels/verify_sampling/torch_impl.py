@@ -79,8 +79,11 @@ def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
     tried_cnt = torch.zeros(b, dtype=torch.int64, device=device)
     coef = torch.zeros(b, dtype=f32, device=device)
     flat_p, flat_q = target_probs.reshape(b * n, vocab), draft_probs.reshape(b * n, vocab)
+    host_branches = cpu_branches(device)
     for _ in range(n - 1):
         active = (cur >= 0) & (count < depth)
+        if host_branches and not bool(active.any()):
+            break  # every walk has ended (the CPU branch may synchronise)
         safe = cur.clamp_min(0)
         x = cand.gather(1, safe.unsqueeze(1)).squeeze(1)
         x_ok = (x >= 0) & (x < vocab)
@@ -176,7 +179,16 @@ def _node_mass(probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor) 
         flat = probs.view(b * n, vocab)
     except RuntimeError:
         flat = probs.reshape(b * n, vocab)
-    mass = flat.index_select(0, index).sum(-1).to(torch.float32)
+    if probs.device.type != "cpu" or probs.dtype != torch.float32:
+        mass = flat.index_select(0, index).sum(-1).to(torch.float32)
+    else:  # rows gathered chunk by chunk into one cache-sized buffer, summed while hot
+        mass = torch.empty(index.shape[0], dtype=torch.float32, device=probs.device)
+        chunks = cpu_row_chunks(index.shape[0], vocab)
+        buffer = torch.empty(chunks[0][1] if chunks else 0, vocab, dtype=probs.dtype,
+                             device=probs.device)  # fmt: skip
+        for start, stop in chunks:
+            rows = take_rows_float32(flat, index[start:stop], out=buffer)
+            torch.sum(rows, -1, out=mass[start:stop])
     return mass[:1] if lone else mass
 
 
@@ -207,10 +219,12 @@ def _accepted_masses(
     return q_left, norm
 
 
-def _node_rows(probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
-    """Float32 rows probs[requests, node] ([k, V], fresh)."""
+def _node_rows(
+    probs: torch.Tensor, requests: torch.Tensor, node: torch.Tensor, out: torch.Tensor
+) -> torch.Tensor:
+    """Float32 rows probs[requests, node] ([k, V]), in `out` where probs is float32."""
     b, n, vocab = probs.shape
-    return take_rows_float32(probs.reshape(b * n, vocab), requests * n + node)
+    return take_rows_float32(probs.reshape(b * n, vocab), requests * n + node, out=out)
 
 
 def _residual_mass_cpu(
@@ -231,19 +245,24 @@ def _residual_mass_cpu(
     b, _, vocab = target_probs.shape
     mass = torch.zeros(b, dtype=torch.float32, device=target_probs.device)
     needed = need.nonzero().squeeze(1)
-    for start, stop in cpu_row_chunks(needed.shape[0], vocab):
+    chunks = cpu_row_chunks(needed.shape[0], vocab)
+    rows = max(2, chunks[0][1]) if chunks else 0
+    p_buffer = torch.empty(rows, vocab, dtype=torch.float32, device=target_probs.device)
+    q_buffer = torch.empty_like(p_buffer)
+    for start, stop in chunks:
         requests = needed[start:stop]
         if requests.shape[0] == 1 and b > 1:
             requests = requests.repeat(2)
-        p_rows = _node_rows(target_probs, requests, last[requests])
-        q_rows = _node_rows(draft_probs, requests, last[requests])
+        p_rows = _node_rows(target_probs, requests, last[requests], p_buffer)
+        q_rows = _node_rows(draft_probs, requests, last[requests], q_buffer)
         a = coef[requests]
         slot_ids = torch.arange(tried_tok.shape[1], device=tried_tok.device).unsqueeze(0)
         live = slot_ids < tried_cnt[requests].unsqueeze(1)
         safe_tok = tried_tok[requests].clamp_min(0)
         p_t = p_rows.gather(1, safe_tok)
         q_t = q_rows.gather(1, safe_tok)
-        dense = torch.sub(p_rows, a.unsqueeze(1) * q_rows, out=q_rows).clamp_min_(0).sum(-1)
+        dense = torch.addcmul(p_rows, q_rows, a.unsqueeze(1), value=-1.0, out=q_rows)
+        dense = dense.clamp_min_(0).sum(-1)
         frozen = (p_t - tried_val[requests] * q_t).clamp_min(0)
         moving = (p_t - a.unsqueeze(1) * q_t).clamp_min(0)
         rows_mass = dense + torch.where(live, frozen - moving, 0.0).sum(-1)
@@ -317,6 +336,8 @@ def target_only_walk(
     for level in range(1, depth + 1):
         step = chosen.gather(1, last.unsqueeze(1)).squeeze(1)
         moved = (step >= 0) & (count == level - 1)
+        if cpu_branches(device) and not bool(moved.any()):
+            break  # no walk goes deeper (the CPU branch may synchronise)
         path[:, level] = torch.where(moved, step, -1)
         last = torch.where(moved, step, last)
         count = count + moved.to(torch.int64)
