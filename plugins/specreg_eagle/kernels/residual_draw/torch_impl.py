@@ -91,26 +91,28 @@ def _take(flat: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> torch.T
 
 def two_level_draw(residual: _Residual, sums: torch.Tensor, coins: torch.Tensor, vocab: int):
     """(token [k], empty [k] bool): the inverse-CDF draw from block sums [k, blocks] of the
-    weights `residual`, and the rows without mass (their token is meaningless)."""
-    k, blocks = sums.shape
-    device = sums.device
+    weights `residual`, and the rows without mass (their token is meaningless).
+
+    Running sums of weights >= 0 are nondecreasing, so the first entry above the target is the
+    number of entries at or below it, and has positive weight (it is where the sum grew)."""
+    blocks = sums.shape[1]
     running = sums.to(torch.float64).cumsum(-1)
-    target = coins.to(torch.float64) * running[:, -1]
-    positive = sums > 0
-    hit = (running > target.unsqueeze(1)) & positive
-    last_positive = torch.where(positive, torch.arange(blocks, device=device), -1).amax(-1)
-    block = torch.where(hit.any(-1), hit.to(torch.int8).argmax(-1), last_positive.clamp_min(0))
-    before = torch.where(
-        block > 0, running.gather(1, (block - 1).clamp_min(0).unsqueeze(1)).squeeze(1), 0.0
-    )
-    slots = torch.arange(DRAW_BLOCK, device=device)
-    tokens = block.unsqueeze(1) * DRAW_BLOCK + slots
-    weights = torch.where(tokens < vocab, residual.at(tokens.clamp_max(vocab - 1)), 0.0)
-    cum = before.unsqueeze(1) + weights.to(torch.float64).cumsum(-1)
-    ok = (cum > target.unsqueeze(1)) & (weights > 0)
-    last_in = torch.where(weights > 0, slots, -1).amax(-1).clamp_min(0)
-    slot = torch.where(ok.any(-1), ok.to(torch.int8).argmax(-1), last_in)
-    return block * DRAW_BLOCK + slot, last_positive < 0
+    total = running[:, -1]
+    target = (coins.to(torch.float64) * total).unsqueeze(1)
+    block = (running <= target).sum(-1).clamp_max(blocks - 1)
+    first = block == 0
+    before = torch.where(first.unsqueeze(1), 0.0, running.gather(1, (block - 1).clamp_min(0).unsqueeze(1)))
+    slots = torch.arange(DRAW_BLOCK, device=sums.device)
+    tokens = (block * DRAW_BLOCK).unsqueeze(1) + slots
+    weights = residual.at(tokens.clamp_max(vocab - 1)) * (tokens < vocab)
+    cum = weights.to(torch.float64).cumsum(-1).add_(before)
+    slot = (cum <= target).sum(-1)
+    # Rounding between the float32 block sum and the float64 sum inside: the last positive.
+    spill = slot >= DRAW_BLOCK
+    if bool(spill.any()) if sums.device.type == "cpu" else True:
+        last_in = torch.where(weights > 0, slots, 0).amax(-1)
+        slot = torch.where(spill, last_in, slot)
+    return block * DRAW_BLOCK + slot, ~(total > 0)
 
 
 def final_tokens(

@@ -1,7 +1,9 @@
 """Tree sampling in Triton: one program per request walks its tree, the vocabulary streamed in
-BLOCK_V tiles, no host synchronisation. A residual mass is summed only where a next sibling will
-test it, a node's masses only where the walk goes on below it, and the final token is drawn in
-two levels (`specreg_eagle.kernels.residual_draw`) from one read of its row plus one block.
+BLOCK_V tiles, no host synchronisation.
+
+A residual mass is summed only where a next sibling will test it, a node's masses only where
+the walk goes on below it, and the final token is drawn in two levels
+(`specreg_eagle.kernels.residual_draw`) from one read of its row plus one block.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ if triton is not None:
             tl.store(sums + blocks + at, p_sums, mask=at < blocks)
             total_w += tl.sum(w_sums.to(tl.float64), axis=0)
             total_p += tl.sum(p_sums.to(tl.float64), axis=0)
+        # Other threads of this program read the block sums back: order the stores first.
+        tl.debug_barrier()
         use_p = total_w <= 0
         sums += tl.where(use_p, blocks, 0)
         target = coin * tl.where(use_p, total_p, total_w)
