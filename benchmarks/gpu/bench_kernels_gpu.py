@@ -223,6 +223,20 @@ def chain_params(ctx: Ctx) -> list[Case]:
                  "target and draft logits rows the chain reaches, candidates, coins, result")]
 
 
+def random_stream(ctx: Ctx) -> list[Case]:
+    from specreg.kernels.random_stream import stream_uniforms
+
+    s = ctx.sizes
+    rows = torch.arange(s.b * s.n, dtype=torch.int64, device=ctx.device)
+
+    def run(backend):
+        return stream_uniforms(7, rows // s.n, rows % s.n, s.vocab, backend=backend)
+
+    return [Case("random stream uniforms", lambda: run("triton"), lambda: run("torch"),
+                 torch.equal, lambda _: rows.numel() * (s.vocab * 4 + 24),
+                 "the keys, one float32 per (row, token) written")]
+
+
 def argmax(ctx: Ctx) -> list[Case]:
     from specreg.kernels.argmax.triton_impl import row_argmax_triton
 
@@ -525,6 +539,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("chain", ("_chain_greedy_kernel", "_chain_sampling_kernel"), HBM, chain),
     Entry("chain_params", ("_chain_params_kernel",), HBM, chain_params),
     Entry("relaxed", ("_relaxed_kernel",), HBM, relaxed),
+    Entry("random_stream", ("_random_stream_kernel",), HBM, random_stream),
     Entry("argmax", ("_row_argmax_kernel",), HBM, argmax),
     Entry("logprobs", ("_token_logprob_kernel",), HBM, logprobs),
     Entry("token_mask", ("_apply_bitmask_kernel",), HBM, token_mask),

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAUNCHING_TESTS = (
     "tests/kernels/test_argmax_triton.py::test_triton_row_argmax_reads_strided_and_batched_rows",
     "tests/kernels/test_chain_triton.py::test_greedy_triton_equals_torch",
+    "tests/kernels/test_random_stream.py::test_triton_tiles_and_int32_keys_give_the_same_values",
     "tests/kernels/test_chain_triton.py::test_sampling_triton_non_contiguous_inputs",
     "tests/kernels/test_sampling_params.py::test_triton_row_stats_equal_torch",
     "tests/kernels/test_sampling_params.py::test_triton_chain_with_params_equals_torch",

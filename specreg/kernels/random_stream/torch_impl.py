@@ -1,0 +1,83 @@
+"""The torch implementation of the counter-based random stream: integer tensor ops only.
+
+The 32-bit words live in int64 tensors (values in [0, 2**32)); products are split into 16-bit
+halves so no intermediate passes 2**63, so CPU and every accelerator compute the same words bit
+for bit. Inputs broadcast together; every allocation follows the inputs' device.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.kernels.random_stream.types import LANE_STARTS, MASK32, UNIFORM_BITS
+
+
+def _mul32(value: torch.Tensor, constant: int) -> torch.Tensor:
+    """(value * constant) mod 2**32 for value in [0, 2**32), without int64 overflow."""
+    low, high = constant & 0xFFFF, constant >> 16
+    return (value * low + (((value * high) & 0xFFFF) << 16)) & MASK32
+
+
+def _rotl(x: torch.Tensor, r: int) -> torch.Tensor:
+    return ((x << r) | (x >> (32 - r))) & MASK32
+
+
+def fmix32(h: torch.Tensor) -> torch.Tensor:
+    h = h ^ (h >> 16)
+    h = _mul32(h, 0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = _mul32(h, 0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def absorb(h: torch.Tensor, word: torch.Tensor) -> torch.Tensor:
+    k = _mul32(word & MASK32, 0xCC9E2D51)
+    k = _mul32(_rotl(k, 15), 0x1B873593)
+    h = _rotl(h ^ k, 13)
+    return fmix32((_mul32(h, 5) + 0xE6546B64) & MASK32)
+
+
+def key_words_torch(
+    seed: torch.Tensor, request: torch.Tensor, position: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two key lanes (int64 tensors of 32-bit values) of int64 (seed, request, position)."""
+    seed, request, position = torch.broadcast_tensors(
+        seed.to(torch.int64), request.to(torch.int64), position.to(torch.int64)
+    )
+    halves = []
+    for value in (seed, request, position):
+        halves += [value & MASK32, (value >> 32) & MASK32]
+    lanes = []
+    for start in LANE_STARTS:
+        h = torch.full_like(seed, int(fmix32(torch.tensor(start)).item()))
+        for word in halves:
+            h = absorb(h, word)
+        lanes.append(h)
+    return lanes[0], lanes[1]
+
+
+def token_words_torch(
+    key: tuple[torch.Tensor, torch.Tensor], tokens: torch.Tensor
+) -> torch.Tensor:
+    """The words of `tokens` (int64, in [0, 2**32)) under key lanes that broadcast with them."""
+    return absorb(absorb(key[0], tokens.to(torch.int64)), key[1])
+
+
+def uniforms_of(words: torch.Tensor) -> torch.Tensor:
+    """float32 uniforms in (0, 1): ((word >> 9) + 0.5) * 2**-23 (exact in float32)."""
+    top = (words >> (32 - UNIFORM_BITS)).to(torch.float32)
+    return (top + 0.5) * 2.0**-UNIFORM_BITS
+
+
+def exponentials_of(words: torch.Tensor) -> torch.Tensor:
+    """float32 Exp(1) values: -log((word + 0.5) * 2**-32) in float64, rounded to float32."""
+    return (-torch.log((words.to(torch.float64) + 0.5) * 2.0**-32)).to(torch.float32)
+
+
+def stream_words_torch(
+    seed: torch.Tensor, request: torch.Tensor, position: torch.Tensor, tokens: torch.Tensor
+) -> torch.Tensor:
+    """Words of (seed, request, position) [...] (broadcast) at `tokens`, shape [..., T]
+    when `tokens` is 1-D [T]: one row of the stream per key."""
+    key = key_words_torch(seed, request, position)
+    return token_words_torch((key[0][..., None], key[1][..., None]), tokens)
