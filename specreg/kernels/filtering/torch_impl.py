@@ -11,11 +11,10 @@ from __future__ import annotations
 import attrs
 import torch
 
-from specreg.kernels.fast_exp import exp_
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.pivot import torch_impl as pivot
 from specreg.kernels.pivot.torch_impl import RowWeights, column_maxima, pivot_prefix
-from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks
+from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks, exp_
 
 #: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
 #: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.fast_exp import exp_
+from specreg.kernels.sampling.torch_impl import exp_
 
 #: Columns of the fold (column j: elements j, j + C, ...; a remainder of V mod C elements are
 #: columns of one element each).
