@@ -47,6 +47,9 @@ from specreg.sampling_params import SamplingParams
 #: parent, and above 0, so deep paths keep an order.
 CHILD_WEIGHT_MIN = 1e-4
 CHILD_WEIGHT_MAX = 0.999
+#: BLOCK_V of the Triton row statistics: the tree verifier's tile (EAGLE's VERIFY_BLOCK_V),
+#: so the kept mass is summed in the same order as there.
+DRAFT_BLOCK_V = 1024
 
 
 @attrs.frozen(kw_only=True)
@@ -104,17 +107,19 @@ def filtered_q(
     *,
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
     backend: str | None = None,
+    block_v: int | None = None,
 ) -> torch.Tensor:
     """float32 [len(rows), V]: filter(logits[rows] / T) under each row's parameters, computed as
-    the verifiers compute q (temperatures of `rows` must be > 0)."""
+    the verifiers compute q (temperatures of `rows` must be > 0; `block_v`: the Triton tile)."""
     rule = filter_rule(filter_order)
     p = params.select(rows)
     if select_backend(logits, requested=backend) == "triton":
         from specreg.kernels.filtering.triton_impl import row_stats_triton
+        from specreg.kernels.triton_shim import vocab_tile
 
         shift, threshold, norm = row_stats_triton(
             logits, rows, p.temperature, p.top_k, p.top_p, p.min_p, probabilities=False,
-            rule=rule,
+            block_v=vocab_tile(logits.shape[-1], block_v, default=DRAFT_BLOCK_V), rule=rule,
         )
         stats = RowStats(shift=shift, threshold=threshold, norm=norm)
     else:

@@ -69,13 +69,14 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         return src[rows, node].to(f32)  # [b, V]
 
     def residual_mass(p_row, q_row, a, tok, val, cnt):
-        dense = (p_row - a.unsqueeze(1) * q_row).clamp_min(0).sum(-1)
         live = slot_ids < cnt.unsqueeze(1)
         safe_tok = tok.clamp_min(0)
+        q_left = _untried_mass(q_row, safe_tok, live)
+        dense = (p_row - a.unsqueeze(1) * q_row).clamp_min(0).sum(-1)
         p_t, q_t = p_row.gather(1, safe_tok), q_row.gather(1, safe_tok)
         frozen = (p_t - val * q_t).clamp_min(0)
         moving = (p_t - a.unsqueeze(1) * q_t).clamp_min(0)
-        return dense + torch.where(live, frozen - moving, 0.0).sum(-1)
+        return dense + torch.where(live, frozen - moving, 0.0).sum(-1), q_left
 
     for _ in range(n - 1):
         active = (cur >= 0) & (count < depth)
@@ -119,18 +120,22 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         tried_cnt = tried_cnt + append.to(torch.int64)
         prob_acc = torch.where(reject, acc_new, prob_acc)
         if has_q:
-            q_left = torch.where(append & rrs, q_left - q_x, q_left)
             coef = torch.where(reject & rrs, new_coef, coef)
             if cpu_branches(device):
-                mass = _residual_mass_cpu(
+                mass, untried = _residual_mass_cpu(
                     target_probs, draft_probs, last, reject & rrs, coef, tried_tok, tried_val,
                     tried_cnt,
                 )
             else:
                 p_row = row_probs(target_probs, last)
                 q_row = row_probs(draft_probs, last)
-                mass = residual_mass(p_row, q_row, coef, tried_tok, tried_val, tried_cnt)
+                mass, untried = residual_mass(p_row, q_row, coef, tried_tok, tried_val,
+                                              tried_cnt)
             norm = torch.where(reject & rrs, mass, norm)
+            # q's mass left untried, summed over the untried tokens: subtracting each tried
+            # q(x) from the running mass cancels catastrophically once the tried children
+            # hold nearly all of q (a peaked draft), and q_i(c) = q(c) / q_left would be off.
+            q_left = torch.where(reject & rrs, untried, q_left)
         # Move: down on acceptance, right on rejection.
         count = count + accept.to(torch.int64)
         idx = count.clamp_max(depth)
@@ -312,13 +317,15 @@ def _residual_mass_cpu(
     tried_val: torch.Tensor,
     tried_cnt: torch.Tensor,
 ) -> torch.Tensor:
-    """Residual mass [b] at `last`, computed only for the requests in `need` (0 elsewhere).
+    """Residual mass [b] at `last` and q's untried mass [b] there (`_untried_mass`), computed
+    only for the requests in `need` (0 elsewhere).
 
     Same per-row arithmetic as the dense path. A row sum over one output row may be split across
     threads by torch, so a lone needed row is reduced beside a copy of itself whenever the dense
     path (b > 1 rows) would not have split it."""
     b, _, vocab = target_probs.shape
     mass = torch.zeros(b, dtype=torch.float32, device=target_probs.device)
+    untried = torch.zeros(b, dtype=torch.float32, device=target_probs.device)
     needed = need.nonzero().squeeze(1)
     for start, stop in cpu_row_chunks(needed.shape[0], vocab):
         requests = needed[start:stop]
@@ -332,10 +339,18 @@ def _residual_mass_cpu(
         safe_tok = tried_tok[requests].clamp_min(0)
         p_t = p_rows.gather(1, safe_tok)
         q_t = q_rows.gather(1, safe_tok)
+        rows_untried = _untried_mass(q_rows, safe_tok, live)
         dense = torch.sub(p_rows, a.unsqueeze(1) * q_rows, out=q_rows).clamp_min_(0).sum(-1)
         frozen = (p_t - tried_val[requests] * q_t).clamp_min(0)
         moving = (p_t - a.unsqueeze(1) * q_t).clamp_min(0)
         rows_mass = dense + torch.where(live, frozen - moving, 0.0).sum(-1)
         count = stop - start
         mass[requests[:count]] = rows_mass[:count]
-    return mass
+        untried[requests[:count]] = rows_untried[:count]
+    return mass, untried
+
+
+def _untried_mass(q_rows: torch.Tensor, tried: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+    """sum of `q_rows` [k, V] over the tokens not among the live `tried` ones ([k, cap])."""
+    hits = torch.zeros_like(q_rows).scatter_add_(1, tried, live.to(q_rows.dtype))
+    return torch.where(hits > 0, 0.0, q_rows).sum(-1)
