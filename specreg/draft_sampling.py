@@ -13,9 +13,10 @@ verifier does, then `filtered_rows`): the drafter's q row is the verifier's, bit
   largest of log q + Gumbel noise are a draw of k tokens from q WITHOUT replacement, in draw
   order, which is what the tree verifier's recursive rule needs of a node's children (in
   sibling order). Each child also gets a weight in (0, 1) for ranking tree branches that is a
-  function of its Gumbel key alone: given the earlier siblings, the key of the next child is
-  independent of which token it is, so a tree pruned by these weights keeps a child for reasons
-  unrelated to its identity and the verify rule stays exact. Greedy requests keep the
+  function of its Gumbel key and its rank alone: given the earlier siblings, the key of the
+  next child is independent of which token it is, so a tree pruned by these weights keeps a
+  child for reasons unrelated to its identity, and siblings rank strictly in draw order, so
+  every node keeps a prefix of its draws: the verify rule stays exact. Greedy requests keep the
   deterministic top-k of softmax(logits) and its probabilities, exactly as before.
 
 Draft noise comes from the caller's `generator`, never from the verifier's coins (a draft that
@@ -44,9 +45,13 @@ from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, f
 from specreg.sampling_params import SamplingParams
 
 #: Bounds of a sampled child's ranking weight: below 1, so a child always ranks below its
-#: parent, and above 0, so deep paths keep an order.
-CHILD_WEIGHT_MIN = 1e-4
+#: parent, and above 0, so the products along deep paths neither underflow nor tie at 0.
+CHILD_WEIGHT_MIN = 1e-3
 CHILD_WEIGHT_MAX = 0.999
+#: The j-th child's weight is also scaled by (1 - CHILD_RANK_STEP) ** j, so siblings whose keys
+#: clamp to the same bound still rank strictly in draw order: the tree keeps a prefix of the
+#: draws at every node, as the verifier's rule needs, whatever the tie-breaking of top-k.
+CHILD_RANK_STEP = 1e-3
 #: BLOCK_V of the Triton row statistics: the tree verifier's tile (EAGLE's VERIFY_BLOCK_V),
 #: so the kept mass is summed in the same order as there.
 DRAFT_BLOCK_V = 1024
@@ -195,6 +200,8 @@ def sample_children(
         race = q_s / _exponential(tuple(q_s.shape), device=logits.device, generator=generator)
         keys, drawn = torch.topk(race, k, dim=-1)
         child_weights = torch.exp(-1.0 / keys).clamp_(CHILD_WEIGHT_MIN, CHILD_WEIGHT_MAX)
+        rank = torch.arange(k, dtype=torch.float32, device=logits.device)
+        child_weights *= (1.0 - CHILD_RANK_STEP) ** rank
         tokens[sampled] = drawn
         weights[sampled] = child_weights
         probs[sampled] = q_s

@@ -3,6 +3,7 @@
 
 import pytest
 import torch
+from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
 
 from specreg.draft_sampling import filtered_q, row_params, sample_children, sample_rows
 from specreg.errors import KernelInputError
@@ -11,7 +12,6 @@ from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.types import FILTER_ORDERS, filter_rule
 from specreg.sampling_params import SamplingParams
 from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
-from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
 
 V = 64
 #: Adversarial kinds: greedy, heavy top-k / top-p / min-p cuts, all three, a hot temperature.
@@ -62,8 +62,8 @@ def test_the_drafters_q_is_the_verifiers_q_bit_for_bit(order):
 
 
 def test_triton_q_equals_torch_under_the_interpreter():
-    logits = _logits(12)
-    params = _params(12)
+    logits = _logits(6)
+    params = _params(6)
     rows = (~params.greedy).nonzero().flatten()
     torch_q = filtered_q(logits, params, rows, backend="torch")
     triton_q = filtered_q(logits, params, rows, backend="triton")
@@ -114,7 +114,7 @@ def test_children_are_draws_without_replacement_in_order(kind):
     logits, params = _repeated(kind, 6000)
     drawn = sample_children(logits, params, 3, generator=torch.Generator().manual_seed(kind))
     assert (drawn.tokens[:, 0] != drawn.tokens[:, 1]).all()
-    assert (drawn.weights[:, :-1] >= drawn.weights[:, 1:]).all()  # ranked in draw order
+    assert (drawn.weights[:, :-1] > drawn.weights[:, 1:]).all()  # strictly in draw order
     assert ((drawn.weights > 0) & (drawn.weights < 1)).all()
     q = _expected(logits[0], kind)
     first = torch.bincount(drawn.tokens[:, 0], minlength=V)
