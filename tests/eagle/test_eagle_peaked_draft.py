@@ -8,13 +8,13 @@ torch and Triton walks equal the float64 reference, and the emitted tokens follo
 
 import pytest
 import torch
+from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
+from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 from specreg.draft_sampling import sample_children
 from specreg.sampling_params import SamplingParams
 from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 V, K = 32, 4
 
