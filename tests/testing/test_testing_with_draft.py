@@ -215,3 +215,39 @@ def test_drafters_reject_bad_params_before_drawing(target):
         eagle.draft_logits(deterministic)
     assert no_q.value.code == "SR928"
     assert torch.equal(generator.get_state(), state)  # nothing was drawn
+
+
+def test_drafters_on_the_triton_path_draw_from_the_filtered_q(force_backend, monkeypatch):
+    """Under the interpreter, with the Triton backend fixed at plan resolution: the drafters'
+    q statistics come from `row_stats_triton`, and every sampled draft lies in the filtered q
+    (top_k=3 here), every greedy one is the argmax."""
+    import specreg.kernels.filtering.triton_impl as filtering_triton
+    from specreg.draft_sampling import filtered_q
+
+    calls = []
+    real = filtering_triton.row_stats_triton
+
+    def counted(*args, **kwargs):
+        calls.append(args[1].numel())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(filtering_triton, "row_stats_triton", counted)
+    force_backend("triton")
+    dflash, eagle = _plan("dflash").drafter, _plan("eagle_tree").drafter
+    assert dflash.backend == "triton" and eagle.backend == "triton"
+    params = SamplingParams.of(2, temperature=[0.0, 1.0], top_k=[0, 3])
+    logits = torch.randn(2, 3, CONFIG.vocab_size, generator=torch.Generator().manual_seed(2))
+    drafts, rows = dflash.propose(logits, torch.zeros(2, dtype=torch.long), params=params,
+                                  generator=torch.Generator().manual_seed(0), gamma=3)
+    assert torch.equal(rows, logits.float())
+    assert torch.equal(drafts[0], logits[0].argmax(-1))
+    q = filtered_q(logits[1], params.select(torch.ones(3, dtype=torch.long)), torch.arange(3),
+                   backend="torch")
+    assert bool((q.gather(1, drafts[1][:, None]) > 0).all())
+    draft = eagle.start(logits[:, 0], torch.zeros(2, 3), params=params,
+                        generator=torch.Generator().manual_seed(0))
+    children = draft.token_list[0]
+    assert torch.equal(children[0], torch.topk(logits[0, 0], 4).indices)
+    kept = set(torch.topk(logits[1, 0], 3).indices.tolist())
+    assert set(children[1, :3].tolist()) == kept  # the 3 tokens q keeps come first
+    assert calls == [1, 1, 1, 1]  # one sampled row per block position, then the tree's root
