@@ -5,7 +5,9 @@ sampling run (first two tokens checked against the target's exact marginals by c
 "mixed params" row of each algorithm whose verifier takes per-request `SamplingParams` runs
 batches mixing greedy, temperature, top-k, top-p and min-p requests: its greedy requests are
 checked against plain greedy decoding, each sampled kind's first tokens against the exact
-filtered, temperature-scaled target by chi-square. The "json schema" row of each such
+filtered, temperature-scaled target by chi-square; where the drafter can, the sampled requests'
+drafts are drawn from their own filtered q and verified by the with-draft rule, and the row
+names the rule that ran. The "json schema" row of each such
 algorithm (with the `grammar` extra, xgrammar, installed) decodes under a JSON-schema grammar
 with the grammar's token bitmask at every verified node (`specreg.testing.grammar`): every
 emitted token must be accepted by the grammar, greedy must equal plain constrained greedy
@@ -133,6 +135,7 @@ class DemoRow:
     sampling_lossless: bool = False
     sampling_p_values: tuple[float, ...] = ()
     sampling_checks: tuple[str, ...] = ()  # what each p-value tested
+    verify_rule: str = ""  # the mixed row's rule for sampled requests (specreg.testing.draft_rules)
     hit_rate: float | None = None
     bytes_copied: float | None = None
     backend: str = ""
@@ -249,6 +252,7 @@ def _run_mixed(
     row.sampling_lossless = checked.sampling_passed
     row.sampling_p_values = tuple(round(p, 4) for p in checked.p_values)
     row.sampling_checks = checked.kinds
+    row.verify_rule = checked.result.verify_rule
 
 
 def _run_constrained(
@@ -348,7 +352,8 @@ def format_table(rows: list[DemoRow]) -> str:
                 f"{k} {_p_text(p)}" for k, p in zip(r.sampling_checks, r.sampling_p_values, strict=True)
             )
             lines.append(f"    greedy requests {'equal' if r.greedy_lossless else 'DIFFER from'} "
-                         f"plain greedy; sampled first tokens (chi-square): {kinds}")
+                         f"plain greedy; sampled requests by the {r.verify_rule} rule, first "
+                         f"tokens (chi-square): {kinds}")
         if r.case == CONSTRAINED_LABEL and r.sampling_checks:
             lines.append(f"    grammar (xgrammar, JSON schema): {r.grammar_violations} emitted tokens "
                          f"refused; greedy {'equals' if r.greedy_lossless else 'DIFFERS from'} plain "

@@ -4,19 +4,23 @@ It builds the draft block of one draft forward ([anchor, MASK, ...]) and propose
 the block's logits: through the Markov head for DSpark (a walk that corrects each slot from the
 previous draft token), independently per slot for DFlash. `make_head` builds the head module the
 checkpoint's weights load into. With adaptive candidates, `propose(..., gamma=s)` proposes the
-first s drafts of the same block. Its kernel backend is fixed when the plan builds it.
+first s drafts of the same block. With `params=` (per-request `SamplingParams`) each block
+position is drawn from the filtered q the with-draft verify rule reads
+(`specreg.draft_sampling`), greedy requests taking the argmax. Its kernel backend and filter
+order are fixed when the plan builds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from specreg.backend import requested_backend
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.kernels.checks import check_shape
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 from specreg.memory import PER_REQUEST, Buffer
 from specreg_dspark.kernels.draft_block import build_draft_block
 from specreg_dspark.kernels.markov_head import make_markov_head
@@ -26,6 +30,9 @@ from specreg_dspark.kernels.markov_head.torch_impl import (
     greedy_sampler,
 )
 from specreg_dspark.runtime import BlockRuntime
+
+if TYPE_CHECKING:
+    from specreg.sampling_params import SamplingParams
 
 
 class BlockDrafter:
@@ -38,10 +45,12 @@ class BlockDrafter:
     needs = "target_hidden_states"  # specreg.protocols.DRAFTER_NEEDS
 
     def __init__(
-        self, runtime: BlockRuntime, *, gammas: Sequence[int] = (), backend: str | None = None
+        self, runtime: BlockRuntime, *, gammas: Sequence[int] = (), backend: str | None = None,
+        filter_order: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.backend = requested_backend() if backend is None else backend
+        self.filter_order = filter_rule(filter_order or DEFAULT_FILTER_ORDER).name
         self.gammas = tuple(sorted({*gammas, runtime.gamma}))
         self.gamma = max(self.gammas)
         self.draft_width = runtime.draft_width
@@ -108,13 +117,30 @@ class BlockDrafter:
         generator: torch.Generator | None = None,
         gamma: int | None = None,
         draft_lengths: Any = None,
+        params: SamplingParams | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft tokens [b, gamma] and the logits they were drawn from [b, gamma, V] (None when
         greedy). DSpark walks the Markov `head`; DFlash (no head) samples each slot of the
         first gamma block rows independently. The bonus-anchor layout passes base logits with
         the anchor's slot already skipped. `draft_lengths` [b] (0..gamma,
         `specreg.draft_lengths`): request r proposes its first draft_lengths[r] drafts, the
-        anchor filling the rest (never verified; their logits rows are not used)."""
+        anchor filling the rest (never verified; their logits rows are not used). `params` (a
+        `SamplingParams` of b requests, instead of `temperature`): request r's drafts are drawn
+        from filter(logits / T_r) under its own top-k, top-p and min-p, as the verifier filters
+        q (`specreg.draft_sampling`), greedy requests taking the argmax; the logits are always
+        returned (hand them to `verify_sampling_from_logits(..., params=)`)."""
+        if params is not None and temperature != 0.0:
+            raise KernelInputError(
+                problem(
+                    "SR927",
+                    f"propose got params= and temperature={temperature!r}: with params the "
+                    "temperature is per request",
+                    accepted="params= alone, or temperature= alone",
+                    fix="drop temperature= and put each request's temperature in "
+                    "SamplingParams.of(..., temperature=...)",
+                    field="temperature",
+                )
+            )
         if draft_lengths is not None:
             from specreg.draft_lengths import check_draft_lengths, cut_chain
 
@@ -125,7 +151,7 @@ class BlockDrafter:
             )
             drafts, logits = self.propose(  # every keyword but draft_lengths, forwarded
                 base_logits, anchor, head=head, hidden=hidden, temperature=temperature,
-                generator=generator, gamma=gamma,
+                generator=generator, gamma=gamma, params=params,
             )
             return cut_chain(drafts, capped, anchor), logits
         wanted = self._gamma(gamma)
@@ -142,11 +168,17 @@ class BlockDrafter:
                 )
             )
         base_logits = base_logits[:, :wanted]
-        greedy = temperature <= 0
+        if params is not None:
+            from specreg.draft_sampling import check_draft_inputs
+
+            check_draft_inputs(base_logits[:, 0], params)  # before any head step runs
+        greedy = temperature <= 0 and params is None
+        sampler = None if params is None else self._params_sampler(params, generator)
         if head is not None:
             if greedy:
                 return head.greedy_block(base_logits, anchor, hidden, backend=self.backend), None
-            sampler = ExponentialRaceSampler(temperature, generator=generator)
+            if sampler is None:
+                sampler = ExponentialRaceSampler(temperature, generator=generator)
             return head.sample_block(base_logits, anchor, hidden, sampler)
         if self.runtime.algorithm == "dspark":
             raise ConfigError(
@@ -162,8 +194,23 @@ class BlockDrafter:
         flat = logits.reshape(-1, logits.shape[-1])
         if greedy:
             return greedy_sampler(flat).view(logits.shape[:2]), None
+        if sampler is not None:  # one position of every request at a time: rows are requests
+            rows = torch.stack([sampler(logits[:, k]) for k in range(wanted)], dim=1)
+            return rows, logits
         tokens = ExponentialRaceSampler(temperature, generator=generator)(flat)
         return tokens.view(logits.shape[:2]), logits
+
+    def _params_sampler(
+        self, params: SamplingParams, generator: torch.Generator | None
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
+        """Logits [b, V] of one block position -> tokens [b] from each request's filtered q."""
+        from specreg.draft_sampling import sample_rows
+
+        def sample(logits: torch.Tensor) -> torch.Tensor:
+            return sample_rows(logits, params, generator=generator,
+                               filter_order=self.filter_order, backend=self.backend).tokens
+
+        return sample
 
     @staticmethod
     def candidates(anchor: torch.Tensor, draft_tokens: torch.Tensor) -> torch.Tensor:

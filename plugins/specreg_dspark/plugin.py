@@ -229,7 +229,10 @@ def specreg_make_drafter(
         return None
     from specreg_dspark.drafter import BlockDrafter
 
-    return BlockDrafter(runtime, gammas=[w - 1 for w in _verify_widths(resolution)])
+    return BlockDrafter(
+        runtime, gammas=[w - 1 for w in _verify_widths(resolution)],
+        filter_order=config.filter_order,
+    )
 
 
 @hookimpl

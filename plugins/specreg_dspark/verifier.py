@@ -63,7 +63,8 @@ class BlockVerifier:
         self.widths = self.chain.widths
         self.gamma = self.num_draft_tokens - 1
         self.drafter = BlockDrafter(
-            runtime, gammas=[w - 1 for w in self.widths], backend=self.backend
+            runtime, gammas=[w - 1 for w in self.widths], backend=self.backend,
+            filter_order=filter_order,
         )
         self.build_draft_block = self.drafter.build_draft_block
         self.propose = self.drafter.propose

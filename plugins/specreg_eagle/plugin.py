@@ -203,4 +203,7 @@ def specreg_make_drafter(
         return None
     from specreg_eagle.drafter import EagleDrafter
 
-    return EagleDrafter(topk=config.topk or DEFAULT_TOPK, widths_by_steps=widths_by_steps(resolution))
+    return EagleDrafter(
+        topk=config.topk or DEFAULT_TOPK, widths_by_steps=widths_by_steps(resolution),
+        filter_order=config.filter_order,
+    )

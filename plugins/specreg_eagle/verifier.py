@@ -118,7 +118,7 @@ class EagleVerifier:
         self.backend = requested_backend()
         self._drafter = EagleDrafter(
             topk=self.topk, widths_by_steps=self.widths_by_steps, mask_mode=mask_mode,
-            check_values=check_values,
+            check_values=check_values, filter_order=self.filter_order,
         )
 
     # ------------------------------------------------------------------------------ build

@@ -264,4 +264,51 @@ ENTRIES = (
         example_fix="# before\nverify_greedy(c, logits, draft_lengths=[2, 0], verify_lens=v)\n"
         "# after\nverify_greedy(c, logits, draft_lengths=[2, 0])",
     ),
+    ErrorEntry(
+        code="SR926",
+        title="Too many children to draw without replacement",
+        meaning=(
+            "A tree drafter sampling with per-request parameters draws each branch's k children "
+            "from the filtered draft distribution q without replacement (Gumbel-top-k), so k "
+            "distinct tokens must exist: k is at most the vocabulary size. Children beyond q's "
+            "support are drawn last and carry no mass; the verifier rejects them."
+        ),
+        when="specreg.draft_sampling.sample_children (EAGLE's drafter started with params=) "
+        "with k outside [1, V], checked before any draw.",
+        solutions=("Use a topk no larger than the draft model's vocabulary "
+                   "(--speculative-eagle-topk for SGLang and the specreg CLI).",),
+        example_fix="# before\nsample_children(logits, params, 200)  # V = 96\n"
+        "# after\nsample_children(logits, params, 4)",
+    ),
+    ErrorEntry(
+        code="SR927",
+        title="Both params= and temperature= given to a drafter",
+        meaning=(
+            "A drafter samples either with one temperature for the batch (temperature=) or with "
+            "each request's own SamplingParams (params=: temperature, top-k, top-p, min-p, "
+            "greedy requests at temperature 0), never both: the two would disagree on the q the "
+            "verifier checks the drafts against."
+        ),
+        when="BlockDrafter.propose (dspark, dflash) with params= and a non-zero temperature=.",
+        solutions=("Drop temperature= and put each request's temperature in "
+                   "SamplingParams.of(batch, temperature=[...]).",),
+        example_fix="# before\ndrafter.propose(logits, anchor, temperature=0.7, params=params)\n"
+        "# after\ndrafter.propose(logits, anchor, params=params)",
+    ),
+    ErrorEntry(
+        code="SR928",
+        title="Draft logits asked of a deterministic tree draft",
+        meaning=(
+            "A tree drafter gives the verifier each node's draft logits (the q its children "
+            "were drawn from) only when it drew the children from the requests' filtered q, "
+            "i.e. when the draft was started with params=. A deterministic top-k draft has no "
+            "such q: it is verified by the target-only rule, without draft logits."
+        ),
+        when="EagleDrafter.draft_logits(draft) on a draft started without params=.",
+        solutions=("Start the draft with drafter.start(logits, hidden, params=params, "
+                   "generator=...).",
+                   "Verify without draft_logits= (the target-only rule)."),
+        example_fix="# before\ndraft = drafter.start(logits, hidden)\n"
+        "# after\ndraft = drafter.start(logits, hidden, params=params, generator=g)",
+    ),
 )

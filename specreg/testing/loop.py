@@ -8,9 +8,9 @@ reached through the plan and used through the `specreg.protocols` contract. Mode
 that propose trees from the history (`HistoryTreeDrafterProtocol`) verify them as trees. `steps=` runs one
 adaptive candidate of the plan instead of the main config. `params=` (a `SamplingParams`, one
 value per request) runs a mixed batch through the verifier's per-request-parameters method
-(`params_method`): the drafts are the draft model's greedy proposals, so sampled requests
-verify by the target-only rule, which is lossless for any proposal drawn independently of the
-verifier's coins. `draft_lengths=` (one int per request, 0 = no speculation;
+(`params_method`), its sampled requests by the with-draft rule where the drafter can draw from
+their filtered q, else by the target-only rule (`draft_rule=`, `specreg.testing.draft_rules`;
+`GenerationResult.verify_rule` says which ran). `draft_lengths=` (one int per request, 0 = no speculation;
 `specreg.draft_lengths`) caps each request's drafts at every step: the drafter and the verifier
 are both given them, and a request with 0 emits one plain token per step.
 """
@@ -34,6 +34,7 @@ from specreg.protocols import (
     missing_members,
 )
 from specreg.testing.draft_model_step import draft_with_model
+from specreg.testing.draft_rules import resolve_rule, sampled_draft_chain
 from specreg.testing.drafter_checks import check_proposals
 from specreg.testing.heads_step import heads_step
 from specreg.testing.history_tree_step import history_tree_step
@@ -61,6 +62,7 @@ class GenerationResult:
     reader_stats: dict[str, float]
     backend: str
     acceptance: AcceptanceSnapshot | None = None  # per-position acceptance (specreg.acceptance)
+    verify_rule: str = "greedy"  # greedy, sampling, with_draft or target_only (draft_rules)
 
     @property
     def mean_accepted_length(self) -> float:
@@ -110,6 +112,7 @@ class SpeculativeLoop:
         params: SamplingParams | None = None,
         constraint: TokenConstraint | None = None,
         draft_lengths: Any = None,
+        draft_rule: str = "auto",
     ) -> None:
         if plan.verifier is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
@@ -150,6 +153,11 @@ class SpeculativeLoop:
         self._history_trees = plan.drafter is not None and not missing_members(
             plan.drafter, HistoryTreeDrafterProtocol
         ) and bool(getattr(plan.drafter, "proposes_trees", False))
+        self.verify_rule = resolve_rule(
+            plan, draft_rule, params=params, sampling=sampling,
+            history_trees=self._history_trees, constrained=constraint is not None,
+        )
+        self.with_draft = self.verify_rule == "with_draft"
         self.reader = reader or (
             SwapReader(plan.cache_swapper, target) if plan.cache_swapper is not None else DenseReader(target)
         )
@@ -205,6 +213,11 @@ class SpeculativeLoop:
             drafts = drafts[:, :gamma]  # a candidate verifies a prefix of the chain
             q = torch.nn.functional.one_hot(drafts, self.target.config.vocab_size).float()
             return torch.cat([batch.last_tokens()[:, None], drafts], dim=1), q
+        if self.with_draft:
+            assert self.params is not None
+            return sampled_draft_chain(self.draft, batch, gamma, self.params,
+                                       generator=self.generator,
+                                       filter_order=self.plan.config.filter_order)
         ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
         candidates = [batch.last_tokens()]
         qs = []
@@ -256,15 +269,14 @@ class SpeculativeLoop:
         base_logits = self.draft.logits(flat_w, flat_p, rows, valid).reshape(b, width, -1)
         if not drafter.sample_from_anchor:
             base_logits = base_logits[:, 1:]  # bonus-anchor layout: the anchor slot conditions only
+        drawn = {"params": self.params} if self.with_draft else {
+            "temperature": self.temperature if self.sampling else 0.0}
         drafts, corrected = drafter.propose(
-            base_logits,
-            anchor,
-            head=self.markov_head,
-            temperature=self.temperature if self.sampling else 0.0,
-            generator=self.generator,
-            gamma=gamma,
-            **lengths_keyword(self),
+            base_logits, anchor, head=self.markov_head, generator=self.generator, gamma=gamma,
+            **drawn, **lengths_keyword(self),
         )
+        if self.with_draft:  # the logits the drafts were drawn from: the verifier filters them
+            return drafter.candidates(anchor, drafts), corrected
         q = _softmax(corrected, self.temperature) if corrected is not None else None
         return drafter.candidates(anchor, drafts), q
 
@@ -282,7 +294,8 @@ class SpeculativeLoop:
         capped = lengths_keyword(self)
         if self.params_verify is not None:
             result = self.params_verify(
-                candidates, logits, None, params=self.params, offsets=batch.lengths, **capped,
+                candidates, logits, q if self.with_draft else None, params=self.params,
+                offsets=batch.lengths, **capped,
                 **self.mask_inputs(paths, depths),
             )
         elif self.sampling:
@@ -347,7 +360,8 @@ class SpeculativeLoop:
         out = torch.stack([batch.seqs[r, : prompt_len + num_new] for r in range(b)])
         backend = self.plan.kernel_backends()["cpu"]
         return GenerationResult(
-            out, emitted, forwards, self.reader.stats(), backend, stats.snapshot()
+            out, emitted, forwards, self.reader.stats(), backend, stats.snapshot(),
+            self.verify_rule,
         )
 
     # ----------------------------------------------------------------------------- tree drafting

@@ -59,6 +59,7 @@ class LoopView(Protocol):
     params: SamplingParams | None
     params_verify: Callable[..., Any] | None
     sampling: bool
+    with_draft: bool  # sampled requests run the with-draft rule (specreg.testing.draft_rules)
     temperature: float
     generator: torch.Generator
     draft_lengths: Any

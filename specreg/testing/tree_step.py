@@ -1,7 +1,9 @@
 """One draft-and-verify step for tree drafters (EAGLE-style), on the toy models.
 
 The toy draft model scores every branch; `plan.drafter` keeps the top-k tokens per branch for
-`num_steps` levels (those of the loop's candidate) and assembles the verify tree; the target
+`num_steps` levels (those of the loop's candidate) and assembles the verify tree (under the
+with-draft rule, sampled requests' children are drawn from their filtered q and the verifier
+gets each node's draft logits); the target
 scores every node, and `plan.verifier` accepts the longest matching path (greedy) or samples
 along the tree. Each branch's token path rides in the "hidden states" the draft step carries, so
 the toy draft model can score it. Nothing here imports a plugin.
@@ -43,7 +45,8 @@ def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]
 
     # the draft-extend output: logits after the root; each branch's path rides in `hidden`
     logits = _draft_logits(loop, batch, torch.zeros(b, 1, 0, dtype=torch.long), 0)[:, 0]
-    draft = drafter.start(logits, torch.zeros(b, steps, dtype=torch.long))
+    sampled = {"params": loop.params, "generator": loop.generator} if loop.with_draft else {}
+    draft = drafter.start(logits, torch.zeros(b, steps, dtype=torch.long), **sampled)
     for i in range(1, steps):
         hidden = draft.hidden.clone()
         hidden[:, i - 1] = draft.input_ids
@@ -55,14 +58,18 @@ def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]
         **lengths_keyword(loop),
     )
     assert tree.num_verify_tokens == loop.verify_width, (tree.num_verify_tokens, loop.verify_width)
-    return verify_tree(loop, batch, tree, verifier)
+    q_source = {"draft_logits": drafter.draft_logits(draft)} if loop.with_draft else {}  # type: ignore[attr-defined]
+    return verify_tree(loop, batch, tree, verifier, **q_source)
 
 
 def verify_tree(
-    loop: LoopView, batch: Batch, tree: Any, verifier: TreeVerifierProtocol
+    loop: LoopView, batch: Batch, tree: Any, verifier: TreeVerifierProtocol,
+    draft_logits: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every node of `tree` with the target (each along its own path) and verify it:
-    (tokens to commit [b, W], counts [b]). Shared by every tree-drafting step."""
+    (tokens to commit [b, W], counts [b]). Shared by every tree-drafting step. With
+    `draft_logits` [b, W, V] (sampled children, the with-draft rule) the per-request-parameters
+    verify gets each node's q source."""
     b, n = batch.size, loop.verify_width
     tokens = tree.draft_tokens.view(b, n)
     depths = tree.positions.view(b, n) - (batch.lengths - 1)[:, None]
@@ -74,7 +81,8 @@ def verify_tree(
     logits = loop.verify_logits(batch, paths, depths)
     capped = lengths_keyword(loop)
     if loop.params_verify is not None:
-        out = loop.params_verify(tree, logits, params=loop.params, **capped,
+        q_source = {} if draft_logits is None else {"draft_logits": draft_logits}
+        out = loop.params_verify(tree, logits, params=loop.params, **capped, **q_source,
                                  **loop.mask_inputs(paths, depths))
     elif loop.sampling:
         probs = torch.softmax(logits.float() / loop.temperature, dim=-1)

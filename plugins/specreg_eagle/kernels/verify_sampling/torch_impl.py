@@ -112,19 +112,22 @@ def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         tried_val.scatter_(1, slot, torch.where(append, store_val, tried_val.gather(1, slot).squeeze(1)).unsqueeze(1))
         tried_cnt = tried_cnt + append.to(torch.int64)
         prob_acc = torch.where(reject, acc_new, prob_acc)
-        q_left = torch.where(append & rrs, q_left - q_x, q_left)
         coef = torch.where(reject & rrs, new_coef, coef)
         # The residual mass matters only to a sibling still to be tested at this parent.
         sibling = ns.gather(1, safe.unsqueeze(1)).squeeze(1)
         need = reject & rrs & (sibling >= 0)
         if cpu_branches(device):
-            mass = _residual_mass_cpu(
+            mass, untried = _residual_mass_cpu(
                 target_probs, draft_probs, last, need, coef, tried_tok, tried_val, tried_cnt
             )
         else:
-            mass = _residual_mass(flat_p[at].to(f32), flat_q[at].to(f32), coef, tried_tok,
+            mass, untried = _residual_mass(flat_p[at].to(f32), flat_q[at].to(f32), coef, tried_tok,
                                   tried_val, tried_cnt)  # fmt: skip
         norm = torch.where(need, mass, norm)
+        # q's mass left untried, summed over the untried tokens: subtracting each tried q(x)
+        # from the running mass cancels catastrophically once the tried children hold nearly
+        # all of q (a peaked draft), and q_i(c) = q(c) / q_left would be off.
+        q_left = torch.where(need, untried, q_left)
         # Move: down on acceptance, right on rejection.
         count = count + accept.to(torch.int64)
         path.scatter_(1, count.clamp_max(depth).unsqueeze(1),
@@ -148,15 +151,16 @@ def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
 
 
 def _residual_mass(p_row, q_row, a, tok, val, cnt):
-    """Residual mass max(p - a q, 0) of full rows [b, V], the tried tokens at their frozen
-    coefficients (the accelerators' branch: every request's row, no host synchronisation)."""
+    """(residual mass max(p - a q, 0) of full rows [b, V], the tried tokens at their frozen
+    coefficients; q's untried mass) (the accelerators' branch: every request's row, no host
+    synchronisation)."""
     dense = (p_row - a.unsqueeze(1) * q_row).clamp_min(0).sum(-1)
     live = torch.arange(tok.shape[1], device=tok.device).unsqueeze(0) < cnt.unsqueeze(1)
     safe_tok = tok.clamp_min(0)
     p_t, q_t = p_row.gather(1, safe_tok), q_row.gather(1, safe_tok)
     frozen = (p_t - val * q_t).clamp_min(0)
     moving = (p_t - a.unsqueeze(1) * q_t).clamp_min(0)
-    return dense + torch.where(live, frozen - moving, 0.0).sum(-1)
+    return dense + torch.where(live, frozen - moving, 0.0).sum(-1), _untried_mass(q_row, safe_tok, live)
 
 
 def cpu_branches(device: torch.device) -> bool:
@@ -236,14 +240,16 @@ def _residual_mass_cpu(
     tried_tok: torch.Tensor,
     tried_val: torch.Tensor,
     tried_cnt: torch.Tensor,
-) -> torch.Tensor:
-    """Residual mass [b] at `last`, computed only for the requests in `need` (0 elsewhere).
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual mass [b] at `last` and q's untried mass [b] there (`_untried_mass`), computed
+    only for the requests in `need` (0 elsewhere).
 
     Same per-row arithmetic as the dense path. A row sum over one output row may be split across
     threads by torch, so a lone needed row is reduced beside a copy of itself whenever the dense
     path (b > 1 rows) would not have split it."""
     b, _, vocab = target_probs.shape
     mass = torch.zeros(b, dtype=torch.float32, device=target_probs.device)
+    untried = torch.zeros(b, dtype=torch.float32, device=target_probs.device)
     needed = need.nonzero().squeeze(1)
     chunks = cpu_row_chunks(needed.shape[0], vocab)
     rows = max(2, chunks[0][1]) if chunks else 0
@@ -261,6 +267,7 @@ def _residual_mass_cpu(
         safe_tok = tried_tok[requests].clamp_min(0)
         p_t = p_rows.gather(1, safe_tok)
         q_t = q_rows.gather(1, safe_tok)
+        rows_untried = _untried_mass(q_rows, safe_tok, live)
         dense = torch.addcmul(p_rows, q_rows, a.unsqueeze(1), value=-1.0, out=q_rows)
         dense = dense.clamp_min_(0).sum(-1)
         frozen = (p_t - tried_val[requests] * q_t).clamp_min(0)
@@ -268,7 +275,8 @@ def _residual_mass_cpu(
         rows_mass = dense + torch.where(live, frozen - moving, 0.0).sum(-1)
         count = stop - start
         mass[requests[:count]] = rows_mass[:count]
-    return mass
+        untried[requests[:count]] = rows_untried[:count]
+    return mass, untried
 
 
 def sibling_order(next_token: torch.Tensor, next_sibling: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -343,3 +351,9 @@ def target_only_walk(
         count = count + moved.to(torch.int64)
     tried = x_ok & ~dup & (parent == last.unsqueeze(1)) & (count < depth).unsqueeze(1)
     return path, count, last, tried
+
+
+def _untried_mass(q_rows: torch.Tensor, tried: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+    """sum of `q_rows` [k, V] over the tokens not among the live `tried` ones ([k, cap])."""
+    hits = torch.zeros_like(q_rows).scatter_add_(1, tried, live.to(q_rows.dtype))
+    return torch.where(hits > 0, 0.0, q_rows).sum(-1)

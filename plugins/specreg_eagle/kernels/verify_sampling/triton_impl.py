@@ -176,17 +176,22 @@ if triton is not None:
             cnt += append.to(tl.int64)
             prob_acc = tl.where(reject, acc_new, prob_acc)
             if HAS_Q:
-                q_left = tl.where(append & rrs, q_left - q_x, q_left)
                 coef = tl.where(reject & rrs, new_coef, coef)
                 sibling = tl.load(ns_ptr + base + safe).to(tl.int64)
                 if reject & rrs & (sibling >= 0):
+                    # q's untried mass is summed over the untried tokens, in the same pass:
+                    # subtracting each tried q(x) cancels once they hold nearly all of q.
+                    live2 = idx < cnt
                     dense = tl.zeros([BLOCK_V], tl.float32)
+                    untried = tl.zeros([BLOCK_V], tl.float32)
                     for v0 in range(0, vocab, BLOCK_V):
                         v = v0 + offs
                         pv = tl.load(p_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
                         qv = tl.load(q_ptr + row + v, mask=v < vocab, other=0.0).to(tl.float32)
                         dense += tl.maximum(pv - coef * qv, 0.0)
-                    live2 = idx < cnt
+                        hit = (v[:, None] == tried_tok[None, :]) & live2[None, :]
+                        untried += tl.where(tl.max(hit.to(tl.int32), axis=1) > 0, 0.0, qv)
+                    q_left = tl.sum(untried, axis=0)
                     frozen = tl.maximum(tried_p - tried_val * tried_q, 0.0)
                     moving = tl.maximum(tried_p - coef * tried_q, 0.0)
                     norm = tl.sum(dense, axis=0) + tl.sum(tl.where(live2, frozen - moving, 0.0), axis=0)

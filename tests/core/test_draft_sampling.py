@@ -1,0 +1,175 @@
+"""specreg.draft_sampling: the drafter's q is the verifiers' q bit for bit, its draws follow it
+(chi-square at fixed seeds, with negative controls), and bad input is a coded error first."""
+
+import pytest
+import torch
+from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
+
+from specreg.draft_sampling import filtered_q, row_params, sample_children, sample_rows
+from specreg.errors import KernelInputError
+from specreg.kernels.chain_params.torch_impl import _Rows
+from specreg.kernels.filtering.reference import filtered_distribution
+from specreg.kernels.filtering.types import FILTER_ORDERS, filter_rule
+from specreg.sampling_params import SamplingParams
+from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
+
+V = 64
+#: Adversarial kinds: greedy, heavy top-k / top-p / min-p cuts, all three, a hot temperature.
+KINDS = (
+    dict(temperature=0.0),
+    dict(temperature=1.0, top_k=3),
+    dict(temperature=0.8, top_p=0.3),
+    dict(temperature=1.3, min_p=0.2),
+    dict(temperature=0.6, top_k=9, top_p=0.7, min_p=0.05),
+    dict(temperature=2.5),
+)
+
+
+def _params(rows: int, device="cpu") -> SamplingParams:
+    kinds = [KINDS[r % len(KINDS)] for r in range(rows)]
+    return SamplingParams.of(
+        rows, temperature=[k["temperature"] for k in kinds],
+        top_k=[k.get("top_k", 0) for k in kinds], top_p=[k.get("top_p", 1.0) for k in kinds],
+        min_p=[k.get("min_p", 0.0) for k in kinds], device=device,
+    )
+
+
+def _logits(rows: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(rows, V, generator=g) * 3.0
+    logits[:, :4] += 4.0  # a few heavy tokens: the filters cut hard
+    logits[1::3, 10] = logits[1::3, 11]  # ties at the cut
+    return logits
+
+
+@pytest.mark.parametrize("order", FILTER_ORDERS)
+def test_the_drafters_q_is_the_verifiers_q_bit_for_bit(order):
+    logits = _logits(24)
+    params = _params(24)
+    sampled = (~params.greedy).nonzero().flatten()
+    drawn = sample_rows(logits, params, generator=torch.Generator().manual_seed(0),
+                        filter_order=order)
+    # the chain verifier's q rows (draft [b, 1, V], position 0) and the tree verifier's
+    chain = _Rows(logits[:, None], 1, params, False, filter_rule(order))
+    chain_q = chain.filtered(sampled, 0, chain.stats(sampled, 0))
+    tree_q = _filtered_tree_rows(logits, sampled, params.select(sampled), False, False, None,
+                                 filter_rule(order))
+    assert torch.equal(drawn.q[sampled], chain_q)
+    assert torch.equal(drawn.q[sampled], tree_q)
+    children = sample_children(logits, params, 4, generator=torch.Generator().manual_seed(0),
+                               filter_order=order)
+    assert torch.equal(children.q[sampled], tree_q)
+
+
+def test_triton_q_equals_torch_under_the_interpreter():
+    logits = _logits(6)
+    params = _params(6)
+    rows = (~params.greedy).nonzero().flatten()
+    torch_q = filtered_q(logits, params, rows, backend="torch")
+    triton_q = filtered_q(logits, params, rows, backend="triton")
+    assert torch.allclose(torch_q, triton_q, atol=1e-6)
+    assert torch.equal(torch_q > 0, triton_q > 0)  # the same kept sets
+    # on the Triton path the tree verifier's q, bit for bit
+    tree_q = _filtered_tree_rows(logits, rows, params.select(rows), False, True, None,
+                                 filter_rule("specreg"))
+    assert torch.equal(triton_q, tree_q)
+
+
+def test_greedy_rows_take_the_argmax_and_the_deterministic_top_k():
+    logits = _logits(12)
+    params = _params(12)
+    greedy = params.greedy.nonzero().flatten()
+    drawn = sample_rows(logits, params, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(drawn.tokens[greedy], logits[greedy].argmax(-1))
+    children = sample_children(logits, params, 5, generator=torch.Generator().manual_seed(1))
+    probs = torch.softmax(logits.float(), -1)
+    top_p, top_i = torch.topk(probs, 5, dim=-1)
+    assert torch.equal(children.tokens[greedy], top_i[greedy])
+    assert torch.equal(children.weights[greedy], top_p[greedy])
+
+
+def _repeated(kind: int, copies: int) -> tuple[torch.Tensor, SamplingParams]:
+    row = _logits(len(KINDS))[kind]
+    params = _params(len(KINDS)).select(torch.full((copies,), kind, dtype=torch.int64))
+    return row.expand(copies, V).contiguous(), params
+
+
+def _expected(row: torch.Tensor, kind: int, **overrides) -> torch.Tensor:
+    filters = {**KINDS[kind], **overrides}
+    return filtered_distribution(row, **filters)
+
+
+@pytest.mark.parametrize("kind", range(1, len(KINDS)))
+def test_row_draws_follow_the_filtered_q_and_not_the_unfiltered_one(kind):
+    logits, params = _repeated(kind, 6000)
+    drawn = sample_rows(logits, params, generator=torch.Generator().manual_seed(kind))
+    counts = torch.bincount(drawn.tokens, minlength=V)
+    assert chi_square_p_value(counts, _expected(logits[0], kind)) > P_VALUE_THRESHOLD
+    unfiltered = filtered_distribution(logits[0], temperature=KINDS[kind]["temperature"] * 1.5)
+    assert chi_square_p_value(counts, unfiltered) < P_VALUE_THRESHOLD  # negative control
+
+
+@pytest.mark.parametrize("kind", [2, 4, 5])
+def test_children_are_draws_without_replacement_in_order(kind):
+    logits, params = _repeated(kind, 6000)
+    drawn = sample_children(logits, params, 3, generator=torch.Generator().manual_seed(kind))
+    assert (drawn.tokens[:, 0] != drawn.tokens[:, 1]).all()
+    assert (drawn.weights[:, :-1] > drawn.weights[:, 1:]).all()  # strictly in draw order
+    assert ((drawn.weights > 0) & (drawn.weights < 1)).all()
+    q = _expected(logits[0], kind)
+    first = torch.bincount(drawn.tokens[:, 0], minlength=V)
+    assert chi_square_p_value(first, q) > P_VALUE_THRESHOLD
+    # the second child follows sum_x q(x) q(y) / (1 - q(x)) (y != x): without replacement
+    rest = q[:, None] * q[None, :] / (1 - q[:, None]).clamp_min(1e-12)
+    rest.fill_diagonal_(0.0)
+    second_expected = rest.sum(0)
+    second = torch.bincount(drawn.tokens[:, 1], minlength=V)
+    if float((q > 0).sum()) >= 2:
+        assert chi_square_p_value(second, second_expected) > P_VALUE_THRESHOLD
+        # negative control: with replacement the second child would follow q itself
+        assert chi_square_p_value(second, q) < P_VALUE_THRESHOLD
+
+
+def test_child_weights_do_not_depend_on_the_token_drawn():
+    """The ranking weight of the first child is exp(-E/q(c)) for the Gumbel race: uniform on
+    (0, 1) whichever token won, so a tree pruned by it is not biased towards any token."""
+    logits, params = _repeated(5, 20000)
+    drawn = sample_children(logits, params, 2, generator=torch.Generator().manual_seed(9))
+    heavy = drawn.tokens[:, 0] == int(_expected(logits[0], 5).argmax())
+    bins = torch.linspace(0, 1, 11)
+    for chosen in (heavy, ~heavy):
+        counts = torch.histc(drawn.weights[chosen, 0], bins=10, min=0, max=1)
+        assert chi_square_p_value(counts, torch.full((10,), 0.1)) > P_VALUE_THRESHOLD
+    assert bins.numel() == 11
+
+
+def test_row_params_repeat_each_request():
+    params = _params(3)
+    rows = row_params(params, 4)
+    assert rows.batch_size == 12
+    assert torch.equal(rows.temperature, params.temperature.repeat_interleave(4))
+
+
+def test_bad_input_is_a_coded_error_before_any_draw():
+    logits = _logits(6)
+    generator = torch.Generator().manual_seed(0)
+    state = generator.get_state()
+    with pytest.raises(KernelInputError) as wrong_size:
+        sample_rows(logits, _params(5), generator=generator)
+    assert wrong_size.value.problems[0].code == "SR910"
+    bad = _params(6)
+    bad = SamplingParams(temperature=bad.temperature - 5.0, top_k=bad.top_k, top_p=bad.top_p,
+                         min_p=bad.min_p, seed=bad.seed)
+    with pytest.raises(KernelInputError) as negative:
+        sample_rows(logits, bad, generator=generator)
+    assert negative.value.problems[0].code == "SR911"
+    with pytest.raises(KernelInputError) as too_many:
+        sample_children(logits, _params(6), V + 1, generator=generator)
+    assert too_many.value.problems[0].code == "SR926"
+    with pytest.raises(KernelInputError) as not_rows:
+        sample_rows(logits[0], _params(1), generator=generator)
+    assert not_rows.value.problems[0].code.startswith("SR9")
+    with pytest.raises(KernelInputError) as integer_logits:
+        sample_rows(logits.long(), _params(6), generator=generator)
+    assert integer_logits.value.problems[0].code.startswith("SR9")
+    assert torch.equal(generator.get_state(), state)  # nothing was drawn
