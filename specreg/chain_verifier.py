@@ -106,9 +106,10 @@ class ChainVerifier:
 
     def _run(
         self, kernel: Callable[..., ChainVerifyResult], candidates: torch.Tensor, *args: Any,
-        **kwargs: Any,
+        lossy: bool = False, **kwargs: Any,
     ) -> VerifyResult:
-        """Check the width, call `kernel` with this verifier's settings, wrap the result.
+        """Check the width, call `kernel` with this verifier's settings, wrap the result
+        (`lossy`: the plan's rule ran, so the result names it in `acceptance`).
         `draft_lengths` (per request, 0 = no speculation; `specreg.draft_lengths`) becomes the
         kernels' `verify_lens`."""
         self._check_width(candidates)
@@ -124,6 +125,7 @@ class ChainVerifier:
         return VerifyResult(
             num_accepted=found.accept_len, output_tokens=found.output_tokens, bonus=found.bonus,
             width=candidates.shape[1], param_error=found.param_error,
+            acceptance=self.acceptance if lossy else "lossless",
         )
 
     def verify_greedy(
@@ -137,7 +139,7 @@ class ChainVerifier:
 
             inputs.pop("block_v", None)
             return self._run(verify_chain_synthetic_greedy, candidates, target_logits,
-                             rule=self._rule, **inputs)
+                             rule=self._rule, lossy=True, **inputs)
         from specreg.kernels.chain import verify_chain_greedy
 
         return self._run(
@@ -178,7 +180,7 @@ class ChainVerifier:
 
             return self._run(
                 verify_chain_relaxed, candidates, target_probs, draft_probs, rule=self._rule,
-                backend=self.backend, **inputs,
+                backend=self.backend, lossy=True, **inputs,
             )
         from specreg.kernels.chain import verify_chain_sampling
 
@@ -213,9 +215,6 @@ class ChainVerifier:
     def _with_params(
         self, candidates, target, draft, params, *, probabilities, seed=None, **inputs
     ) -> VerifyResult:
-        from specreg.kernels.chain_params import verify_chain_with_params
-
-        self._refuse_lossy("params=")
         self._check_width(candidates)
         if seed is not None:
             raise KernelInputError(
@@ -227,6 +226,16 @@ class ChainVerifier:
                     field="seed",
                 )
             )
+        if self._rule is not None:
+            from specreg.kernels.relaxed.params import verify_chain_relaxed_with_params
+
+            return self._run(
+                verify_chain_relaxed_with_params, candidates, target, draft, params=params,
+                rule=self._rule, probabilities=probabilities, backend=self.backend,
+                filter_order=self.filter_order, lossy=True, **inputs,
+            )
+        from specreg.kernels.chain_params import verify_chain_with_params
+
         return self._run(
             verify_chain_with_params, candidates, target, draft, params=params,
             probabilities=probabilities, backend=self.backend, filter_order=self.filter_order,
@@ -242,9 +251,10 @@ class ChainVerifier:
             problem(
                 "SR196",
                 f"the plan's acceptance rule ({self.acceptance}, lossy) does not reach {path}",
-                accepted="verify_sampling / verify_target_only without params, verify_greedy",
-                fix="call verify_sampling on filtered probabilities without params=, or resolve "
-                "the plan without the lossy acceptance setting",
+                accepted="verify_sampling / verify_target_only / verify_from_logits (with or "
+                "without params=), verify_greedy",
+                fix="verify through one of those, or resolve the plan without the lossy "
+                "acceptance setting",
                 field="acceptance",
             )
         )
