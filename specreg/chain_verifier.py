@@ -36,8 +36,9 @@ class ChainVerifier:
     with `params`; the plan's `config.filter_order`, `specreg.kernels.filtering.types`).
     `acceptance` (the plan's `config.acceptance`, `specreg.acceptance_rules`; None or lossless:
     the lossless rule) switches sampling verification to a lossy rule
-    (`specreg.kernels.relaxed`); greedy verification stays exact under thresholds and typical
-    acceptance, and takes the synthetic count under synthetic acceptance.
+    (`specreg.kernels.relaxed`), per-request `params` included; greedy verification stays exact
+    under thresholds and typical acceptance, and takes the synthetic count under synthetic
+    acceptance. Results of the lossy rule name it in `VerifyResult.acceptance`.
     """
 
     rules: tuple[str, ...] = ("greedy", "chain_sampling")
@@ -170,7 +171,7 @@ class ChainVerifier:
         offsets, generator) and `draft_lengths` (per request, 0 = one plain sample; instead of
         verify_lens). With `params` (per-request temperature, top-k, top-p, min-p,
         seeds) the probabilities are filtered per request first (`verify_chain_with_params`,
-        probabilities=True)."""
+        probabilities=True; under a lossy plan rule `verify_chain_relaxed_with_params`)."""
         if params is not None:
             return self._with_params(
                 candidates, target_probs, draft_probs, params, probabilities=True, **inputs
@@ -207,7 +208,8 @@ class ChainVerifier:
         """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
         verify greedily, the others by chain sampling on the filtered p and q (target-only
         without `draft_logits`). Inputs: `verify_lens` or `draft_lengths`, `offsets`,
-        `generator` (see `specreg.kernels.chain_params`)."""
+        `generator` (see `specreg.kernels.chain_params`). A lossy plan rule runs on the filtered
+        p and q (`specreg.kernels.relaxed`); greedy requests stay plain greedy."""
         return self._with_params(
             candidates, target_logits, draft_logits, params, probabilities=False, **inputs
         )
@@ -227,7 +229,7 @@ class ChainVerifier:
                 )
             )
         if self._rule is not None:
-            from specreg.kernels.relaxed.params import verify_chain_relaxed_with_params
+            from specreg.kernels.relaxed import verify_chain_relaxed_with_params
 
             return self._run(
                 verify_chain_relaxed_with_params, candidates, target, draft, params=params,

@@ -1,4 +1,4 @@
-"""The lossy acceptance rules under per-request sampling parameters (specreg.kernels.relaxed.params):
+"""The lossy acceptance rules under per-request sampling parameters (specreg.kernels.relaxed):
 at thresholds (1, 1) the path is the lossless params verify token for token (masks and penalties
 included); under each lossy rule torch and Triton (interpreter) equal the per-request reference
 on reference-filtered probabilities at fixed coins; greedy rows are plain greedy; a seeded
@@ -16,8 +16,7 @@ from specreg.kernels.chain import verify_chain_greedy
 from specreg.kernels.chain_params import prepare_chain_params, verify_chain_with_params
 from specreg.kernels.logprobs import emitted_logprobs
 from specreg.kernels.penalties import Penalties
-from specreg.kernels.relaxed import RuleParams
-from specreg.kernels.relaxed.params import verify_chain_relaxed_with_params
+from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed_with_params
 from specreg.kernels.relaxed.reference import verify_chain_relaxed_with_params_reference
 from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, TYPICAL
 from specreg.kernels.token_mask import bitmask_words

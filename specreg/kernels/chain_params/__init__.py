@@ -111,7 +111,7 @@ def prepare_chain_params(
 ) -> ChainParamsInputs:
     """`verify_chain_with_params`'s steps before the rule runs: every check, the grammar mask
     and the penalties (both IN PLACE on `target` / `draft`), the per-request coins. The lossy
-    rules under sampling parameters (`specreg.kernels.relaxed.params`) share it."""
+    rules under sampling parameters (`specreg.kernels.relaxed`) share it."""
     filter_rule(filter_order)
     b, n, vocab = check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
