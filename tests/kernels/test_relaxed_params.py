@@ -197,3 +197,27 @@ def test_chain_and_block_verifiers_run_the_rule_for_params_and_refuse_processed_
     with pytest.raises(KernelInputError) as still:
         synthetic.verify_greedy_from_predict(candidates, target.argmax(-1))
     assert still.value.problems[0].code == "SR196"
+
+
+def test_eagle_results_name_their_lossy_rule_and_refuse_processed_logprobs():
+    from specreg_eagle.verifier import EagleVerifier
+
+    from tests.eagle.test_eagle_verify import make_tree
+
+    b, steps, n, vocab = 6, 3, 6, 11
+    tree, gen = make_tree(b, 2, steps, n, vocab, 5)
+    p = torch.softmax(2 * torch.randn(b, n, vocab, generator=gen), -1)
+    params = SamplingParams.of(b, temperature=1.0, seed=list(range(b)))
+    relaxed = EagleVerifier(num_steps=steps, topk=2, num_draft_tokens=n,
+                            acceptance=AcceptanceRule(threshold_single=0.4, threshold_acc=0.3))
+    lossless = EagleVerifier(num_steps=steps, topk=2, num_draft_tokens=n)
+    for verifier, rule in ((relaxed, "relaxed_thresholds"), (lossless, "lossless")):
+        for result in (verifier.verify_sampling(tree, p, seed=1),
+                       verifier.verify_sampling(tree, p, params=params)):
+            assert result.acceptance == rule
+            if rule == "lossless":
+                emitted_logprobs(result, p, params=params, probabilities=True)
+                continue
+            with pytest.raises(KernelInputError) as raised:
+                emitted_logprobs(result, p, params=params, probabilities=True)
+            assert raised.value.problems[0].code == "SR199"
