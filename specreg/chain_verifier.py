@@ -36,8 +36,9 @@ class ChainVerifier:
     with `params`; the plan's `config.filter_order`, `specreg.kernels.filtering.types`).
     `acceptance` (the plan's `config.acceptance`, `specreg.acceptance_rules`; None or lossless:
     the lossless rule) switches sampling verification to a lossy rule
-    (`specreg.kernels.relaxed`); greedy verification stays exact under thresholds and typical
-    acceptance, and takes the synthetic count under synthetic acceptance.
+    (`specreg.kernels.relaxed`), per-request `params` included; greedy verification stays exact
+    under thresholds and typical acceptance, and takes the synthetic count under synthetic
+    acceptance. Results of the lossy rule name it in `VerifyResult.acceptance`.
     """
 
     rules: tuple[str, ...] = ("greedy", "chain_sampling")
@@ -106,9 +107,10 @@ class ChainVerifier:
 
     def _run(
         self, kernel: Callable[..., ChainVerifyResult], candidates: torch.Tensor, *args: Any,
-        **kwargs: Any,
+        lossy: bool = False, **kwargs: Any,
     ) -> VerifyResult:
-        """Check the width, call `kernel` with this verifier's settings, wrap the result.
+        """Check the width, call `kernel` with this verifier's settings, wrap the result
+        (`lossy`: the plan's rule ran, so the result names it in `acceptance`).
         `draft_lengths` (per request, 0 = no speculation; `specreg.draft_lengths`) becomes the
         kernels' `verify_lens`."""
         self._check_width(candidates)
@@ -124,6 +126,7 @@ class ChainVerifier:
         return VerifyResult(
             num_accepted=found.accept_len, output_tokens=found.output_tokens, bonus=found.bonus,
             width=candidates.shape[1], param_error=found.param_error,
+            acceptance=self.acceptance if lossy else "lossless",
         )
 
     def verify_greedy(
@@ -137,7 +140,7 @@ class ChainVerifier:
 
             inputs.pop("block_v", None)
             return self._run(verify_chain_synthetic_greedy, candidates, target_logits,
-                             rule=self._rule, **inputs)
+                             rule=self._rule, lossy=True, **inputs)
         from specreg.kernels.chain import verify_chain_greedy
 
         return self._run(
@@ -168,7 +171,7 @@ class ChainVerifier:
         offsets, generator) and `draft_lengths` (per request, 0 = one plain sample; instead of
         verify_lens). With `params` (per-request temperature, top-k, top-p, min-p,
         seeds) the probabilities are filtered per request first (`verify_chain_with_params`,
-        probabilities=True)."""
+        probabilities=True; under a lossy plan rule `verify_chain_relaxed_with_params`)."""
         if params is not None:
             return self._with_params(
                 candidates, target_probs, draft_probs, params, probabilities=True, **inputs
@@ -178,7 +181,7 @@ class ChainVerifier:
 
             return self._run(
                 verify_chain_relaxed, candidates, target_probs, draft_probs, rule=self._rule,
-                backend=self.backend, **inputs,
+                backend=self.backend, lossy=True, **inputs,
             )
         from specreg.kernels.chain import verify_chain_sampling
 
@@ -205,7 +208,8 @@ class ChainVerifier:
         """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
         verify greedily, the others by chain sampling on the filtered p and q (target-only
         without `draft_logits`). Inputs: `verify_lens` or `draft_lengths`, `offsets`,
-        `generator` (see `specreg.kernels.chain_params`)."""
+        `generator` (see `specreg.kernels.chain_params`). A lossy plan rule runs on the filtered
+        p and q (`specreg.kernels.relaxed`); greedy requests stay plain greedy."""
         return self._with_params(
             candidates, target_logits, draft_logits, params, probabilities=False, **inputs
         )
@@ -213,9 +217,6 @@ class ChainVerifier:
     def _with_params(
         self, candidates, target, draft, params, *, probabilities, seed=None, **inputs
     ) -> VerifyResult:
-        from specreg.kernels.chain_params import verify_chain_with_params
-
-        self._refuse_lossy("params=")
         self._check_width(candidates)
         if seed is not None:
             raise KernelInputError(
@@ -227,6 +228,16 @@ class ChainVerifier:
                     field="seed",
                 )
             )
+        if self._rule is not None:
+            from specreg.kernels.relaxed import verify_chain_relaxed_with_params
+
+            return self._run(
+                verify_chain_relaxed_with_params, candidates, target, draft, params=params,
+                rule=self._rule, probabilities=probabilities, backend=self.backend,
+                filter_order=self.filter_order, lossy=True, **inputs,
+            )
+        from specreg.kernels.chain_params import verify_chain_with_params
+
         return self._run(
             verify_chain_with_params, candidates, target, draft, params=params,
             probabilities=probabilities, backend=self.backend, filter_order=self.filter_order,
@@ -242,9 +253,10 @@ class ChainVerifier:
             problem(
                 "SR196",
                 f"the plan's acceptance rule ({self.acceptance}, lossy) does not reach {path}",
-                accepted="verify_sampling / verify_target_only without params, verify_greedy",
-                fix="call verify_sampling on filtered probabilities without params=, or resolve "
-                "the plan without the lossy acceptance setting",
+                accepted="verify_sampling / verify_target_only / verify_from_logits (with or "
+                "without params=), verify_greedy",
+                fix="verify through one of those, or resolve the plan without the lossy "
+                "acceptance setting",
                 field="acceptance",
             )
         )

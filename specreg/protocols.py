@@ -34,6 +34,8 @@ class VerifyResult:
       node on the accepted path, -1 elsewhere.
     - `param_error` bool [b] or None: with per-request sampling parameters and value checks off
       (the GPU path), the requests whose parameters were invalid; they accept nothing and emit -1.
+    - `acceptance` str: 'lossless', or the lossy rule (`specreg.acceptance_rules` kind) that
+      produced the result; `emitted_logprobs` refuses processed logprobs of a lossy result (SR199).
 
     `accept_len`, `accept_token_num` and `accept_index` are the older names, kept as aliases.
     """
@@ -45,6 +47,7 @@ class VerifyResult:
     _accepted_index: torch.Tensor | None = attrs.field(default=None, alias="accepted_index")
     predicts: torch.Tensor | None = None
     param_error: torch.Tensor | None = None
+    acceptance: str = "lossless"
 
     @property
     def accepted_index(self) -> torch.Tensor:

@@ -127,7 +127,9 @@ class BlockVerifier:
         (the drafts were drawn from them); base logits give a biased output. With `params` (a
         `SamplingParams`, instead of `temperature`) each request has its own temperature, top-k,
         top-p, min-p and seed, greedy requests (temperature 0) mixed in; nothing [b, n, V] is
-        materialised (`ChainVerifier.verify_from_logits`; `seed` is then ignored). The other
+        materialised (`ChainVerifier.verify_from_logits`; `seed` is then ignored), except under
+        a lossy plan rule, which runs on the materialised filtered p and q
+        (`specreg.kernels.relaxed`). The other
         keywords (`verify_lens`, `draft_lengths`, `seed`, `offsets`, `generator`) are
         `verify_sampling`'s.
         """

@@ -197,7 +197,8 @@ class EagleVerifier:
                 candidates, target_logits,
                 **{k: v for k, v in kwargs.items() if k != "block_v"},
             )
-            return _as_result(chain_to_tree_result(chain, self.num_steps), tree.num_verify_tokens)
+            return _as_result(chain_to_tree_result(chain, self.num_steps), tree.num_verify_tokens,
+                              self.acceptance.kind)
         self._refuse_chain_rule("target_predict=", synthetic_only=True)
         found = verify_tree_greedy(
             *self._links(tree), target_logits=target_logits, **self._bound(), **kwargs
@@ -233,14 +234,14 @@ class EagleVerifier:
                 probabilities=True, filter_order=self.filter_order, **self._bound(),
                 **self._thresholds(), **kept,
             )
-            return _as_result(found, n)
+            return _as_result(found, n, self.acceptance.kind)
         if self.topk == 1 and (draft_probs is not None or self._chain_rule):
             return self._chain_sampling(candidates, target_probs, draft_probs, **kwargs)
         found = verify_tree_sampling(
             *self._links(tree), target_probs, draft_probs=draft_probs, **self._bound(),
             **self._thresholds(), **kwargs,
         )
-        return _as_result(found, n)
+        return _as_result(found, n, self.acceptance.kind)
 
     def verify_from_logits(
         self,
@@ -263,7 +264,7 @@ class EagleVerifier:
             *self._links(tree), target_logits, params=params, draft=draft_logits,
             filter_order=self.filter_order, **self._bound(), **self._thresholds(), **kwargs,
         )
-        return _as_result(found, n)
+        return _as_result(found, n, self.acceptance.kind)
 
     def _chain_sampling(
         self,
@@ -295,7 +296,7 @@ class EagleVerifier:
             candidates, target_probs, None if draft_probs is None else draft_probs[:, : n - 1],
             coins=coins[:, : n - 1], final_coins=final_coins, draft_lengths=draft_lengths,
         )
-        return _as_result(chain_to_tree_result(chain, self.num_steps), n)
+        return _as_result(chain_to_tree_result(chain, self.num_steps), n, chain.acceptance)
 
     def _chain(self, width: int) -> Any:
         """The `ChainVerifier` of one chain width, built once per width (under the plan's rule)."""
@@ -363,9 +364,10 @@ def chain_to_tree_result(chain: object, num_steps: int) -> TreeVerifyResult:
     )
 
 
-def _as_result(found: TreeVerifyResult, width: int) -> VerifyResult:
+def _as_result(found: TreeVerifyResult, width: int, acceptance: str = "lossless") -> VerifyResult:
+    """`acceptance`: the lossy rule that produced `found` ('lossless' otherwise; SR199 reads it)."""
     return VerifyResult(
         num_accepted=found.accept_token_num, output_tokens=found.output_tokens,
         bonus=found.bonus, width=width, accepted_index=found.accept_index,
-        predicts=found.predicts, param_error=found.param_error,
+        predicts=found.predicts, param_error=found.param_error, acceptance=acceptance,
     )

@@ -1,4 +1,4 @@
-"""Catalog entries SR191-SR198: the opt-in, lossy acceptance rules (`specreg.acceptance_rules`)."""
+"""Catalog entries SR191-SR199: the opt-in, lossy acceptance rules (`specreg.acceptance_rules`)."""
 
 from specreg.catalog.entry import ErrorEntry
 
@@ -114,23 +114,29 @@ ENTRIES = (
         code="SR196",
         title="The acceptance rule does not reach this verify call",
         meaning=(
-            "The plan's lossy acceptance rule is implemented for the chain verifier's "
-            "probability and logits paths without per-request sampling parameters, for greedy "
-            "verification (synthetic only; thresholds and typical leave greedy exact) and, in "
-            "EAGLE, by the tree kernel's thresholds. A verify call the rule cannot reach would "
-            "silently verify losslessly, so it is refused instead."
+            "The plan's lossy acceptance rule is implemented for every chain and block verify "
+            "call: probabilities or logits, with or without per-request sampling parameters "
+            "(params=), and greedy verification (thresholds and typical leave greedy exact; "
+            "synthetic takes its count); in EAGLE, by the tree kernel's thresholds. Two paths "
+            "have no lossy variant: the ngram / lookup tree verifiers (verify_tree_sampling "
+            "under any lossy rule, verify_tree_greedy under synthetic acceptance) and "
+            "verify_greedy_from_predict under synthetic acceptance (it sees only argmax ids). "
+            "Verifying there losslessly would be a silent fallback, so the call is refused."
         ),
         when=(
-            "A chain or block verifier built with a lossy rule is called with params= "
-            "(per-request SamplingParams)."
+            "A lookup (ngram) tree verify, or verify_greedy_from_predict, on a plan with a lossy "
+            "acceptance rule the call cannot apply."
         ),
         solutions=(
-            "Filter the probabilities yourself and call verify_sampling without params=.",
-            "Or resolve the plan without the lossy rule for requests with sampling parameters.",
+            "Verify chains (verify_sampling, verify_target_only, verify_from_logits, "
+            "verify_greedy; params= included), which apply the rule.",
+            "For synthetic greedy runs pass the target logits to verify_greedy instead of the "
+            "argmax ids.",
+            "Or resolve the plan without the lossy acceptance setting.",
         ),
         example_fix=(
-            "# before\nverifier.verify_sampling(c, p, q, params=params)  # lossy plan\n"
-            "# after\nverifier.verify_sampling(c, filtered_p, filtered_q)"
+            "# before\nverifier.verify_greedy_from_predict(c, argmax_ids)  # synthetic plan\n"
+            "# after\nverifier.verify_greedy(c, target_logits)"
         ),
     ),
     ErrorEntry(
@@ -170,6 +176,32 @@ ENTRIES = (
             "# before\n{\"algorithm\": \"medusa\", \"acceptance\": {\"posterior_threshold\": 0.1}}\n"
             "# after\n{\"algorithm\": \"medusa\", \"topk\": 1, \"acceptance\": "
             "{\"posterior_threshold\": 0.1}}"
+        ),
+    ),
+    ErrorEntry(
+        code="SR199",
+        title="Processed logprobs of a lossy verify result",
+        meaning=(
+            "emitted_logprobs reports, for a sampled request, the log-probability under the "
+            "filtered target (temperature, top-k, top-p, min-p), the distribution a lossless "
+            "verify draws from. Under a lossy acceptance rule (relaxed thresholds, typical, "
+            "synthetic: VerifyResult.acceptance) the sampled tokens are drawn from no such "
+            "distribution, so those values would misstate them; the call is refused instead of "
+            "returning them."
+        ),
+        when=(
+            "emitted_logprobs(result, target, params=...) without raw=True, where result comes "
+            "from a lossy plan's verifier and params holds a request with temperature > 0."
+        ),
+        solutions=(
+            "Ask for raw logprobs (the target's unprocessed log-softmax): raw=True; vLLM "
+            "--logprobs-mode raw_logprobs.",
+            "Or resolve the plan without the lossy acceptance setting for requests that need "
+            "processed logprobs.",
+        ),
+        example_fix=(
+            "# before\nemitted_logprobs(result, logits, params=params)  # lossy plan\n"
+            "# after\nemitted_logprobs(result, logits, params=params, raw=True)"
         ),
     ),
 )

@@ -41,7 +41,7 @@ from specreg.kernels.sampling import request_coins
 from specreg.kernels.token_mask import apply_token_bitmask_
 from specreg.sampling_params import SamplingParams
 
-__all__ = ["verify_chain_with_params"]
+__all__ = ["prepare_chain_params", "verify_chain_with_params"]
 
 
 def verify_chain_with_params(
@@ -79,6 +79,39 @@ def verify_chain_with_params(
     `penalties` (`specreg.kernels.penalties`: repetition, frequency, presence, logit bias)
     penalise `target` IN PLACE at every position, counting the drafts before it as output.
     """
+    inputs = prepare_chain_params(
+        candidates, target, draft, params=params, probabilities=probabilities, coins=coins,
+        final_coins=final_coins, verify_lens=verify_lens, offsets=offsets, generator=generator,
+        check_values=check_values, backend=backend, block_v=block_v, filter_order=filter_order,
+        token_bitmask=token_bitmask, penalties=penalties,
+    )
+    if select_backend(candidates, requested=backend) == "triton":
+        return verify_chain_with_params_triton(inputs, block_v=block_v)
+    return verify_chain_with_params_torch(inputs)
+
+
+def prepare_chain_params(
+    candidates: torch.Tensor,
+    target: torch.Tensor,
+    draft: torch.Tensor | None = None,
+    *,
+    params: SamplingParams,
+    probabilities: bool = False,
+    coins: torch.Tensor | None = None,
+    final_coins: torch.Tensor | None = None,
+    verify_lens: torch.Tensor | None = None,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    check_values: bool | None = None,
+    backend: BackendChoice = None,
+    block_v: int | None = None,
+    filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
+    token_bitmask: torch.Tensor | None = None,
+    penalties: Penalties | None = None,
+) -> ChainParamsInputs:
+    """`verify_chain_with_params`'s steps before the rule runs: every check, the grammar mask
+    and the penalties (both IN PLACE on `target` / `draft`), the per-request coins. The lossy
+    rules under sampling parameters (`specreg.kernels.relaxed`) share it."""
     filter_rule(filter_order)
     b, n, vocab = check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
@@ -105,14 +138,11 @@ def verify_chain_with_params(
         drawn = request_coins(params, n, offsets=offsets, generator=generator)
         coins = drawn[:, : n - 1] if coins is None else coins
         final_coins = drawn[:, n - 1] if final_coins is None else final_coins
-    inputs = ChainParamsInputs(
+    return ChainParamsInputs(
         candidates=candidates, target=target, draft=draft, params=params, coins=coins,
         final_coins=final_coins, verify_lens=verify_lens, probabilities=probabilities,
         filter_order=filter_order,
     )
-    if select_backend(candidates, requested=backend) == "triton":
-        return verify_chain_with_params_triton(inputs, block_v=block_v)
-    return verify_chain_with_params_torch(inputs)
 
 
 def mask_chain_scores(

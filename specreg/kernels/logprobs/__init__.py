@@ -17,7 +17,9 @@ drawn from (chains: position j; trees: the j-th node of the accepted path, `acce
   (what vLLM's default `raw_logprobs` mode and SGLang return for these tokens).
 
 An accepted draft is distributed as pi (the rule is lossless), and so is the correction or bonus
-drawn after it, so these are plain decoding's values at those positions.
+drawn after it, so these are plain decoding's values at those positions. A result of a lossy
+acceptance rule (`VerifyResult.acceptance`, `specreg.acceptance_rules`) draws its sampled tokens
+from no such pi: with `params` holding a sampled request it is refused (SR199) unless `raw=True`.
 
 Family: `types`, `reference` (per slot, by sorting; the oracle), `torch_impl` (row statistics
 chunk by chunk, no [M, V] copy), `triton_impl` (one program per slot). Both implementations read
@@ -78,6 +80,7 @@ def emitted_logprobs(
             accepted="result and target on one device", fix="pass the scores the step verified",
             field="target",
         ))
+    problems += _lossy_problems(result, params, raw)
     if problems:
         raise KernelInputError(problems)
     device = flat.device
@@ -101,6 +104,21 @@ def emitted_logprobs(
     out_ids[request, column] = top_ids
     out_lp[request, column] = top_lp
     return EmittedLogprobs(token=out_token, top_tokens=out_ids, top_logprobs=out_lp, raw=raw)
+
+
+def _lossy_problems(result: object, params: SamplingParams | None, raw: bool) -> list:
+    """SR199: a lossy acceptance rule (`VerifyResult.acceptance`) does not draw a sampled
+    request's tokens from the filtered target, so its processed logprobs would be wrong."""
+    rule = getattr(result, "acceptance", "lossless")
+    if rule == "lossless" or raw or params is None or not bool((params.temperature > 0).any()):
+        return []
+    return [problem(
+        "SR199", f"the result comes from the lossy acceptance rule {rule!r}: its sampled tokens "
+        "are not drawn from the filtered target, so processed logprobs would misstate them",
+        accepted="raw=True (the target's unprocessed log-softmax), or a lossless plan",
+        fix="pass raw=True (vLLM: --logprobs-mode raw_logprobs), or drop the lossy acceptance "
+        "setting for requests that need processed logprobs", field="raw",
+    )]
 
 
 def _counts(result: object) -> tuple[torch.Tensor, torch.Tensor]:

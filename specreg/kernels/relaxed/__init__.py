@@ -21,16 +21,53 @@ None of them emits the target distribution (only greedy verification under thres
 typical acceptance stays exact, and it does not come here). Family: `types` (`RuleParams`),
 `reference` (per-request loops, the oracle), `torch_impl` (batched; the CPU path),
 `triton_impl` (one program per request, vocab in BLOCK_V tiles, int64 offsets).
+
+Under per-request sampling parameters (greedy and sampled requests mixed in one batch),
+`verify_chain_relaxed_with_params` takes `verify_chain_with_params`'s inputs and a `RuleParams`
+rule. Its steps before the rule are that path's own (`prepare_chain_params`: every check, the
+grammar mask and the penalties IN PLACE, the per-request coins, seeded per request, so a
+request's tokens do not depend on the rest of the batch). Then, per request:
+
+- temperature 0: plain greedy on the target scores (`verify_chain_greedy`), exact under
+  thresholds and typical acceptance; under synthetic acceptance the synthetic count and the
+  argmax of the row after it (`verify_chain_synthetic_greedy`'s rule, coin: the request's first);
+- temperature > 0: the rule (torch or Triton) on p = filter(target / T)
+  and q = filter(draft / T), filtered by `specreg.kernels.filtering` in the plan's filter order,
+  with the coins the lossless params path would use. At thresholds (1, 1) this is the lossless
+  params rule itself, token for token;
+- invalid parameters (value checks off): accept nothing, emit -1, flagged in `param_error`.
+
+Memory: unlike the lossless params path, this opt-in path materialises the filtered
+probabilities, float32 [b, n, V] for the target and [b, n-1, V] for the draft (about
+8 * b * n * V bytes at peak), because the relaxed kernels read probability rows. The row
+statistics come from the filtering family (torch: `gathered_row_stats` in row chunks; Triton:
+`row_stats_triton`), the values from its one elementwise formula (`filtered_rows`).
 """
 
 from __future__ import annotations
 
+import attrs
 import torch
 
 from specreg.backend import select_backend
-from specreg.kernels.chain import _fill_coins
+from specreg.kernels.chain import _fill_coins, verify_chain_greedy
 from specreg.kernels.chain.checks import check_chain
+from specreg.kernels.chain.torch_impl import assemble
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.chain_params import prepare_chain_params
+from specreg.kernels.filtering.torch_impl import (
+    FILTER_CHUNK_ELEMENTS,
+    RowStats,
+    filtered_rows,
+    gathered_row_stats,
+)
+from specreg.kernels.filtering.types import (
+    DEFAULT_FILTER_ORDER,
+    FilterOrder,
+    FilterRule,
+    filter_rule,
+)
+from specreg.kernels.penalties import Penalties
 from specreg.kernels.relaxed.torch_impl import (
     verify_chain_relaxed_torch,
     verify_chain_synthetic_greedy_torch,
@@ -38,8 +75,17 @@ from specreg.kernels.relaxed.torch_impl import (
 from specreg.kernels.relaxed.triton_impl import verify_chain_relaxed_triton
 from specreg.kernels.relaxed.types import SYNTHETIC, RuleParams
 from specreg.kernels.sampling import uniform_coins
+from specreg.kernels.sampling.torch_impl import cpu_row_chunks
+from specreg.kernels.triton_shim import vocab_tile
+from specreg.sampling_params import SamplingParams
 
-__all__ = ["RuleParams", "verify_chain_relaxed", "verify_chain_synthetic_greedy"]
+__all__ = [
+    "RuleParams",
+    "filtered_probabilities",
+    "verify_chain_relaxed",
+    "verify_chain_relaxed_with_params",
+    "verify_chain_synthetic_greedy",
+]
 
 
 def verify_chain_relaxed(
@@ -105,3 +151,113 @@ def verify_chain_synthetic_greedy(
         coins = uniform_coins((b, 1), device=candidates.device, seed=seed, offsets=offsets,
                               generator=generator)[:, 0]
     return verify_chain_synthetic_greedy_torch(candidates, target_logits, coins, rule, verify_lens)
+
+
+def verify_chain_relaxed_with_params(
+    candidates: torch.Tensor,
+    target: torch.Tensor,
+    draft: torch.Tensor | None = None,
+    *,
+    rule: RuleParams,
+    params: SamplingParams,
+    probabilities: bool = False,
+    coins: torch.Tensor | None = None,
+    final_coins: torch.Tensor | None = None,
+    verify_lens: torch.Tensor | None = None,
+    offsets: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    check_values: bool | None = None,
+    backend: BackendChoice = None,
+    block_v: int | None = None,
+    filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
+    token_bitmask: torch.Tensor | None = None,
+    penalties: Penalties | None = None,
+) -> ChainVerifyResult:
+    """The lossy `rule` on a batch with per-request sampling parameters (module docstring); the
+    inputs, checks and coins are `verify_chain_with_params`'s."""
+    inputs = prepare_chain_params(
+        candidates, target, draft, params=params, probabilities=probabilities, coins=coins,
+        final_coins=final_coins, verify_lens=verify_lens, offsets=offsets, generator=generator,
+        check_values=check_values, backend=backend, block_v=block_v, filter_order=filter_order,
+        token_bitmask=token_bitmask, penalties=penalties,
+    )
+    b, n, vocab = target.shape
+    triton = select_backend(candidates, requested=backend) == "triton"
+    invalid = params.invalid_rows(vocab)
+    greedy = params.greedy & ~invalid
+    sampled = filter_params(params, ~params.greedy & ~invalid)
+    order = filter_rule(inputs.filter_order)
+    p = filtered_probabilities(target, sampled, probabilities=probabilities, rule=order,
+                               triton=triton, block_v=block_v)
+    q = None
+    if draft is not None:
+        q = filtered_probabilities(draft, sampled, probabilities=probabilities, rule=order,
+                                   triton=triton, block_v=block_v)
+    lossy_inputs = ChainSamplingInputs(
+        candidates=candidates, target_probs=p, draft_probs=q, coins=inputs.coins,
+        final_coins=inputs.final_coins, verify_lens=verify_lens,
+    )
+    if triton:
+        drawn = verify_chain_relaxed_triton(lossy_inputs, rule, block_v=block_v)
+    else:
+        drawn = verify_chain_relaxed_torch(lossy_inputs, rule)
+    if rule.mode == SYNTHETIC:
+        first = inputs.coins[:, 0] if n > 1 else inputs.final_coins
+        plain = verify_chain_synthetic_greedy_torch(candidates, target, first, rule, verify_lens)
+    else:
+        plain = verify_chain_greedy(candidates, target, verify_lens=verify_lens,
+                                    check_values=False, backend=backend, block_v=block_v)
+    accept = torch.where(greedy, plain.accept_len, drawn.accept_len).to(torch.int64)
+    bonus = torch.where(greedy, plain.bonus, drawn.bonus).to(torch.int64)
+    accept = torch.where(invalid, 0, accept)
+    bonus = torch.where(invalid, -1, bonus)
+    result = assemble(candidates, accept, bonus)
+    return ChainVerifyResult(accept_len=result.accept_len, bonus=result.bonus,
+                             output_tokens=result.output_tokens, param_error=invalid)
+
+
+def filter_params(params: SamplingParams, keep: torch.Tensor) -> SamplingParams:
+    """`params` where `keep`; elsewhere (greedy, invalid) temperature 1 and no filter, so
+    every row has a well-defined filtered distribution (those rows' results are not used)."""
+    return attrs.evolve(
+        params,
+        temperature=torch.where(keep, params.temperature, 1.0).to(params.temperature.dtype),
+        top_k=torch.where(keep, params.top_k, 0).to(params.top_k.dtype),
+        top_p=torch.where(keep, params.top_p, 1.0).to(params.top_p.dtype),
+        min_p=torch.where(keep, params.min_p, 0.0).to(params.min_p.dtype),
+    )
+
+
+def filtered_probabilities(
+    scores: torch.Tensor, params: SamplingParams, *, probabilities: bool, rule: FilterRule,
+    triton: bool = False, block_v: int | None = None,
+) -> torch.Tensor:
+    """float32 [b, m, V]: every row of `scores` [b, m, V] filtered by its request's parameters
+    (temperatures > 0), by the filtering family's statistics and elementwise formula."""
+    b, m, vocab = scores.shape
+    device = scores.device
+    flat = scores.reshape(b * m, vocab)
+    rows = torch.arange(b * m, device=device)
+    request = rows // max(m, 1)
+    temperature = params.temperature[request].to(torch.float32)
+    top_k, top_p = params.top_k[request], params.top_p[request]
+    min_p = params.min_p[request].to(torch.float32)
+    if triton:
+        from specreg.kernels.filtering.triton_impl import row_stats_triton
+
+        shift, threshold, norm = row_stats_triton(
+            flat, rows, temperature, top_k, top_p, min_p, probabilities=probabilities,
+            block_v=vocab_tile(vocab, block_v), rule=rule,
+        )
+        stats = RowStats(shift=shift, threshold=threshold, norm=norm)
+    else:
+        stats = gathered_row_stats(flat, rows, temperature, top_k, top_p, min_p,
+                                   probabilities=probabilities, rule=rule)
+    out = torch.empty((b * m, vocab), dtype=torch.float32, device=device)
+    for start, stop in cpu_row_chunks(b * m, vocab, FILTER_CHUNK_ELEMENTS):
+        part = slice(start, stop)
+        chunk = RowStats(shift=stats.shift[part], threshold=stats.threshold[part],
+                         norm=stats.norm[part])
+        out[part] = filtered_rows(flat[part], temperature[part], chunk, min_p[part],
+                                  probabilities=probabilities)
+    return out.reshape(b, m, vocab)

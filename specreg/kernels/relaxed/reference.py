@@ -15,6 +15,8 @@ import torch
 from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.chain.reference import emit_reference, limit_of, result_of
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.chain_params.types import ChainParamsInputs
+from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, RuleParams
 from specreg.kernels.sampling.reference import f32, inverse_cdf_reference
 
@@ -98,3 +100,57 @@ def verify_chain_synthetic_greedy_reference(
         accept = synthetic_count(float(coins[r]), params.rates, limit_of(lens, r, n))
         rows.append((drafts, accept, int(row_argmax_reference(target_logits[r, accept][None])[0])))
     return result_of(rows, n)
+
+
+def verify_chain_relaxed_with_params_reference(
+    inputs: ChainParamsInputs, params: RuleParams
+) -> ChainVerifyResult:
+    """`verify_chain_relaxed_with_params`, request by request: invalid parameters accept
+    nothing and emit -1; temperature 0 is plain greedy on the target scores (synthetic: the
+    synthetic count from the first coin, then the argmax); a sampled request runs
+    `verify_chain_relaxed_reference` on its rows filtered by `filtered_distribution`."""
+    candidates, target, draft, sampling = (
+        inputs.candidates, inputs.target, inputs.draft, inputs.params
+    )
+    b, n, vocab = target.shape
+    lens = None if inputs.verify_lens is None else [int(v) for v in inputs.verify_lens.tolist()]
+    invalid = sampling.invalid_rows(vocab).tolist()
+    rows = []
+    for r in range(b):
+        drafts = [int(t) for t in candidates[r, 1:].tolist()]
+        limit = limit_of(lens, r, n)
+        temperature = float(sampling.temperature[r])
+        if invalid[r]:
+            rows.append((drafts, 0, -1))
+            continue
+        if temperature == 0:
+            predict = row_argmax_reference(target[r]).tolist()
+            if params.mode == SYNTHETIC:
+                coin = float(inputs.coins[r, 0] if n > 1 else inputs.final_coins[r])
+                accept = synthetic_count(coin, params.rates, limit)
+            else:
+                accept = 0
+                while accept < limit and drafts[accept] == predict[accept]:
+                    accept += 1
+            rows.append((drafts, accept, predict[accept]))
+            continue
+        rule = dict(temperature=temperature, top_k=int(sampling.top_k[r]),
+                    top_p=float(sampling.top_p[r]), min_p=float(sampling.min_p[r]),
+                    probabilities=inputs.probabilities, order=inputs.filter_order)
+
+        def filtered(scores: torch.Tensor, rule: dict = rule) -> torch.Tensor:
+            return torch.stack([filtered_distribution(s, **rule) for s in scores])[None]
+
+        one = ChainSamplingInputs(
+            candidates=candidates[r:r + 1], target_probs=filtered(target[r]).to(torch.float32),
+            draft_probs=None if draft is None else filtered(draft[r]).to(torch.float32),
+            coins=inputs.coins[r:r + 1], final_coins=inputs.final_coins[r:r + 1],
+            verify_lens=None if lens is None else inputs.verify_lens[r:r + 1],
+        )
+        found = verify_chain_relaxed_reference(one, params)
+        rows.append((drafts, int(found.accept_len[0]), int(found.bonus[0])))
+    result = result_of(rows, n)
+    return ChainVerifyResult(
+        accept_len=result.accept_len, bonus=result.bonus, output_tokens=result.output_tokens,
+        param_error=torch.tensor(invalid, dtype=torch.bool),
+    )
