@@ -119,6 +119,6 @@ def test_demo_accepts_kv_cache_none_and_prints_the_threshold_beside_every_p_valu
                      "--no-progress")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3/3 rows lossless" in result.stdout  # default, mixed params, json schema
-    line = next(x for x in result.stdout.splitlines() if "sampled first tokens" in x)
+    line = next(x for x in result.stdout.splitlines() if "first tokens (chi-square)" in x)
     p_values = line.count(" p=")
     assert p_values == 5 and line.count("> 0.001") + line.count("<= 0.001") == p_values, line
