@@ -65,6 +65,12 @@ def key_words_torch(
     return h[0], h[1]
 
 
+def coin_lanes_torch(coins: torch.Tensor) -> torch.Tensor:
+    """int64 [k, 2] key lanes of float32 uniforms `coins` [k] (`reference.coin_lanes`)."""
+    bits = coins.to(torch.float32).contiguous().view(torch.int32).to(torch.int64) & MASK32
+    return torch.stack([fmix32(bits ^ LANE_STARTS[0]), fmix32(bits ^ LANE_STARTS[1])], dim=1)
+
+
 def token_words_torch(
     key: tuple[torch.Tensor, torch.Tensor], tokens: torch.Tensor
 ) -> torch.Tensor:
