@@ -5,7 +5,8 @@ Workload: every request keeps a selection of top_k token positions; each verify 
 `--new-frac` of it with tokens never selected before (so a call of `steps` steps brings about
 steps x new_frac x top_k distinct misses). All ratios are measured in this one run. The floor
 of a swap call is one `index_copy_` of the rows it missed (host rows gathered with
-index_select, as 16-byte words), timed right after each call.
+index_select, as 16-byte words), timed right after each call (so from the caches the call just
+filled), and once more after evicting the caches: the swap reads those rows cold.
 
     python benchmarks/bench_hisparse.py           # small: bs 4, top_k 512, hot 1024
     python benchmarks/bench_hisparse.py --full    # the sizes: bs 16, steps 4,
@@ -29,6 +30,10 @@ from specreg_hisparse.kernels.planned_copy.torch_impl import (
 from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
 from specreg_hisparse.runtime import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
+
+#: Bytes written between the floor copies to evict the CPU caches (above the L3 of the
+#: benchmark machine, 32 MiB).
+CACHE_BYTES = 64 << 20
 
 
 def _median_time(fn, reps: int) -> float:
@@ -161,7 +166,8 @@ def main() -> None:
     calls = [work.call(steps) for _ in range(args.calls)]
     fast, slow = copy.deepcopy(base), copy.deepcopy(base)
     dev_fast, dev_slow = dev.clone(), dev.clone()
-    t_fast, t_slow, t_floor, t_swap_cpu = [], [], [], []
+    t_fast, t_slow, t_floor, t_swap_cpu, t_cold = [], [], [], [], []
+    evict = torch.ones(2 * CACHE_BYTES, dtype=torch.uint8)  # written between floors: evicts
     host_words, floor_words = row_words(host), row_words(dev.clone())
     now = clock()  # the floor's clock: thread CPU time with one thread (see floors.py)
     for i, tokens in enumerate(calls):
@@ -175,6 +181,12 @@ def main() -> None:
         start = now()
         floor_words.index_copy_(0, dst.long(), host_words.index_select(0, src))
         t_floor.append(now() - start)
+        # the same copy from cold caches, as the swap meets its rows (fresh tokens, not read
+        # since they were written): the warm floor above reads what the swap just pulled in
+        evict.add_(1)
+        start = now()
+        floor_words.index_copy_(0, dst.long(), host_words.index_select(0, src))
+        t_cold.append(now() - start)
         if i < args.naive_calls:
             start = time.perf_counter()
             ref = naive_swap(slow, tokens, req, seq, host, dev_slow)
@@ -187,6 +199,8 @@ def main() -> None:
     misses = fast.last_stats.misses.sum().item()
     print(floor_line("HiSparse swap", min(t_swap_cpu), min(t_floor),
                      f"index_copy_ of the call's {misses} missed {args.row_bytes} B rows"))  # fmt: skip
+    print(floor_line("HiSparse swap vs a cold copy", min(t_swap_cpu), min(t_cold),
+                     "the same index_copy_ after evicting the caches"))  # fmt: skip
     if args.profile:
         profiled, later = copy.deepcopy(fast), iter([work.call(steps) for _ in range(6)])
         profiled_dev = dev_fast.clone()

@@ -103,6 +103,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
              r"^all accepted\s+params .*?x\s*([\d.]+)", "lower", 1.3),
         ],
     ),
+    ("filter", ["benchmarks/bench_filter.py", "--threads", "1"], []),
     (
         "grammar-masks",
         ["benchmarks/bench_grammar_masks.py", "--threads", "1"],
@@ -143,6 +144,7 @@ FLOOR_TARGETS = {
     "EAGLE tree sampling verify": 3.0,
     "EAGLE tree sampling verify with q": 3.0,
     "HiSparse swap": 2.0,
+    "HiSparse swap vs a cold copy": 2.0,
     "DSpark fused Markov step (torch), b=64": 3.0,
 }
 

@@ -21,6 +21,7 @@ from specreg.protocols import VerifyResult
 if TYPE_CHECKING:
     import torch
 
+    from specreg.acceptance_rules import AcceptanceRule
     from specreg.kernels.chain.types import ChainVerifyResult
     from specreg.sampling_params import SamplingParams
 
@@ -33,6 +34,10 @@ class ChainVerifier:
     `backend` (None: `SPECREG_KERNEL_BACKEND` as read now) is fixed at construction and passed
     to every kernel call; so is `filter_order` (how top-k, top-p and min-p combine for requests
     with `params`; the plan's `config.filter_order`, `specreg.kernels.filtering.types`).
+    `acceptance` (the plan's `config.acceptance`, `specreg.acceptance_rules`; None or lossless:
+    the lossless rule) switches sampling verification to a lossy rule
+    (`specreg.kernels.relaxed`); greedy verification stays exact under thresholds and typical
+    acceptance, and takes the synthetic count under synthetic acceptance.
     """
 
     rules: tuple[str, ...] = ("greedy", "chain_sampling")
@@ -45,6 +50,7 @@ class ChainVerifier:
         backend: str | None = None,
         check_values: bool | None = None,
         filter_order: str | None = None,
+        acceptance: AcceptanceRule | None = None,
     ) -> None:
         from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 
@@ -68,6 +74,18 @@ class ChainVerifier:
         self.backend = requested_backend() if backend is None else backend
         self.check_values = check_values
         self.filter_order = filter_rule(filter_order or DEFAULT_FILTER_ORDER).name
+        self.acceptance = acceptance.kind if acceptance is not None else "lossless"
+        self._rule = None
+        if acceptance is not None and acceptance.lossy:
+            from specreg.kernels.relaxed.types import RuleParams
+
+            self._rule = RuleParams.of(acceptance, self.gamma)
+        self._synthetic = self.acceptance == "synthetic"
+
+    @property
+    def lossy(self) -> bool:
+        """Whether sampling verification runs a lossy acceptance rule (never by default)."""
+        return self._rule is not None
 
     def _check_width(self, candidates: torch.Tensor) -> None:
         if candidates.dim() == 2 and candidates.shape[1] in self.widths:
@@ -111,7 +129,15 @@ class ChainVerifier:
     def verify_greedy(
         self, candidates: torch.Tensor, target_logits: torch.Tensor, **inputs: Any
     ) -> VerifyResult:
-        """`verify_chain_greedy` (inputs: `verify_lens` or `draft_lengths`)."""
+        """`verify_chain_greedy` (inputs: `verify_lens` or `draft_lengths`). Under synthetic
+        acceptance, `verify_chain_synthetic_greedy` (inputs also `coins` [b], `seed`,
+        `offsets`, `generator`)."""
+        if self._synthetic:
+            from specreg.kernels.relaxed import verify_chain_synthetic_greedy
+
+            inputs.pop("block_v", None)
+            return self._run(verify_chain_synthetic_greedy, candidates, target_logits,
+                             rule=self._rule, **inputs)
         from specreg.kernels.chain import verify_chain_greedy
 
         return self._run(
@@ -122,6 +148,7 @@ class ChainVerifier:
         self, candidates: torch.Tensor, target_predict: torch.Tensor, **inputs: Any
     ) -> VerifyResult:
         """`verify_chain_greedy_from_predict` (inputs: `verify_lens` or `draft_lengths`)."""
+        self._refuse_lossy("verify_greedy_from_predict", synthetic_only=True)
         from specreg.kernels.chain import verify_chain_greedy_from_predict
 
         return self._run(verify_chain_greedy_from_predict, candidates, target_predict, **inputs)
@@ -145,6 +172,13 @@ class ChainVerifier:
         if params is not None:
             return self._with_params(
                 candidates, target_probs, draft_probs, params, probabilities=True, **inputs
+            )
+        if self._rule is not None:
+            from specreg.kernels.relaxed import verify_chain_relaxed
+
+            return self._run(
+                verify_chain_relaxed, candidates, target_probs, draft_probs, rule=self._rule,
+                backend=self.backend, **inputs,
             )
         from specreg.kernels.chain import verify_chain_sampling
 
@@ -181,6 +215,7 @@ class ChainVerifier:
     ) -> VerifyResult:
         from specreg.kernels.chain_params import verify_chain_with_params
 
+        self._refuse_lossy("params=")
         self._check_width(candidates)
         if seed is not None:
             raise KernelInputError(
@@ -198,6 +233,22 @@ class ChainVerifier:
             **inputs,
         )
 
+    def _refuse_lossy(self, path: str, *, synthetic_only: bool = False) -> None:
+        """SR196: a lossy plan's rule cannot reach `path`; verifying losslessly there instead
+        would be a silent fallback."""
+        if self._rule is None or (synthetic_only and not self._synthetic):
+            return
+        raise KernelInputError(
+            problem(
+                "SR196",
+                f"the plan's acceptance rule ({self.acceptance}, lossy) does not reach {path}",
+                accepted="verify_sampling / verify_target_only without params, verify_greedy",
+                fix="call verify_sampling on filtered probabilities without params=, or resolve "
+                "the plan without the lossy acceptance setting",
+                field="acceptance",
+            )
+        )
+
     def memory(self) -> list[Buffer]:
         """Per request at the widest width: the candidates it verifies and its `VerifyResult`."""
         n = self.num_draft_tokens
@@ -211,7 +262,8 @@ class ChainVerifier:
             f"ChainVerifier(num_draft_tokens={self.num_draft_tokens}, gamma={self.gamma}, "
             f"widths={list(self.widths)}, "
             f"rules={', '.join(self.rules)}, target-only rule when draft_probs is None, "
-            f"backend={self.backend}, filter_order={self.filter_order})"
+            f"backend={self.backend}, filter_order={self.filter_order}"
+            + (f", acceptance={self.acceptance} (LOSSY)" if self.lossy else "") + ")"
         )
 
     def __repr__(self) -> str:

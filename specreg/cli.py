@@ -175,6 +175,7 @@ def _print_plan(data: dict[str, Any], plan: Any, memory: Any) -> None:
     for phase in data["widths"]["target"]:
         t, d = data["widths"]["target"][phase], data["widths"]["draft"][phase]
         print(f"               {phase:<15} {t:>6}  {d:>5}")
+    print(f"acceptance     {plan.config.acceptance.describe()}")
     print(f"verifier       {data['verifier']}")
     print(f"drafter        {data['drafter']}")
     if plan.candidates:

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from specreg.acceptance_rules import AcceptanceRule, rule_of, unknown_keys
 from specreg.errors import ConfigError, Problem, problem
 from specreg.framework_args.flags import is_framework_key
 from specreg.integers import is_int
@@ -97,6 +98,9 @@ class SpecConfig:
     )
     candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
     filter_order: str | None = None
+    #: The acceptance rule of the plan's verifiers (`specreg.acceptance_rules`): lossless unless
+    #: a lossy rule (relaxed thresholds, typical, synthetic) is asked for; a mapping converts.
+    acceptance: AcceptanceRule = attrs.field(default=None, converter=rule_of)
     #: The framework seams specreg runs in place of the framework's own (`specreg.substitutions`);
     #: the adapters set what their switch turned on, `specreg check --substitute` the same.
     substitutions: tuple[str, ...] = attrs.field(default=(), converter=_names_tuple)
@@ -199,6 +203,10 @@ class SpecConfig:
             )
             if found is not None:
                 out.append(found)
+        if isinstance(self.acceptance, AcceptanceRule):
+            out += self.acceptance.problems()
+        else:
+            out += unknown_keys(self.acceptance)
         if not isinstance(self.substitutions, tuple):
             out.append(problem(
                 "SR181", f"substitutions must be a list of names, got {self.substitutions!r}",
@@ -272,7 +280,8 @@ class SpecConfig:
         for f in attrs.fields(type(self)):
             if f.name in ("notices", "framework"):
                 continue
-            value = _thaw(getattr(self, f.name))
+            value = getattr(self, f.name)
+            value = value.to_dict() if isinstance(value, AcceptanceRule) else _thaw(value)
             if value is None or value == {}:
                 continue
             out[f.name] = value

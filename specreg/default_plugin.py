@@ -6,7 +6,8 @@
 - sizes: gamma = num_draft_tokens - 1; draft_decode = topk, draft_extend = target_verify =
   num_draft_tokens on both workers.
 - validation: every parameter, and every candidate's, within the ranges the AlgorithmSpec
-  declares; cache options known.
+  declares; cache options known; the acceptance rule's gamma-dependent ranges, and SR191 naming
+  a lossy rule.
 - verifier: the core chain verifier for chain and block drafters, accepting every candidate's
   width.
 """
@@ -87,7 +88,32 @@ def specreg_validate_config(
             problems += _candidate_problems(candidate.steps, candidate.config, algorithm)
     if cache is not None:
         problems += _cache_option_problems(config, cache)
-    return problems
+    return problems + _acceptance_problems(config, algorithm, resolution)
+
+
+def _acceptance_problems(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution | None
+) -> list[Problem]:
+    """The acceptance rule's checks that need gamma (synthetic rates: one per draft position),
+    SR198 for a chain rule on a tree of topk > 1, and SR191, the warning that names a lossy
+    rule, for `specreg check` and the plan."""
+    from specreg.acceptance_rules import lossy_notice
+
+    rule = config.acceptance
+    found = rule.problems(resolution.gamma) if resolution is not None else []
+    topk = (resolution.config if resolution is not None else config).topk or 1
+    if algorithm.drafting == "tree" and topk > 1 and rule.kind in ("typical", "synthetic"):
+        found.append(problem(
+            "SR198",
+            f"{algorithm.name}: {rule.kind} acceptance is a chain rule, and topk={topk} drafts "
+            "a tree",
+            accepted="typical or synthetic acceptance with topk 1; relaxed thresholds with any "
+            "topk",
+            fix="set --speculative-eagle-topk 1, or use --speculative-accept-threshold-single / "
+            "--speculative-accept-threshold-acc",
+            field="acceptance",
+        ))
+    return found + ([] if any(p.is_error for p in found) else lossy_notice(rule))
 
 
 def _candidate_problems(steps: int, config: SpecConfig, algorithm: AlgorithmSpec) -> list[Problem]:
@@ -184,5 +210,6 @@ def specreg_make_verifier(
 
     widths = sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
     return ChainVerifier(
-        num_draft_tokens=max(widths), widths=widths, filter_order=config.filter_order
+        num_draft_tokens=max(widths), widths=widths, filter_order=config.filter_order,
+        acceptance=config.acceptance,
     )

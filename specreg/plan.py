@@ -92,6 +92,13 @@ class SpecPlan:
             return int(getattr(self.verifier, "num_steps", self.gamma))
         return self.gamma
 
+    @property
+    def lossy(self) -> bool:
+        """Whether the plan's verifiers use a lossy acceptance rule (`specreg.acceptance_rules`:
+        relaxed thresholds, typical or synthetic acceptance), whose output is not the target
+        distribution. False by default."""
+        return self.config.acceptance.lossy
+
     def num_tokens_per_req(self, phase: Phase | str, is_draft_worker: bool = False) -> int:
         """The per-request token width of `phase` on the target (or draft) worker."""
         try:
@@ -122,6 +129,7 @@ class SpecPlan:
             "widths": self.resolution.widths_dict(),
             "kernel_backends": self.kernel_backends(),
             "substitutions": list(self.config.substitutions),
+            "acceptance": self.config.acceptance.to_dict(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,6 +145,10 @@ class SpecPlan:
             "widths": {
                 worker: {p.value: self.num_tokens_per_req(p, worker == "draft") for p in PHASES}
                 for worker in ("target", "draft")
+            },
+            "acceptance": {
+                "rule": self.config.acceptance.kind, "lossy": self.lossy,
+                **self.config.acceptance.to_dict(),
             },
             "verifier": _describe(self.verifier),
             "drafter": _describe(self.drafter),

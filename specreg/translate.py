@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from specreg.acceptance_rules import acceptance_fields
 from specreg.config import SpecConfig
 from specreg.errors import ConfigError, Problem, problem
 from specreg.framework_args.flags import (
@@ -73,6 +74,7 @@ def translate(data: Mapping[str, Any]) -> Translation:
     if any(k in raw for k in VLLM_FIELDS):
         _vllm(raw, fields, problems, framework)
     _sglang(raw, data, fields, notices, problems, framework)
+    acceptance_fields(raw, fields, data.get("acceptance"))
     options = {k: raw[k] for k in DRAFTER_OPTIONS if raw.get(k) is not None}
     given = fields.get("draft_config", data.get("draft_config"))
     if framework.pop("sglang_ngram", False):

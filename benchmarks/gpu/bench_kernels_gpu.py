@@ -166,6 +166,38 @@ def chain(ctx: Ctx) -> list[Case]:
     return cases
 
 
+def relaxed(ctx: Ctx) -> list[Case]:
+    """The lossy acceptance rules (specreg.kernels.relaxed) on the chain inputs."""
+    from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed
+    from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS
+
+    s = ctx.sizes
+    candidates, p, q, coins, final = _chain_inputs(ctx)
+    rules = (
+        ("thresholds", RuleParams(mode=THRESHOLDS, threshold_single=0.5, threshold_acc=0.5), q),
+        ("typical", RuleParams(mode=1), None),
+        ("synthetic", RuleParams(mode=SYNTHETIC, rates=(0.9,) * (s.n - 1)), None),
+    )
+    cases = []
+    for label, params, draft in rules:
+        def run(backend, params=params, draft=draft):
+            return verify_chain_relaxed(candidates, p, draft, rule=params, coins=coins,
+                                        final_coins=final, backend=backend)
+
+        def rule(result, params=params, draft=draft) -> int:
+            if params.mode == THRESHOLDS:
+                return (chain_sampling_rule(result.accept_len, s.n, s.vocab, True)
+                        + _result_bytes(s.b, s.n))
+            tested = 0 if params.mode == SYNTHETIC else sum(
+                min(a + 1, s.n - 1) for a in result.accept_len.tolist())
+            return (tested + s.b) * s.vocab * 4 + s.b * s.n * 12 + _result_bytes(s.b, s.n)
+
+        cases.append(Case(f"relaxed verify {label}", lambda run=run: run("triton"),
+                          lambda run=run: run("torch"), _eq("output_tokens", "accept_len"), rule,
+                          "tested drafts (typical: their whole rows), the emitted row, result"))
+    return cases
+
+
 def chain_params(ctx: Ctx) -> list[Case]:
     from specreg.demo_params import mixed_demo_params
     from specreg.kernels.chain_params import verify_chain_with_params
@@ -506,6 +538,7 @@ class Entry:
 ENTRIES: tuple[Entry, ...] = (
     Entry("chain", ("_chain_greedy_kernel", "_chain_sampling_kernel"), HBM, chain),
     Entry("chain_params", ("_chain_params_kernel",), HBM, chain_params),
+    Entry("relaxed", ("_relaxed_kernel",), HBM, relaxed),
     Entry("random_stream", ("_random_stream_kernel",), HBM, random_stream),
     Entry("argmax", ("_row_argmax_kernel",), HBM, argmax),
     Entry("logprobs", ("_token_logprob_kernel",), HBM, logprobs),

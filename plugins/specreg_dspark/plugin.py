@@ -215,7 +215,8 @@ def specreg_make_verifier(
     from specreg_dspark.verifier import BlockVerifier
 
     return BlockVerifier(
-        runtime, algorithm, widths=_verify_widths(resolution), filter_order=config.filter_order
+        runtime, algorithm, widths=_verify_widths(resolution), filter_order=config.filter_order,
+        acceptance=config.acceptance,
     )
 
 

@@ -30,7 +30,9 @@ class BlockVerifier:
 
     `rules` and `supports_ragged_verify` come from `algorithm`. `backend` ('auto' | 'torch' |
     'triton') is fixed at construction: by default what SPECREG_KERNEL_BACKEND asks for while the
-    plan is resolved. The drafting helpers (`build_draft_block`, `propose`, `candidates`) are the
+    plan is resolved; so is `acceptance` (the plan's `config.acceptance`: a lossy rule,
+    relaxed thresholds, typical or synthetic, reaches every chain verify call; lossless by
+    default). The drafting helpers (`build_draft_block`, `propose`, `candidates`) are the
     verifier's `BlockDrafter`'s, kept here for callers that hold only the verifier.
     """
 
@@ -43,6 +45,7 @@ class BlockVerifier:
         backend: str | None = None,
         check_values: bool | None = None,
         filter_order: str | None = None,
+        acceptance: Any = None,
     ) -> None:
         self.runtime = runtime
         self.rules = algorithm.verify_rules
@@ -54,6 +57,7 @@ class BlockVerifier:
             backend=self.backend,
             check_values=check_values,
             filter_order=filter_order,
+            acceptance=acceptance,
         )
         self.num_draft_tokens = self.chain.num_draft_tokens
         self.widths = self.chain.widths
@@ -157,7 +161,8 @@ class BlockVerifier:
             f"BlockVerifier({r.algorithm}, gamma={r.gamma}, num_draft_tokens="
             f"{r.num_draft_tokens}, widths={list(self.widths)}, draft_width={r.draft_width}, "
             f"layout={r.layout}, "
-            f"ragged_verify={self.supports_ragged_verify}, rules={', '.join(self.rules)})"
+            f"ragged_verify={self.supports_ragged_verify}, rules={', '.join(self.rules)}"
+            + (f", acceptance={self.chain.acceptance} (LOSSY)" if self.chain.lossy else "") + ")"
         )
 
     __repr__ = describe

@@ -137,4 +137,48 @@ ENTRIES: tuple[ErrorEntry, ...] = (
             "tree = plan.drafter.tree(draft, bonus_tokens, seq_lens)"
         ),
     ),
+    ErrorEntry(
+        code="SR315",
+        title="Typical or synthetic acceptance on an EAGLE tree (topk > 1)",
+        meaning=(
+            "EAGLE's tree kernel implements SGLang's relaxed thresholds "
+            "(--speculative-accept-threshold-single / -acc) on every tree; typical acceptance "
+            "and synthetic acceptance are chain rules (specreg.kernels.relaxed), which an EAGLE "
+            "plan runs when topk is 1 (the tree is a chain). On a wider tree they would have to "
+            "choose among siblings, which neither rule defines."
+        ),
+        when=(
+            "Resolving an eagle/eagle3 config with --speculative-eagle-topk above 1 and "
+            "typical_acceptance_sampler_* or synthetic_acceptance_* (acceptance={...}) set."
+        ),
+        solutions=(
+            "Use --speculative-eagle-topk 1 with typical or synthetic acceptance.",
+            "Or use the relaxed thresholds, which the tree kernel takes.",
+        ),
+        example_fix=(
+            "# before\n--speculative-eagle-topk 4 + synthetic_acceptance_length 3\n"
+            "# after\n--speculative-eagle-topk 1 --speculative-num-steps 3 + "
+            "synthetic_acceptance_length 3"
+        ),
+    ),
+    ErrorEntry(
+        code="SR316",
+        title="Typical or synthetic acceptance with per-request sampling parameters (EAGLE)",
+        meaning=(
+            "An EAGLE plan with typical or synthetic acceptance verifies through the chain rule "
+            "on probabilities the caller filtered; the per-request parameter path "
+            "(params=, verify_from_logits) filters inside the tree kernel, which applies only "
+            "the relaxed thresholds. Verifying losslessly there would be a silent fallback, so "
+            "the call is refused."
+        ),
+        when="EagleVerifier.verify_sampling(..., params=...) or verify_from_logits on such a plan.",
+        solutions=(
+            "Filter the probabilities per request and call verify_sampling without params=.",
+            "Or use the relaxed thresholds, which the parameter path applies.",
+        ),
+        example_fix=(
+            "# before\nplan.verifier.verify_from_logits(tree, logits, params=params)\n"
+            "# after\nplan.verifier.verify_sampling(tree, filtered_probs)"
+        ),
+    ),
 )

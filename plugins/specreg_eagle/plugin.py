@@ -151,6 +151,19 @@ def specreg_validate_config(
                 field="num_draft_tokens",
             )
         ]
+    if topk > 1 and effective.acceptance.kind in ("typical", "synthetic"):
+        return [
+            problem(
+                "SR315",
+                f"{algorithm.name}: {effective.acceptance.kind} acceptance is a chain rule, and "
+                f"topk={topk} drafts a tree",
+                accepted="typical or synthetic acceptance with topk 1; relaxed thresholds with "
+                "any topk",
+                fix="set --speculative-eagle-topk 1, or use --speculative-accept-threshold-single"
+                " / --speculative-accept-threshold-acc",
+                field="acceptance",
+            )
+        ]
     nodes = max_tree_nodes(steps, topk)
     if draft_tokens > nodes:
         return [
@@ -178,7 +191,7 @@ def specreg_make_verifier(
     table = widths_by_steps(resolution)
     return EagleVerifier(
         num_steps=max(table), topk=config.topk or DEFAULT_TOPK, num_draft_tokens=max(table.values()),
-        widths_by_steps=table, filter_order=config.filter_order,
+        widths_by_steps=table, filter_order=config.filter_order, acceptance=config.acceptance,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from specreg.acceptance_rules import LOSSLESS, AcceptanceRule
 from specreg.backend import requested_backend
 from specreg.errors import KernelInputError, problem
 from specreg.memory import Buffer, verify_result_buffers
@@ -57,6 +58,11 @@ class EagleVerifier:
     width; `num_steps` and `num_draft_tokens` are the largest, and a tree built with fewer steps
     verifies with the same object. The plan's drafter (`EagleDrafter`) builds trees step by
     step from the draft model's logits; `build_tree` remains for already-collected lists.
+
+    `acceptance` (the plan's `config.acceptance`, `specreg.acceptance_rules`) is lossless by
+    default. Relaxed thresholds reach the tree kernels (they override `threshold_single` /
+    `threshold_acc`); typical and synthetic acceptance are chain rules, run with topk 1 through
+    `ChainVerifier` (synthetic also for greedy verification). All three are lossy.
     """
 
     rules = ("tree_greedy", "tree_sampling", "greedy", "chain_sampling")
@@ -73,9 +79,16 @@ class EagleVerifier:
         check_values: bool | None = None,
         widths_by_steps: Mapping[int, int] | None = None,
         filter_order: str | None = None,
+        acceptance: AcceptanceRule | None = None,
     ) -> None:
         from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 
+        self.acceptance = acceptance or LOSSLESS
+        if self.acceptance.kind == "relaxed_thresholds":
+            threshold_single = self.acceptance.threshold_single
+            threshold_acc = self.acceptance.threshold_acc
+        self._chain_rule = self.acceptance.kind in ("typical", "synthetic")
+        self._chains: dict[int, Any] = {}
         table = {int(num_steps): int(num_draft_tokens), **(widths_by_steps or {})}
         self.topk = int(topk)
         self.widths_by_steps = dict(sorted(table.items()))
@@ -93,6 +106,14 @@ class EagleVerifier:
                 problem("SR211", f"tree mask mode {mask_mode!r} is not known",
                         accepted=", ".join(MASK_MODES), fix="pass one of the accepted modes",
                         field="mask_mode")
+            )
+        if self._chain_rule and self.topk != 1:
+            raise KernelInputError(
+                problem("SR315", f"{self.acceptance.kind} acceptance is a chain rule, and "
+                        f"topk={self.topk} drafts a tree",
+                        accepted="typical or synthetic acceptance with topk 1",
+                        fix="set --speculative-eagle-topk 1, or use the accept thresholds",
+                        field="acceptance")
             )
         self.backend = requested_backend()
         self._drafter = EagleDrafter(
@@ -168,7 +189,16 @@ class EagleVerifier:
     ) -> VerifyResult:
         """Longest path matching the target's argmax; `target_logits` [b, N, V] (or
         `target_predict=` [b, N]). `kwargs`: `verify_tree_greedy`'s (`target_predict`,
-        `block_v`, `draft_lengths`: per request, the deepest node it verifies; 0 = none)."""
+        `block_v`, `draft_lengths`: per request, the deepest node it verifies; 0 = none).
+        Under synthetic acceptance the chain's synthetic count (`ChainVerifier.verify_greedy`)."""
+        if self.acceptance.synthetic and target_logits is not None:
+            candidates = self._links(tree)[0]
+            chain = self._chain(candidates.shape[1]).verify_greedy(
+                candidates, target_logits,
+                **{k: v for k, v in kwargs.items() if k != "block_v"},
+            )
+            return _as_result(chain_to_tree_result(chain, self.num_steps), tree.num_verify_tokens)
+        self._refuse_chain_rule("target_predict=", synthetic_only=True)
         found = verify_tree_greedy(
             *self._links(tree), target_logits=target_logits, **self._bound(), **kwargs
         )
@@ -196,6 +226,7 @@ class EagleVerifier:
         if (kwargs.get("seed") is not None or params is not None) and kwargs.get("offsets") is None:
             kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
         if params is not None:
+            self._refuse_chain_rule("params=")
             kept = {k: v for k, v in kwargs.items() if k not in _COIN_KEYWORDS}
             found = verify_tree_with_params(
                 *self._links(tree), target_probs, params=params, draft=draft_probs,
@@ -203,7 +234,7 @@ class EagleVerifier:
                 **self._thresholds(), **kept,
             )
             return _as_result(found, n)
-        if self.topk == 1 and draft_probs is not None:
+        if self.topk == 1 and (draft_probs is not None or self._chain_rule):
             return self._chain_sampling(candidates, target_probs, draft_probs, **kwargs)
         found = verify_tree_sampling(
             *self._links(tree), target_probs, draft_probs=draft_probs, **self._bound(),
@@ -224,6 +255,7 @@ class EagleVerifier:
         requests verify greedily, the others by tree sampling on the filtered p and q.
         `kwargs`: `verify_tree_with_params`'s (`offsets` (default: the tree's root positions),
         `generator`, `block_v`, `draft_lengths`)."""
+        self._refuse_chain_rule("verify_from_logits")
         b, n = tree.retrieve_index.shape
         if kwargs.get("offsets") is None:
             kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
@@ -237,7 +269,7 @@ class EagleVerifier:
         self,
         candidates: torch.Tensor,
         target_probs: torch.Tensor,
-        draft_probs: torch.Tensor,
+        draft_probs: torch.Tensor | None,
         *,
         coins: torch.Tensor | None = None,
         final_coins: torch.Tensor | None = None,
@@ -247,9 +279,8 @@ class EagleVerifier:
         block_v: int | None = None,
         draft_lengths: Any = None,
     ) -> VerifyResult:
-        """topk 1 with a real q: classic rejection sampling on the chain (`ChainVerifier`)."""
-        from specreg.chain_verifier import ChainVerifier
-
+        """topk 1 with a real q (or a chain acceptance rule): chain verification
+        (`ChainVerifier`, under the plan's acceptance rule)."""
         b, n = candidates.shape
         if coins is None or final_coins is None:
             from specreg.kernels.sampling import uniform_coins
@@ -260,11 +291,33 @@ class EagleVerifier:
             )
             coins = drawn[:, :n] if coins is None else coins
             final_coins = drawn[:, n] if final_coins is None else final_coins
-        chain = ChainVerifier(n, backend=self.backend, check_values=self.check_values).verify_sampling(
-            candidates, target_probs, draft_probs[:, : n - 1], coins=coins[:, : n - 1],
-            final_coins=final_coins, draft_lengths=draft_lengths,
+        chain = self._chain(n).verify_sampling(
+            candidates, target_probs, None if draft_probs is None else draft_probs[:, : n - 1],
+            coins=coins[:, : n - 1], final_coins=final_coins, draft_lengths=draft_lengths,
         )
         return _as_result(chain_to_tree_result(chain, self.num_steps), n)
+
+    def _chain(self, width: int) -> Any:
+        """The `ChainVerifier` of one chain width, built once per width (under the plan's rule)."""
+        found = self._chains.get(width)
+        if found is None:
+            from specreg.chain_verifier import ChainVerifier
+
+            found = ChainVerifier(width, backend=self.backend, check_values=self.check_values,
+                                  acceptance=self.acceptance)
+            self._chains[width] = found
+        return found
+
+    def _refuse_chain_rule(self, path: str, *, synthetic_only: bool = False) -> None:
+        """SR316: typical / synthetic acceptance does not reach `path` (no silent fallback)."""
+        if not self._chain_rule or (synthetic_only and not self.acceptance.synthetic):
+            return
+        raise KernelInputError(
+            problem("SR316", f"{self.acceptance.kind} acceptance (lossy) does not reach {path}",
+                    accepted="verify_sampling without params=, verify_greedy with target_logits",
+                    fix="filter the probabilities and call verify_sampling without params=",
+                    field="acceptance")
+        )
 
     def memory(self) -> list[Buffer]:
         """Per request at the largest width: the `VerifyResult` of a tree of
@@ -279,7 +332,9 @@ class EagleVerifier:
             f"widths by steps={self.widths_by_steps}, "
             f"rules={', '.join(self.rules)}, thresholds=({self.threshold_single}, "
             f"{self.threshold_acc}), filter_order={self.filter_order}, chain rejection sampling "
-            "via ChainVerifier when topk=1)"
+            "via ChainVerifier when topk=1"
+            + (f", acceptance={self.acceptance.kind} (LOSSY)" if self.acceptance.lossy else "")
+            + ")"
         )
 
     def __repr__(self) -> str:

@@ -148,4 +148,6 @@ def specreg_make_verifier(
     from specreg_lookup.verifier import LookupVerifier
 
     widths = sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
-    return LookupVerifier(num_draft_tokens=max(widths), widths=widths)
+    return LookupVerifier(
+        num_draft_tokens=max(widths), widths=widths, acceptance=config.acceptance
+    )

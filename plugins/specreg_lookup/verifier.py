@@ -27,6 +27,7 @@ class LookupVerifier(ChainVerifier):
     ) -> VerifyResult:
         """Longest path matching the target's argmax; `target_logits` [b, N, V], row i after
         node i. `draft_lengths` [b]: request r verifies nodes at depth <= its length only."""
+        self._refuse_lossy("verify_tree_greedy", synthetic_only=True)
         return verify_tree_greedy(tree.cut(draft_lengths, check_values=self.check_values),
                                   target_logits)
 
@@ -35,7 +36,8 @@ class LookupVerifier(ChainVerifier):
         generator: torch.Generator | None = None, draft_lengths: object = None,
     ) -> VerifyResult:
         """Target-only tree sampling (exact for history-only drafts); `target_probs` [b, N, V]
-        (`draft_lengths` as in `verify_tree_greedy`)."""
+        (`draft_lengths` as in `verify_tree_greedy`). A lossy plan rule is refused (SR196)."""
+        self._refuse_lossy("verify_tree_sampling")
         return verify_tree_sampling(tree.cut(draft_lengths, check_values=self.check_values),
                                     target_probs, generator=generator)
 

@@ -1,7 +1,7 @@
 """The error catalog: what every code specreg or a plugin raises means, and who may use which code.
 
 The core keeps its entries as module constants (`core`, `plugins`, `usage`, `kernels`,
-`frameworks`: SR100-SR199, SR900-SR999); they never change. Plugins register theirs through
+`frameworks`, `acceptance`: SR100-SR199, SR900-SR999); they never change. Plugins register theirs through
 `specreg_register_errors` into the `Catalog` of the registry that loads them: the plugins
 shipped in specreg's own distribution use SR200-SR499, third parties SR500-SR899. No table is
 shared between registries: `registry.catalog` answers for one registry, `lookup` for the core.
@@ -31,10 +31,10 @@ CORE_CODES = (range(100, 200), range(900, 1000))
 
 
 def _collect() -> dict[str, ErrorEntry]:
-    from specreg.catalog import core, frameworks, kernels, plugins, usage
+    from specreg.catalog import acceptance, core, frameworks, kernels, plugins, usage
 
     table: dict[str, ErrorEntry] = {}
-    for module in (core, plugins, usage, kernels, frameworks):
+    for module in (core, plugins, usage, kernels, frameworks, acceptance):
         for entry in module.ENTRIES:
             if entry.code in table:
                 raise RuntimeError(f"error code {entry.code} is defined twice")

@@ -46,6 +46,8 @@ SGLANG: tuple[Flag, ...] = (
     Flag("speculative_ngram_max_trie_depth", integer=True),
     Flag("speculative_ngram_max_bfs_breadth", integer=True),
     Flag("speculative_ngram_match_type"),
+    Flag("speculative_accept_threshold_single"),
+    Flag("speculative_accept_threshold_acc"),
 )
 #: Spellings specreg invented, kept as aliases with a notice naming the real flag.
 ALIASES: tuple[Flag, ...] = (
@@ -56,7 +58,12 @@ ALIASES: tuple[Flag, ...] = (
 COMMAND_LINE: tuple[Flag, ...] = SGLANG + ALIASES
 SGLANG_FIELDS: tuple[str, ...] = tuple(f.key for f in SGLANG)
 #: vLLM speculative-config keys specreg reads.
-VLLM_FIELDS: tuple[str, ...] = ("method", "num_speculative_tokens", "model")
+VLLM_FIELDS: tuple[str, ...] = (
+    "method", "num_speculative_tokens", "model",
+    # the lossy acceptance rules (`specreg.acceptance_rules`)
+    "typical_acceptance_sampler_posterior_threshold", "typical_acceptance_sampler_posterior_alpha",
+    "synthetic_acceptance_rates", "synthetic_acceptance_length",
+)
 #: vLLM's and SGLang's options of the model-free drafters (ngram, suffix): the translation passes
 #: them through in `draft_config`, where the algorithm's plugin reads and checks them.
 DRAFTER_OPTIONS: tuple[str, ...] = (

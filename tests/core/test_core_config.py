@@ -51,6 +51,8 @@ def test_flag_table_covers_the_sglang_flags():
         "--speculative-ngram-max-trie-depth",  # SGLang's NGRAM options (ngram's draft_config)
         "--speculative-ngram-max-bfs-breadth",
         "--speculative-ngram-match-type",
+        "--speculative-accept-threshold-single",  # relaxed acceptance (lossy, SR191)
+        "--speculative-accept-threshold-acc",
         "--speculative-draft-config",  # specreg's alias (SR161 notice)
         "--kv-cache",  # specreg's alias (SR161 notice)
     }

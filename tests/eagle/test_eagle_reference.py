@@ -260,7 +260,6 @@ def test_sampling_accelerator_branches_match_reference(monkeypatch, with_q):
 
     monkeypatch.setattr(tree_torch, "cpu_branches", lambda device: False)
     monkeypatch.setattr(tree_torch, "_residual_mass_cpu", unused)
-    monkeypatch.setattr(tree_torch, "_final_token_cpu", unused)
     for shape in ((7, 2, 3, 7), (2, 3, 2, 9), (5, 1, 4, 5)):
         inputs = sampling_inputs(shape, 29, 17, with_q=with_q, zero_q_rows=1)
         assert_same(verify_tree_sampling_reference(inputs), verify_tree_sampling_torch(inputs),

@@ -22,6 +22,8 @@ TORCH_PATH_TESTS = (
     "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
     "tests/kernels/test_grammar_masks.py::test_bad_masks_are_coded",
     "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
+    "tests/kernels/test_filtering_pivot.py::test_pivot_prefix_is_the_sorted_row_down_to_the_pivot",
+    "tests/kernels/test_filtering_pivot.py::test_ties_at_the_pivot_past_the_ranked_columns_are_all_kept",
 )
 
 

@@ -157,3 +157,17 @@ def test_residual_weights():
     removed = residual_weights(p, exclude=torch.tensor([0, -1]))
     assert torch.equal(removed[0], torch.tensor([0.0, 0.3, 0.2]))
     assert torch.equal(removed[1], p[1])
+
+
+def test_cpu_exp_is_exp_to_float32_rounding_and_exact_where_rules_read_it():
+    from specreg.kernels.sampling.torch_impl import exp_
+
+    x = torch.linspace(-87.0, 0.0, 200_001)
+    want = x.double().exp()
+    got = exp_(x.clone()).double()
+    assert float(((got - want) / want).abs().max()) < 5e-6
+    near = x >= -10
+    assert float(((got[near] - want[near]) / want[near]).abs().max()) < 1e-6
+    edges = exp_(torch.tensor([float("-inf"), 0.0, -1e30]))
+    assert edges.tolist() == [0.0, 1.0, 0.0]
+    assert exp_(torch.tensor([float("nan")])).isnan().all()

@@ -21,8 +21,11 @@ the row has a finite score.
 
 The verifiers call the implementations directly (this family has no wrapper of its own):
 `orders` (the filter orders `specreg`, `vllm`, `sglang` and each one's rule), `reference` (per
-row, by sorting; the test oracle), `torch_impl` (row chunks, top-k / top-p thresholds by
-`torch.topk` over a growing prefix), `triton_impl` (jit functions the verifier kernels call per
-row: thresholds by a 32-step bisection over the float32 order, so exact element values, in tiles
-with int64 offsets).
+row, by sorting; the test oracle), `torch_impl` (row chunks, top-k / top-p thresholds on the
+row's sorted prefix down to a pivot among its column maxima, `specreg.kernels.pivot`; short rows
+take a `torch.topk` prefix), `triton_impl` (jit functions the verifier kernels call per row:
+thresholds by a pivot search over the float32 order whose bounds jump to the nearest element
+keys, so exact element values in about 12 passes instead of a bisection's 32, in tiles with
+int64 offsets). Tie rule, every path: a threshold is an element's value and every element equal
+to it is kept, as the sorted reference keeps every tie at a cut.
 """

@@ -12,14 +12,29 @@ import attrs
 import torch
 
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
-from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks
+from specreg.kernels.pivot import torch_impl as pivot
+from specreg.kernels.pivot.torch_impl import RowWeights, column_maxima, pivot_prefix
+from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks, exp_
 
 #: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
 #: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).
 FILTER_CHUNK_ELEMENTS = CPU_CHUNK_ELEMENTS // 2
+#: Elements per row chunk of `gathered_row_stats`: the statistics run some 40 small ops per
+#: chunk whatever its size, so 12 rows of 32k, 1.5 MB (measured at b 64, V 32k, one thread:
+#: 64 rows took 20.0 ms in chunks of 4 rows, 14.1 in 8, 10.8 in 16, and `softmax(rows / T)`
+#: 10.7 ms; 16 rows pushed the params verify's peak extra memory past 0.1x of its inputs).
+STATS_CHUNK_ELEMENTS = 3 * CPU_CHUNK_ELEMENTS // 2
 
-#: Length of the sorted prefix that holds the top-k and (usually) the top-p nucleus.
+#: Length of the sorted prefix that holds the top-k and (usually) the top-p nucleus, on rows
+#: too short for the pivot search (`PIVOT_MIN_VOCAB`) or with top-k past `PIVOT_MAX_K`.
 TOP_P_PREFIX = 256
+#: Rows shorter than this take `torch.topk` of the prefix instead of the pivot search
+#: (`specreg.kernels.pivot`; measured: on rows of a few thousand elements a topk
+#: prefix costs about as much as the fold, and a full sort never wins on this CPU: 2.3 ms for
+#: one 32k row against 0.08 ms for topk 256).
+PIVOT_MIN_VOCAB = 4 * pivot.PIVOT_COLUMNS
+#: Largest top-k the pivot search serves (past it, the topk prefix).
+PIVOT_MAX_K = 256
 #: Mass bins of the top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled logit
 #: below the row's max (the last bin takes the rest).
 TOP_P_BINS = 256
@@ -38,11 +53,14 @@ class RowStats:
 
 
 def scaled_scores(
-    rows: torch.Tensor, temperature: torch.Tensor, *, probabilities: bool
+    rows: torch.Tensor, temperature: torch.Tensor, *, probabilities: bool, owned: bool = False
 ) -> torch.Tensor:
-    """z = s / T as a fresh float32 [r, V] (s = log(rows) for probability inputs)."""
+    """z = s / T as a fresh float32 [r, V] (s = log(rows) for probability inputs); `owned`:
+    `rows` is the caller's own temporary (a gathered copy), divided in place when float32."""
     if probabilities:
-        return rows.to(torch.float32, copy=True).log_().div_(temperature[:, None])
+        return rows.to(torch.float32, copy=not owned).log_().div_(temperature[:, None])
+    if owned and rows.dtype == torch.float32:
+        return rows.div_(temperature[:, None])
     return torch.div(rows, temperature[:, None])
 
 
@@ -58,7 +76,7 @@ def _filtered(
     always = z.device.type != "cpu"  # on accelerators: no data-dependent branches (no sync)
     cut = always or bool((stats.threshold > float("-inf")).any())
     drop = z < stats.threshold[index] if cut else None
-    weight = z.sub_(stats.shift[index]).exp_()
+    weight = exp_(z.sub_(stats.shift[index]))
     if drop is not None:
         weight.masked_fill_(drop, 0.0)
     _drop_filtered(weight, None, stats.threshold, min_p, cut=False, always=always)
@@ -92,29 +110,47 @@ def row_stats(
     """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p,
     top-p measured as `rule` says (`specreg.kernels.filtering.types`).
 
-    Top-k and top-p thresholds come from one `torch.topk` prefix (at least `TOP_P_PREFIX` long,
-    and long enough for the largest k); a row whose nucleus does not fit in the prefix falls
-    back to the binned search (`_top_p_threshold`)."""
+    Top-k and top-p thresholds come from one sorted prefix of each row: on rows of at least
+    `PIVOT_MIN_VOCAB`, the elements at or above a pivot found from the row's column maxima
+    (`pivot.pivot_prefix`, no sort of the row); on shorter rows or past `PIVOT_MAX_K`, one
+    `torch.topk` prefix (at least `TOP_P_PREFIX` long, and long enough for the largest k). A
+    row whose nucleus does not fit in its prefix falls back to the binned search
+    (`_top_p_threshold`). Tie rule, as the reference's: a threshold is an element value and
+    every element equal to it is kept."""
     rows, vocab = z.shape
-    shift = z.amax(-1)
-    weight = torch.sub(z, shift[:, None]).exp_()
+    folded = vocab >= PIVOT_MIN_VOCAB
+    maxima = column_maxima(z) if folded else None
+    shift = (maxima if folded else z).amax(-1)
+    weight = RowWeights(z, shift)
     threshold = torch.full((rows,), float("-inf"), device=z.device)
     cut_k = (top_k > 0) & (top_k < vocab)
     cut_p = top_p < 1
     need = (cut_k | cut_p).nonzero().flatten()
     if need.numel():
-        prefix = min(vocab, max(TOP_P_PREFIX, int(top_k[need].max())))
-        values = torch.topk(z if need.numel() == rows else z[need], prefix, dim=-1).values
+        largest_k = int(top_k[need].max())
+        if folded and largest_k <= min(PIVOT_MAX_K, pivot.PIVOT_COLUMNS):
+            values, low, complete = pivot_prefix(
+                z, maxima, shift, weight, need, top_k, cut_k, top_p, min_p,
+                rule.top_p_over, rule.keeps_top_p_boundary,
+            )
+            prefix, whole = values.shape[1], False
+        else:
+            prefix = min(vocab, max(TOP_P_PREFIX, largest_k))
+            values = torch.topk(z if need.numel() == rows else z[need], prefix, dim=-1).values
+            whole = prefix == vocab
+            low = values[:, -1]
+            complete = torch.full_like(low, whole, dtype=torch.bool)
         k_rows = cut_k[need]
         kth = values.gather(1, (top_k[need] - 1).clamp(0, prefix - 1)[:, None]).squeeze(1)
         floor = torch.where(k_rows, kth, float("-inf"))
         threshold[need] = floor
+        # rows whose kept set is all in the prefix (every element >= the threshold is there)
+        in_prefix = complete | (floor > low)
         p_local = cut_p[need].nonzero().flatten()
         if p_local.numel():
             every = p_local.numel() == rows  # the common uniform batch: no row copies
             p_rows = need[p_local]
             z_p = z if every else z[p_rows]
-            weight_p = weight if every else weight[p_rows]
             floor_p = floor[p_local]
             # The set top-p measures: above `base_floor` and, for vLLM's order, past min-p.
             over_k = rule.top_p_over != "all"
@@ -126,9 +162,14 @@ def row_stats(
             if over_k and bool(k_rows[p_local].any()):
                 in_base = z_p >= base_floor[:, None]
             if base_min_p is not None:
+                weight_p = weight.full() if every else weight.full()[p_rows]
                 past_min_p = weight_p >= base_min_p[:, None]
                 in_base = past_min_p if in_base is None else in_base & past_min_p
-            goal = (weight_p if in_base is None else torch.where(in_base, weight_p, 0.0)).sum(-1)
+            if in_base is None:
+                goal = weight.total().index_select(0, p_rows)
+            else:
+                weight_p = weight.full() if every else weight.full()[p_rows]
+                goal = torch.where(in_base, weight_p, 0.0).sum(-1)
             goal = top_p[p_rows] * goal
             ranked = values[p_local]
             running = torch.exp(ranked - shift[p_rows, None])
@@ -137,10 +178,10 @@ def row_stats(
                 dropped |= running < base_min_p[:, None]
             running = running.masked_fill_(dropped, 0.0).cumsum(-1)
             if rule.keeps_top_p_boundary:
-                reached = (running[:, -1] > goal) | (prefix == vocab)
+                reached = (running[:, -1] > goal) | whole
                 first = (running <= goal[:, None]).sum(-1).clamp_max(prefix - 1)
             else:
-                reached = (running[:, -1] >= goal) | (prefix == vocab)
+                reached = (running[:, -1] >= goal) | whole
                 first = (running < goal[:, None]).sum(-1).clamp_max(prefix - 1)
             cut = ranked.gather(1, first[:, None]).squeeze(1)
             missing = (~reached).nonzero().flatten()
@@ -152,8 +193,23 @@ def row_stats(
                     keeps_boundary=rule.keeps_top_p_boundary,
                 )
             threshold[p_rows] = torch.maximum(floor_p, cut)
-    _drop_filtered(weight, z, threshold, min_p, cut=bool(need.numel()))
-    return RowStats(shift=shift, threshold=threshold, norm=weight.sum(-1))
+            inside = complete[p_local] | (threshold[p_rows] > low[p_local])
+            in_prefix[p_local] = inside & reached
+        # the kept set lies inside the prefix: its mass from there, not from the whole row
+        limit = threshold.index_select(0, need)[:, None]
+        w_prefix = torch.exp(values - shift.index_select(0, need)[:, None])
+        keep = (values >= limit) & (w_prefix >= min_p.index_select(0, need)[:, None])
+        prefix_norm = torch.where(keep, w_prefix, 0.0).sum(-1)
+        if need.numel() == rows and bool(in_prefix.all()):
+            return RowStats(shift=shift, threshold=threshold, norm=prefix_norm)
+    if not need.numel() and not bool((min_p > 0).any()):
+        return RowStats(shift=shift, threshold=threshold, norm=weight.total())
+    full = weight.full()
+    _drop_filtered(full, z, threshold, min_p, cut=bool(need.numel()))
+    norm = full.sum(-1)
+    if need.numel():
+        norm[need[in_prefix]] = prefix_norm[in_prefix]
+    return RowStats(shift=shift, threshold=threshold, norm=norm)
 
 
 def _top_p_threshold(
@@ -215,10 +271,11 @@ def gathered_row_stats(
     shift = torch.empty(count, device=flat.device)
     threshold = torch.empty(count, device=flat.device)
     norm = torch.empty(count, device=flat.device)
-    for start, stop in cpu_row_chunks(count, flat.shape[-1], FILTER_CHUNK_ELEMENTS):
+    for start, stop in cpu_row_chunks(count, flat.shape[-1], STATS_CHUNK_ELEMENTS):
         part = slice(start, stop)
         z = scaled_scores(
-            flat.index_select(0, index[part]), temperature[part], probabilities=probabilities
+            flat.index_select(0, index[part]), temperature[part], probabilities=probabilities,
+            owned=True,
         )
         stats = row_stats(z, top_k[part], top_p[part], min_p[part], rule)
         shift[part], threshold[part], norm[part] = stats.shift, stats.threshold, stats.norm

@@ -234,3 +234,21 @@ def block_race_torch(weights: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor
     return race_tokens_torch(
         torch.where(inside, weights.gather(1, columns), 0.0), columns, lanes
     )
+
+
+#: log2(e): `exp_` computes exp(x) as exp2(x * LOG2_E).
+LOG2_E = 1.4426950408889634
+
+
+def exp_(x: torch.Tensor) -> torch.Tensor:
+    """exp(x) in place, at `exp2_`'s speed on CPU; returns `x`.
+
+    Torch's CPU `exp_` leaves its vector path for lanes far below zero: a row masked with -inf
+    (a grammar bitmask, a top-k cut) takes 2-7x as long as the same row unmasked, subnormal
+    results up to 20x (torch 2.13, AVX-512). `exp2_` keeps one speed for every input and is
+    faster on plain rows too. exp2(x * log2(e)) is within 4e-6 relative of exp for x in
+    [-87, 0] (5e-7 in [-10, 0]), exactly 0 for -inf and 1 for 0: enough for the weights
+    exp(z - max(z)) a sampling rule reads. On accelerators it is torch's own `exp_`."""
+    if x.device.type != "cpu":
+        return x.exp_()
+    return x.mul_(LOG2_E).exp2_()

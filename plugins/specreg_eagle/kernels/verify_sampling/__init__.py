@@ -27,7 +27,14 @@ Sampling, per parent node P (reset whenever a child is accepted):
   max(p - a_i q, 0) / W_i with a scalar a_i for untried tokens and a frozen coefficient per tried
   token (at most N - 1 per node, kept sparsely), and W_i is one reduction over the row.
 - Final token: drawn by inverse CDF (`final_coins`) from the residual at the last accepted node
-  (p itself when no child was tried); a residual with no mass (rounding) falls back to p.
+  (p itself when no child was tried); a residual with no mass (rounding) falls back to p. The
+  draw is taken in two levels (`specreg_eagle.kernels.residual_draw`: block sums, then one
+  block), so both implementations read that row once and no cumsum runs over it.
+
+The torch walk decides the target-only rule for every node at once (a parent's decisions depend
+only on its children and coin) and follows the accepted children for `depth` levels; with q it
+walks N - 1 steps vectorised over requests, computing a residual mass only where a next sibling
+will be tested and a node's masses only where the walk goes on below it.
 
 No [b, N, V] temporaries, the caller's tensors are never written, no host synchronisation.
 """

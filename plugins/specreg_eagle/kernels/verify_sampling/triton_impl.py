@@ -1,10 +1,17 @@
 """Tree sampling in Triton: one program per request walks its tree, the vocabulary streamed in
-BLOCK_V tiles (masses, residual sums and the final inverse-CDF draw), no host synchronisation.
+BLOCK_V tiles, no host synchronisation.
+
+A residual mass is summed only where a next sibling will test it, a node's masses only where
+the walk goes on below it, and the final token is drawn in two levels
+(`specreg_eagle.kernels.residual_draw`) from one read of its row plus one block.
 """
 
 from __future__ import annotations
 
+import torch
+
 from specreg.kernels.triton_shim import tl, triton
+from specreg_eagle.kernels.residual_draw import DRAW_BLOCK
 from specreg_eagle.kernels.verify_greedy.checks import verify_tile
 from specreg_eagle.kernels.verify_greedy.triton_impl import triton_outputs, triton_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
@@ -40,11 +47,74 @@ if triton is not None:
         return pv, w
 
     @triton.jit
+    def _two_level_draw(p_ptr, q_ptr, row, vocab, coef, rrs, tried_tok, live, delta, sums,
+                        coin, HAS_Q: tl.constexpr, DRAW_BLOCK: tl.constexpr,
+                        DRAW_TILE: tl.constexpr):
+        """The inverse-CDF draw of `specreg_eagle.kernels.residual_draw` from one streamed read
+        of the row: the block sums of the weights (and of p, the fallback) go to `sums`
+        ([2, blocks] float32), then the first block whose float64 running sum passes the
+        target, then the running sum inside that block alone."""
+        blocks = tl.cdiv(vocab, DRAW_BLOCK)
+        per_tile: tl.constexpr = DRAW_TILE // DRAW_BLOCK
+        offs = tl.arange(0, DRAW_TILE)
+        ids = tl.arange(0, per_tile)
+        total_w = tl.full([], 0.0, tl.float64)
+        total_p = tl.full([], 0.0, tl.float64)
+        for v0 in range(0, vocab, DRAW_TILE):
+            v = v0 + offs
+            pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta,
+                                HAS_Q)
+            w_sums = tl.sum(tl.reshape(w, [per_tile, DRAW_BLOCK]), axis=1)
+            p_sums = tl.sum(tl.reshape(pv, [per_tile, DRAW_BLOCK]), axis=1)
+            at = v0 // DRAW_BLOCK + ids
+            tl.store(sums + at, w_sums, mask=at < blocks)
+            tl.store(sums + blocks + at, p_sums, mask=at < blocks)
+            total_w += tl.sum(w_sums.to(tl.float64), axis=0)
+            total_p += tl.sum(p_sums.to(tl.float64), axis=0)
+        # Other threads of this program read the block sums back: order the stores first.
+        tl.debug_barrier()
+        use_p = total_w <= 0
+        sums += tl.where(use_p, blocks, 0)
+        target = coin * tl.where(use_p, total_p, total_w)
+        running = tl.full([], 0.0, tl.float64)
+        found = tl.full([], -1, tl.int64)
+        before = tl.full([], 0.0, tl.float64)
+        last_pos = tl.full([], -1, tl.int64)
+        last_before = tl.full([], 0.0, tl.float64)
+        for b0 in range(0, blocks, DRAW_TILE):
+            at = b0 + offs
+            s = tl.load(sums + at, mask=at < blocks, other=0.0)
+            cum = tl.cumsum(s.to(tl.float64), axis=0) + running
+            ok = (cum > target) & (s > 0)
+            first = tl.min(tl.where(ok, at, blocks), axis=0).to(tl.int64)
+            first_before = tl.sum(tl.where(at < first, s.to(tl.float64), 0.0), axis=0) + running
+            take = (found < 0) & (first < blocks)
+            before = tl.where(take, first_before, before)
+            found = tl.where(take, first, found)
+            tile_last = tl.max(tl.where(s > 0, at, -1), axis=0).to(tl.int64)
+            tile_before = tl.sum(tl.where(at < tile_last, s.to(tl.float64), 0.0), axis=0) + running
+            last_before = tl.where(tile_last >= 0, tile_before, last_before)
+            last_pos = tl.maximum(last_pos, tile_last)
+            running += tl.sum(s.to(tl.float64), axis=0)
+        before = tl.where(found >= 0, before, last_before)
+        block = tl.where(found >= 0, found, tl.maximum(last_pos, 0))
+        slots = tl.arange(0, DRAW_BLOCK)
+        v = block * DRAW_BLOCK + slots
+        pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta, HAS_Q)
+        w = tl.where(use_p, pv, w)
+        cum = tl.cumsum(w.to(tl.float64), axis=0) + before
+        ok = (cum > target) & (w > 0)
+        first = tl.min(tl.where(ok, slots, DRAW_BLOCK), axis=0).to(tl.int64)
+        last_in = tl.maximum(tl.max(tl.where(w > 0, slots, -1), axis=0).to(tl.int64), 0)
+        return block * DRAW_BLOCK + tl.where(first < DRAW_BLOCK, first, last_in)
+
+    @triton.jit
     def _tree_sampling_kernel(
         cand_ptr, ridx_ptr, nt_ptr, ns_ptr, p_ptr, q_ptr, coins_ptr, final_ptr,
-        predicts_ptr, acc_ptr, num_ptr, bonus_ptr, out_ptr,
+        predicts_ptr, acc_ptr, num_ptr, bonus_ptr, out_ptr, sums_ptr,
         vocab, depth, thr_single, thr_acc,
         N: tl.constexpr, HAS_Q: tl.constexpr, CAP: tl.constexpr, BLOCK_V: tl.constexpr,
+        DRAW_BLOCK: tl.constexpr, DRAW_TILE: tl.constexpr,
     ):
         r = tl.program_id(0).to(tl.int64)
         base = r * N
@@ -62,7 +132,10 @@ if triton is not None:
         count = tl.full([], 0, tl.int64)
         prob_acc = tl.full([], 0.0, tl.float32)
         coef = tl.full([], 0.0, tl.float32)
-        norm, q_left = _row_sums(p_ptr, q_ptr, base * vocab, vocab, HAS_Q, BLOCK_V)
+        norm = tl.full([], 0.0, tl.float32)
+        q_left = tl.full([], 0.0, tl.float32)
+        if HAS_Q:  # the target-only rule needs no masses
+            norm, q_left = _row_sums(p_ptr, q_ptr, base * vocab, vocab, HAS_Q, BLOCK_V)
         rrs = q_left > 0
         for _ in range(N - 1):
             active = (cur >= 0) & (count < depth)
@@ -105,7 +178,8 @@ if triton is not None:
             if HAS_Q:
                 q_left = tl.where(append & rrs, q_left - q_x, q_left)
                 coef = tl.where(reject & rrs, new_coef, coef)
-                if reject & rrs:
+                sibling = tl.load(ns_ptr + base + safe).to(tl.int64)
+                if reject & rrs & (sibling >= 0):
                     dense = tl.zeros([BLOCK_V], tl.float32)
                     for v0 in range(0, vocab, BLOCK_V):
                         v = v0 + offs
@@ -125,9 +199,11 @@ if triton is not None:
             cnt = tl.where(accept, 0, cnt)
             coef = tl.where(accept, 0.0, coef)
             if HAS_Q:
-                if accept:
+                # Masses only below a node the walk goes on from (not a leaf, not at the depth).
+                grows = accept & (count < depth) & (tl.load(nt_ptr + base + last) >= 0)
+                if grows:
                     norm, q_left = _row_sums(p_ptr, q_ptr, (base + last) * vocab, vocab, HAS_Q, BLOCK_V)
-                    rrs = q_left > 0
+                rrs = tl.where(accept, grows & (q_left > 0), rrs)
 
         # Final draw from the residual at `last` by inverse CDF.
         row = (base + last) * vocab
@@ -139,33 +215,11 @@ if triton is not None:
         else:
             delta = -tried_p
         delta = tl.where(live, delta, 0.0)
-        total_acc = tl.zeros([BLOCK_V], tl.float32)
-        p_acc = tl.zeros([BLOCK_V], tl.float32)
-        for v0 in range(0, vocab, BLOCK_V):
-            v = v0 + offs
-            pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta,
-                                HAS_Q)
-            total_acc += w
-            p_acc += pv
-        total = tl.sum(total_acc, axis=0)
-        use_p = total <= 0
-        total = tl.where(use_p, tl.sum(p_acc, axis=0), total)
-        target = tl.load(final_ptr + r).to(tl.float32) * total
-        running = tl.full([], 0.0, tl.float32)
-        found = tl.full([], -1, tl.int64)
-        last_pos = tl.full([], -1, tl.int64)
-        for v0 in range(0, vocab, BLOCK_V):
-            v = v0 + offs
-            pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta,
-                                HAS_Q)
-            w = tl.where(use_p, pv, w)
-            cdf = tl.cumsum(w, axis=0) + running
-            ok = (cdf > target) & (w > 0)
-            first = tl.min(tl.where(ok, v, vocab), axis=0).to(tl.int64)
-            found = tl.where((found < 0) & (first < vocab), first, found)
-            last_pos = tl.maximum(last_pos, tl.max(tl.where(w > 0, v, -1), axis=0).to(tl.int64))
-            running += tl.sum(w, axis=0)
-        bonus = tl.where(found >= 0, found, tl.maximum(last_pos, 0))
+        bonus = _two_level_draw(
+            p_ptr, q_ptr, row, vocab, coef, rrs, tried_tok, live, delta,
+            sums_ptr + r * 2 * tl.cdiv(vocab, DRAW_BLOCK), tl.load(final_ptr + r).to(tl.float64),
+            HAS_Q, DRAW_BLOCK, DRAW_TILE,
+        )
         write_bonus(
             ridx_ptr, predicts_ptr, out_ptr, num_ptr, bonus_ptr, base, r, r * slots, last, count,
             bonus,
@@ -179,15 +233,20 @@ def verify_tree_sampling_triton(
     candidates, depth, draft_probs = inputs.candidates, inputs.depth, inputs.draft_probs
     b, n, vocab = inputs.target_probs.shape
     parts = triton_outputs(b, n, depth, candidates.device)
+    # Scratch: the block sums of each request's final draw (weights, then p), [b, 2, blocks].
+    sums = torch.empty(b, 2 * -(-vocab // DRAW_BLOCK), dtype=torch.float32,
+                       device=candidates.device)
     p = inputs.target_probs.contiguous()
     q = draft_probs.contiguous() if draft_probs is not None else p
+    tile = verify_tile(vocab, block_v)
     if b > 0:
         _tree_sampling_kernel[(b,)](
             candidates.contiguous(), inputs.retrieve_index.contiguous(),
             inputs.next_token.contiguous(), inputs.next_sibling.contiguous(), p, q,
             inputs.coins.contiguous(), inputs.final_coins.contiguous(),
-            *parts, vocab, depth, float(inputs.threshold_single), float(inputs.threshold_acc),
-            N=n, HAS_Q=draft_probs is not None, CAP=max(triton.next_power_of_2(max(n - 1, 1)), 2),
-            BLOCK_V=verify_tile(vocab, block_v),
+            *parts, sums, vocab, depth, float(inputs.threshold_single),
+            float(inputs.threshold_acc), N=n, HAS_Q=draft_probs is not None,
+            CAP=max(triton.next_power_of_2(max(n - 1, 1)), 2), BLOCK_V=tile,
+            DRAW_BLOCK=DRAW_BLOCK, DRAW_TILE=max(tile, DRAW_BLOCK),
         )
     return triton_result(parts)

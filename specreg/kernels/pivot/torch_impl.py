@@ -1,0 +1,142 @@
+"""Torch implementation of the pivot search: a row's sorted prefix down to a pivot, no sort.
+
+FlashInfer's top-k / top-p renorm and vLLM's Triton top-k / top-p search pivots over the row's
+values; on a CPU, with torch ops, the cheapest exact pivot is a column maximum: the row folded
+onto `PIVOT_COLUMNS` columns is read once at reduction speed (`column_maxima`), and a
+k-th largest column maximum (or the one where the ranked maxima's mass reaches the top-p goal)
+bounds the cut from below, so only the columns reaching it are gathered and ranked
+(`pivot_prefix`). `RowWeights` holds a row block's weights exp(z - max), built only when a rule
+needs them token by token.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specreg.kernels.sampling.torch_impl import exp_
+
+#: Columns of the fold (column j: elements j, j + C, ...; a remainder of V mod C elements are
+#: columns of one element each).
+PIVOT_COLUMNS = 1024
+#: Column maxima ranked first for the top-p pivot (and at least top-k of them for top-k); a
+#: nucleus needing more ranks four times as many, up to every column.
+PIVOT_RANKED = 256
+
+
+class RowWeights:
+    """The weights exp(z - shift) of a row block, built only when a rule needs them per token;
+    their row sums alone come from one fused softmax (its largest entry is 1 / the sum)."""
+
+    def __init__(self, z: torch.Tensor, shift: torch.Tensor) -> None:
+        self._z, self._shift = z, shift
+        self._full: torch.Tensor | None = None
+        self._total: torch.Tensor | None = None
+
+    def full(self) -> torch.Tensor:
+        if self._full is None:
+            self._full = exp_(torch.sub(self._z, self._shift[:, None]))
+        return self._full
+
+    def total(self) -> torch.Tensor:
+        if self._total is None:
+            if self._full is not None:
+                self._total = self._full.sum(-1)
+            else:
+                self._total = torch.softmax(self._z, -1).amax(-1).reciprocal_()
+        return self._total
+
+
+def column_maxima(z: torch.Tensor) -> torch.Tensor:
+    """The row's column maxima [r, C + V mod C] (`PIVOT_COLUMNS` folded columns, then the
+    remainder's elements, each a column of its own): a read at reduction speed."""
+    rows, vocab = z.shape
+    body = vocab - vocab % PIVOT_COLUMNS
+    folded = z[:, :body].view(rows, body // PIVOT_COLUMNS, PIVOT_COLUMNS).amax(1)
+    return torch.cat([folded, z[:, body:]], 1) if body < vocab else folded
+
+
+def pivot_prefix(
+    z: torch.Tensor,
+    maxima: torch.Tensor,
+    shift: torch.Tensor,
+    weight: RowWeights,
+    need: torch.Tensor,
+    top_k: torch.Tensor,
+    cut_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    top_p_over: str,
+    keeps_boundary: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(prefix, L, complete) for the rows `need` (top-p measured over `top_p_over`, the
+    boundary kept when `keeps_boundary`: a `FilterRule`'s fields): the rows of `z` sorted descending down to a
+    pivot L (every element >= L of the row, in order; -inf after them): the prefix `row_stats` cuts, found without sorting the row.
+
+    L is a column maximum: for a top-k row the k-th largest one (k columns hold an element
+    >= it, so the k-th largest element is >= L); for a top-p row without top-k the first one at
+    which the ranked maxima's mass reaches the goal (those maxima are elements, so the row's
+    mass at or above L reaches it too). Only the columns whose maximum is >= L can hold such
+    elements: they are gathered (C-th of the row each) and ranked. Ties at L in columns past
+    the `PIVOT_RANKED` ranked ones can be missed; then the k-th value is still L, and a top-p
+    prefix that falls short of the goal sends the row to the binned search, as a short
+    topk prefix does, so the cut is the same as the sorted reference's; `complete` says
+    that no such tie can be missing (so a threshold at L keeps only prefix elements)."""
+    rows, vocab = z.shape
+    body = vocab - vocab % PIVOT_COLUMNS
+    depth = body // PIVOT_COLUMNS
+    columns = maxima.shape[1]
+    k = top_k[need]
+    ranked_count = min(columns, max(PIVOT_RANKED, int(k.max())))
+    sub = maxima if need.numel() == rows else maxima[need]
+    k_rows = cut_k[need]
+    p_rows = (~k_rows | (top_p_over == "all")) & (top_p[need] < 1)
+    goal = None
+    if bool(p_rows.any()):
+        # the goal of the set top-p measures when it is not confined to the top-k survivors
+        if top_p_over == "top_k_min_p" and bool((min_p[need] > 0).any()):
+            w_rows = weight.full() if need.numel() == rows else weight.full()[need]
+            total = torch.where(w_rows >= min_p[need, None], w_rows, 0.0).sum(-1)
+        else:
+            total = weight.total().index_select(0, need)
+        goal = top_p[need] * total
+    while True:
+        ranked, order = torch.topk(sub, ranked_count, dim=-1)
+        pivot = ranked.gather(1, (k - 1).clamp(0, ranked_count - 1)[:, None]).squeeze(1)
+        if goal is None:
+            break
+        mass = ranked.sub(shift[need, None]).exp_()
+        if top_p_over == "top_k_min_p":
+            mass = torch.where(mass >= min_p[need, None], mass, 0.0)
+        running = mass.cumsum_(-1)
+        below = running <= goal[:, None] if keeps_boundary else running < goal[:, None]
+        at = below.sum(-1)
+        short = p_rows & (at >= ranked_count)
+        if ranked_count < columns and bool(short.any()):
+            ranked_count = min(columns, 4 * ranked_count)  # a wider nucleus: rank more maxima
+            continue
+        p_pivot = ranked.gather(1, at.clamp_max(ranked_count - 1)[:, None]).squeeze(1)
+        p_pivot = torch.where(k_rows, torch.minimum(pivot, p_pivot), p_pivot)
+        pivot = torch.where(p_rows, p_pivot, pivot)
+        break
+    taken = max(1, int((ranked >= pivot[:, None]).sum(-1).max()))
+    picked = order[:, :taken]
+    sub_z = z if need.numel() == rows else z[need]
+    parts = []
+    if depth:
+        grid = sub_z[:, :body].view(-1, depth, PIVOT_COLUMNS)
+        index = picked.clamp(max=PIVOT_COLUMNS - 1)[:, None, :].expand(-1, depth, taken)
+        block = torch.gather(grid, 2, index)
+        block.masked_fill_((picked >= PIVOT_COLUMNS)[:, None, :], float("-inf"))
+        parts.append(block.flatten(1))
+    if body < vocab:
+        rest = sub_z[:, body:]
+        single = rest.gather(1, (picked - PIVOT_COLUMNS).clamp(0, vocab - body - 1))
+        parts.append(single.masked_fill_(picked < PIVOT_COLUMNS, float("-inf")))
+    candidates = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
+    candidates.masked_fill_(candidates < pivot[:, None], float("-inf"))
+    count = max(1, int((candidates > float("-inf")).sum(-1).max()))
+    values = torch.topk(candidates, min(count, candidates.shape[1]), dim=-1).values
+    # no column past the ranked ones can hold an element at the pivot
+    complete = (ranked[:, -1] < pivot) | (ranked_count == columns)
+    return values, pivot, complete
+

@@ -1,0 +1,100 @@
+"""The plain per-request rules of relaxed, typical and synthetic chain acceptance, as loops (the test oracle).
+
+Same coins as the kernels (`ChainSamplingInputs`); float32 rounding is reproduced with `f32` so
+the tokens compare exactly. The entropy of typical acceptance is summed in double and rounded
+once (the kernels sum float32 in other orders: a draft whose p(x) lies within rounding of the
+cutoff may differ, a measure-zero event in the tests).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from specreg.kernels.argmax.reference import row_argmax_reference
+from specreg.kernels.chain.reference import emit_reference, limit_of, result_of
+from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, RuleParams
+from specreg.kernels.sampling.reference import f32, inverse_cdf_reference
+
+
+def synthetic_count(coin: float, rates: tuple[float, ...], limit: int) -> int:
+    """Drafts accepted: the leading positions i < limit with coin < rates[i]."""
+    accept = 0
+    while accept < limit and accept < len(rates) and coin < f32(rates[accept]):
+        accept += 1
+    return accept
+
+
+def typical_cutoff(p_row: list[float], params: RuleParams) -> float:
+    """min(posterior_threshold, posterior_alpha * exp(-H(p))), H in nats."""
+    entropy = -sum(v * math.log(v) for v in p_row if v > 0)
+    return min(f32(params.posterior_threshold),
+               f32(f32(params.posterior_alpha) * math.exp(-f32(entropy))))
+
+
+def _accepts(params: RuleParams, p_row: list[float], p_x: float, q_x: float, coin: float) -> bool:
+    if params.mode == THRESHOLDS:
+        scaled = f32(f32(coin * q_x) * f32(params.threshold_acc))
+        return scaled < p_x or p_x >= f32(params.threshold_single)
+    return p_x > typical_cutoff(p_row, params)
+
+
+def verify_chain_relaxed_reference(
+    inputs: ChainSamplingInputs, params: RuleParams
+) -> ChainVerifyResult:
+    """Per request: walk the chain under the rule's acceptance test, stop at the first
+    rejection or the verify limit, then emit (thresholds: as the lossless rule; typical: argmax
+    after a rejection, a draw from p otherwise; synthetic: a draw from p)."""
+    candidates, target, draft = inputs.candidates, inputs.target_probs, inputs.draft_probs
+    b, n, vocab = target.shape
+    lens = None if inputs.verify_lens is None else [int(v) for v in inputs.verify_lens.tolist()]
+    rows = []
+    for r in range(b):
+        drafts = [int(t) for t in candidates[r, 1:].tolist()]
+        p = target[r].to(torch.float32).tolist()
+        q = None if draft is None else draft[r].to(torch.float32).tolist()
+        coins = inputs.coins[r].to(torch.float32).tolist()
+        final = float(inputs.final_coins[r].to(torch.float32))
+        limit = limit_of(lens, r, n)
+        if params.mode == SYNTHETIC:
+            accept = synthetic_count(coins[0] if coins else 1.0, params.rates, limit)
+            rows.append((drafts, accept, inverse_cdf_reference(p[accept], final)))
+            continue
+        accept = 0
+        while accept < limit:
+            x = drafts[accept]
+            if not 0 <= x < vocab:
+                break
+            q_x = 1.0 if q is None or params.mode != THRESHOLDS else q[accept][x]
+            if not _accepts(params, p[accept], p[accept][x], q_x, coins[accept]):
+                break
+            accept += 1
+        rejected = accept < limit
+        if params.mode == THRESHOLDS:
+            excluded = drafts[accept] if rejected else -1
+            q_row = None if q is None or not rejected else q[accept]
+            token = emit_reference(p[accept], q_row, excluded, rejected, final)
+        elif rejected:
+            token = int(row_argmax_reference(target[r, accept][None])[0])
+        else:
+            token = inverse_cdf_reference(p[accept], final)
+        rows.append((drafts, accept, token))
+    return result_of(rows, n)
+
+
+def verify_chain_synthetic_greedy_reference(
+    candidates: torch.Tensor, target_logits: torch.Tensor, coins: torch.Tensor,
+    params: RuleParams, verify_lens: torch.Tensor | None,
+) -> ChainVerifyResult:
+    """Synthetic acceptance with greedy verification: the synthetic count, then the argmax of
+    the row after the accepted drafts."""
+    b, n, _ = target_logits.shape
+    lens = None if verify_lens is None else [int(v) for v in verify_lens.tolist()]
+    rows = []
+    for r in range(b):
+        drafts = [int(t) for t in candidates[r, 1:].tolist()]
+        accept = synthetic_count(float(coins[r]), params.rates, limit_of(lens, r, n))
+        rows.append((drafts, accept, int(row_argmax_reference(target_logits[r, accept][None])[0])))
+    return result_of(rows, n)
