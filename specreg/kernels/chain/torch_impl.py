@@ -154,6 +154,21 @@ def verify_chain_sampling_torch(inputs: ChainSamplingInputs) -> ChainVerifyResul
     return assemble(candidates, accept_len, bonus)
 
 
+def _take_rows(
+    probs: torch.Tensor, row_index: torch.Tensor, requests: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Float32 rows `probs[requests[k], row_index[k]]` of [b, n, V] as a fresh [k, V] tensor
+    (`requests` defaults to every request; one index_select on the flat view when possible)."""
+    b, n, vocab = probs.shape
+    if requests is None:
+        requests = torch.arange(b, device=probs.device)
+    try:
+        flat = probs.view(b * n, vocab)
+    except RuntimeError:
+        return probs[requests, row_index].to(torch.float32)
+    return flat.index_select(0, requests * n + row_index).to(torch.float32)
+
+
 def _row_spans(count: int, vocab: int, device: torch.device) -> list[tuple[int, int]]:
     """Spans of the rows the draw reads at once: cache-sized chunks on CPU, all of them on an
     accelerator (no host synchronisation per chunk)."""
