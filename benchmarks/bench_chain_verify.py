@@ -47,7 +47,8 @@ from specreg.kernels.chain import (
     verify_chain_sampling,
 )
 from specreg.kernels.chain.types import ChainVerifyResult
-from specreg.kernels.sampling import inverse_cdf_sample
+from specreg.kernels.random_stream.torch_impl import coin_lanes_torch
+from specreg.kernels.sampling.torch_impl import block_race_torch
 
 
 def make_inputs(b: int, n: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:
@@ -108,7 +109,8 @@ def naive_sampling(x: dict[str, torch.Tensor]) -> list[list[int]]:
                 weights = p[r, i]
         else:
             weights = p[r, i]
-        tokens.append(int(inverse_cdf_sample(weights[None], x["final"][r : r + 1])[0]))
+        lanes = coin_lanes_torch(x["final"][r : r + 1])
+        tokens.append(int(block_race_torch(weights[None].float(), lanes)[0]))
         out.append(tokens)
     return out
 

@@ -171,12 +171,12 @@ def _dense_cases():
 
 
 def test_the_accelerator_emit_on_cpu_tensors_equals_the_reference(monkeypatch):
-    """The correction / bonus draw of accelerators (`_emit_dense`: every request's row, no host
-    synchronisation) never runs on a CPU tensor; swapped in for the CPU branch it must give the
-    reference's tokens on every case above, the residuals without mass included."""
+    """The correction / bonus draw of accelerators (`_one_span`: every request's row at once, no
+    host synchronisation per chunk) never runs on a CPU tensor; swapped in for the CPU chunks it
+    must give the reference's tokens on every case above, the residuals without mass included."""
     from specreg.kernels.chain import torch_impl
 
-    monkeypatch.setattr(torch_impl, "_emit_cpu", torch_impl._emit_dense)
+    monkeypatch.setattr(torch_impl, "_row_spans", torch_impl._one_span)
     for candidates, target, draft, coins, final_coins, lens in _dense_cases():
         inputs = ChainSamplingInputs(candidates=candidates, target_probs=target,
                                      draft_probs=draft, coins=coins, final_coins=final_coins,

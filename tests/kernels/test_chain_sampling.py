@@ -17,6 +17,7 @@ from specreg.kernels.chain import (
     verify_chain_sampling,
     verify_chain_target_only,
 )
+from specreg.kernels.random_stream.reference import coin_lanes, exponential_of, token_word
 from specreg.kernels.sampling import exponential_race_sample
 
 P_THRESHOLD = 1e-3
@@ -248,17 +249,38 @@ def test_q_zero_accepts_when_p_positive_and_p_zero_never_accepts():
     assert r.output_tokens.tolist() == [[2, 1], [2, -1]]  # residual of row 0 is [0, 0, 0.5]
 
 
-def test_correction_and_bonus_use_final_coin_inverse_cdf():
+def _race_by_hand(weights, coin):
+    """The race of a row shorter than one race block: the first token of largest w / E, E the
+    stream's exponential of that token under the coin's key lanes."""
+    coin = float(torch.tensor(coin, dtype=torch.float32))
+    lanes = coin_lanes(coin)
+    scores = [w / exponential_of(token_word(lanes, t)) for t, w in enumerate(weights)]
+    return max(range(len(weights)), key=lambda t: (scores[t], -t))
+
+
+def test_correction_and_bonus_race_on_the_final_coins_stream():
     candidates = torch.tensor([[3, 0, 1]] * 3)
     p = _probs([[[0.1, 0.2, 0.3, 0.4]] * 3] * 3)
     q = _probs([[[1.0, 0.0, 0.0, 0.0]] * 2] * 3)
     coins = torch.tensor([[0.5, 0.0], [0.05, 0.0], [0.05, 0.0]])
     final = torch.tensor([0.1, 0.1, 0.95])
-    r = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final)
-    # row 0: 0.5 * 1 >= 0.1 rejected; residual [0, .2, .3, .4] / .9, coin .1 -> token 1
-    # rows 1, 2: token 0 accepted; token 1 has q = 0 < p: accepted; bonus from p (coins .1, .95)
-    assert r.accept_len.tolist() == [0, 2, 2]
-    assert r.bonus.tolist() == [1, 1, 3]
+    for backend in ("torch", "triton"):
+        r = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final,
+                                  backend=backend)
+        # row 0: 0.5 * 1 >= 0.1 rejected; the race runs on the residual [0, .2, .3, .4]
+        # rows 1, 2: token 0 accepted; token 1 has q = 0 < p: accepted; bonus raced on p
+        assert r.accept_len.tolist() == [0, 2, 2]
+        residual = [0.0, 0.2, 0.3, 0.4]
+        assert r.bonus.tolist() == [_race_by_hand(residual, 0.1),
+                                    _race_by_hand([0.1, 0.2, 0.3, 0.4], 0.1),
+                                    _race_by_hand([0.1, 0.2, 0.3, 0.4], 0.95)]
+        assert r.bonus.tolist() == [1, 0, 2]  # pinned: the race's tokens for these coins
+    # token 0 has no residual mass: no final coin makes the correction draw it
+    many = torch.rand(200, generator=torch.Generator().manual_seed(1))
+    rejected = verify_chain_sampling(candidates[:1].repeat(200, 1), p[:1].repeat(200, 1, 1),
+                                     q[:1].repeat(200, 1, 1), coins=coins[:1].repeat(200, 1),
+                                     final_coins=many)
+    assert 0 not in rejected.bonus.tolist() and len(set(rejected.bonus.tolist())) == 3
 
 
 def test_ragged_verify_caps_and_retakes_bonus():
@@ -279,8 +301,10 @@ def test_target_only_known_answers():
     coins = torch.tensor([[0.49], [0.5]])
     r = verify_chain_target_only(candidates, p, coins=coins, final_coins=torch.tensor([0.0, 0.99]))
     assert r.accept_len.tolist() == [1, 0]
-    # row 1 rejected: p without token 1 = [0.2, 0, 0.3]; coin .99 -> token 2
-    assert r.output_tokens.tolist() == [[1, 0], [2, -1]]
+    # row 0: bonus raced on the one-hot row [1, 0, 0]: token 0 whatever the coin;
+    # row 1 rejected: raced on p without token 1, [0.2, 0, 0.3]
+    assert r.output_tokens.tolist() == [[1, 0], [_race_by_hand([0.2, 0.0, 0.3], 0.99), -1]]
+    assert r.output_tokens.tolist() == [[1, 0], [0, -1]]  # pinned: the race's token for .99
 
 
 def test_all_zero_q_row_is_rejected_on_cpu():

@@ -15,9 +15,19 @@ Rules.
 - Chain sampling (classic speculative sampling): accept draft x of row i iff
   `coin_i * q(x) < p(x)` (strict: q(x) = 0 < p(x) accepts, p(x) = 0 never accepts). At the first
   rejection the correction token is drawn from `norm(max(p - q, 0))` of that row; if every draft
-  is accepted the bonus is drawn from p of the last verified row. Both draws use the request's
-  final coin by inverse CDF. This emits tokens distributed exactly as the target, provided q is
-  the distribution the drafts were sampled from.
+  is accepted the bonus is drawn from p of the last verified row. This emits tokens
+  distributed exactly as the target, provided q is the distribution the drafts were sampled
+  from. The acceptance test on probabilities is `u * q(x) < p(x)`, the log-space test
+  `log u + log q(x) < log p(x)` without a logarithm: exact in float32 on every backend.
+- The draw (correction or bonus) is an exponential race on the counter-based random stream
+  (`specreg.kernels.random_stream`) keyed by the request's final coin, in two levels: the block
+  of RACE_BLOCK = 128 token ids with the largest mass / E (E ~ Exp(1) per block), then the
+  token of that block with the largest w / E (E ~ Exp(1) per token). P(block) = mass / total and
+  P(token | block) = w / mass, so the token follows the weights exactly; it needs one read of
+  the row (the block masses, summed in one fixed order so every backend gets the same bits),
+  128 weights read again, and the stream's values of about V / 128 + 128 keys, drawn lazily for
+  the one row each request stops at. The same final coin gives the same token on torch and
+  Triton, on any device and in any batch.
 - Target only (`verify_chain_target_only`, or `draft_probs=None`): for drafters that expose no q
   (n-gram, greedy drafters, or a q that was not kept). Accept x with probability p(x)
   (`coin < p(x)`); on rejection draw from p with x's mass removed. This is the classic rule with
@@ -158,7 +168,8 @@ def verify_chain_sampling(
 
     `target_probs` [b, n, V] and `draft_probs` [b, n-1, V] are probabilities (any float dtype,
     compared in float32); `draft_probs=None` selects the target-only rule. `coins` [b, >= n-1]
-    (one per draft) and `final_coins` [b] (the correction / bonus draw) are uniforms in [0, 1);
+    (one per draft) and `final_coins` [b] (the correction / bonus draw: its bits key the race's
+    stream) are uniforms in [0, 1);
     missing ones come from `uniform_coins` (seeded by `seed` and per-request `offsets`, else
     from `torch.rand` with `generator`). `verify_lens` [b] caps the verified positions.
     """

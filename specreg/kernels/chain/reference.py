@@ -5,7 +5,8 @@ target-only rule, with ragged `verify_lens`, one request and one position at a t
 Python over `.tolist()` values. The sampling rules take the same coins as the kernels
 (`ChainSamplingInputs`), so the tokens are comparable exactly: the acceptance test
 `coin * q(x) < p(x)` is evaluated in float32 (as the kernels do), the weights of the draw are
-float32 values and the inverse CDF compares running sums against `coin * total`.
+float32 values, and the draw is the two-level exponential race on the random stream keyed by
+the final coin (`specreg.kernels.sampling.reference.block_race_reference`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import torch
 
 from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.sampling.reference import f32, inverse_cdf_reference, residual_reference
+from specreg.kernels.random_stream.reference import coin_lanes
+from specreg.kernels.sampling.reference import block_race_reference, f32, residual_reference
 
 
 def limit_of(verify_lens: list[int] | None, r: int, n: int) -> int:
@@ -76,9 +78,10 @@ def emit_reference(
     p_row: list[float], q_row: list[float] | None, excluded: int, rejected: bool, coin: float
 ) -> int:
     """The emitted token: after a rejection, from max(p - q, 0) (or p without `excluded`, the
-    target-only rule); a residual without mass, or no rejection, draws from p."""
+    target-only rule); a residual without mass, or no rejection, draws from p. The draw is the
+    exponential race keyed by the final coin."""
     weights = residual_reference(p_row, q_row, excluded) if rejected else p_row
-    return inverse_cdf_reference(weights, coin)
+    return block_race_reference(weights, coin_lanes(coin))
 
 
 def verify_chain_sampling_reference(inputs: ChainSamplingInputs) -> ChainVerifyResult:

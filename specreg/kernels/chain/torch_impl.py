@@ -5,8 +5,9 @@ path (no host synchronisation, used on accelerators), two CPU-tuned branches liv
 
 - `_verify_chain_greedy_progressive`: argmax only the rows a request reaches, position by
   position over the still-matching requests (reading every row when most are active);
-- `_emit_cpu`: the correction / bonus draw in chunks of requests with reused buffers, so each
-  request's vocab row stays in cache for the residual, the cumsum and the search.
+- `_emit` (the correction / bonus draw, an exponential race in two levels on the random
+  stream) reads the rows in chunks of requests into reused buffers on CPU, so each request's
+  vocab row stays in cache for the residual and its block masses.
 
 Both give the same result as the batched path.
 """
@@ -17,11 +18,14 @@ import torch
 
 from specreg.kernels.argmax import row_argmax
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.random_stream.torch_impl import coin_lanes_torch
+from specreg.kernels.random_stream.types import RACE_BLOCK
 from specreg.kernels.sampling.torch_impl import (
+    block_columns,
+    block_masses_torch,
     cpu_row_chunks,
-    inverse_cdf_from_cdf,
-    inverse_cdf_torch,
-    residual_weights_torch,
+    race_blocks_torch,
+    race_tokens_torch,
     take_rows_float32,
 )
 
@@ -146,8 +150,7 @@ def verify_chain_sampling_torch(inputs: ChainSamplingInputs) -> ChainVerifyResul
     accepted &= torch.arange(gamma, device=device)[None, :] < limit[:, None]
     accept_len = _leading_run(accepted)
 
-    emit = _emit_dense if device.type != "cpu" else _emit_cpu
-    bonus = emit(target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.final_coins)
+    bonus = _emit(target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.final_coins)
     return assemble(candidates, accept_len, bonus)
 
 
@@ -166,7 +169,20 @@ def _take_rows(
     return flat.index_select(0, requests * n + row_index).to(torch.float32)
 
 
-def _emit_dense(
+def _row_spans(count: int, vocab: int, device: torch.device) -> list[tuple[int, int]]:
+    """Spans of the rows the draw reads at once: cache-sized chunks on CPU, all of them on an
+    accelerator (no host synchronisation per chunk)."""
+    if device.type == "cpu":
+        return cpu_row_chunks(count, vocab)
+    return _one_span(count, vocab, device)
+
+
+def _one_span(count: int, vocab: int, device: torch.device) -> list[tuple[int, int]]:
+    """The accelerators' span: every row at once."""
+    return [(0, count)]
+
+
+def _emit(
     target_probs: torch.Tensor,
     draft_probs: torch.Tensor | None,
     drafts: torch.Tensor,
@@ -175,41 +191,17 @@ def _emit_dense(
     accept_len: torch.Tensor,
     final_coins: torch.Tensor,
 ) -> torch.Tensor:
-    """The emitted token, computed over every request's row (no host synchronisation)."""
-    gamma = drafts.shape[1]
-    rows = torch.arange(target_probs.shape[0], device=target_probs.device)
-    p_row = _take_rows(target_probs, accept_len)  # [b, V]: the row the emitted token comes from
-    if gamma == 0:
-        weights = p_row
-    else:
-        rejected_row = accept_len.clamp(max=gamma - 1)
-        if draft_probs is None:
-            rejected = torch.where(valid, drafts, -1)[rows, rejected_row]
-            residual = residual_weights_torch(p_row, exclude=rejected)
-        else:
-            residual = residual_weights_torch(p_row, _take_rows(draft_probs, rejected_row))
-        weights = torch.where((accept_len >= limit)[:, None], p_row, residual)
-    return inverse_cdf_torch(weights, final_coins)
-
-
-def _emit_cpu(
-    target_probs: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    drafts: torch.Tensor,
-    valid: torch.Tensor,
-    limit: torch.Tensor,
-    accept_len: torch.Tensor,
-    final_coins: torch.Tensor,
-) -> torch.Tensor:
-    """`_emit_dense` on CPU, in chunks of requests with reused buffers: each request's vocab row
-    is read once and stays in cache for the residual, cumsum and search (same values)."""
+    """The emitted token of every request by the two-level exponential race keyed by its final
+    coin: the block masses of its weights (the residual after a rejection, else p) in one read of
+    its rows (chunks of rows into reused buffers on CPU, one chunk elsewhere), the race over the
+    blocks, then the race within the winning block (its RACE_BLOCK weights gathered again)."""
     b, n, vocab = target_probs.shape
     device = target_probs.device
     if b == 0:
         return torch.empty(0, dtype=torch.int64, device=device)
     gamma = drafts.shape[1]
-    p_flat = _flat_rows(target_probs)
-    q_flat = None if draft_probs is None or gamma == 0 else _flat_rows(draft_probs)
+    p_flat = target_probs.reshape(-1, vocab)
+    q_flat = None if draft_probs is None or gamma == 0 else draft_probs.reshape(-1, vocab)
     rows = torch.arange(b, device=device)
     p_index = rows * n + accept_len
     rejected = accept_len < limit
@@ -220,35 +212,43 @@ def _emit_cpu(
         q_index = rows * gamma + rejected_row
         excluded = torch.where(valid, drafts, -1)[rows, rejected_row]
         excluded = torch.where(rejected, excluded, -1)
-    chunks = cpu_row_chunks(b, vocab)
-    size = chunks[0][1] - chunks[0][0]
-    p_buf = torch.empty(size, vocab, dtype=torch.float32, device=device)
-    q_buf = torch.empty_like(p_buf) if q_flat is not None else None
-    cdf_buf = torch.empty_like(p_buf)
-    bonus = torch.empty(b, dtype=torch.int64, device=device)
-    for start, stop in chunks:
-        p_rows = take_rows_float32(p_flat, p_index[start:stop], p_buf)
-        if q_flat is not None:
-            q_rows = take_rows_float32(q_flat, q_index[start:stop], q_buf)
-            residual = torch.sub(p_rows, q_rows, out=q_rows).clamp_min_(0.0)
-            use_p = (~rejected[start:stop] | (residual.sum(-1) <= 0)).nonzero().squeeze(1)
-            weights = residual
-            if use_p.numel():
-                weights[use_p] = p_rows[use_p]
-        else:
-            weights = p_rows
-            hit = (excluded[start:stop] >= 0).nonzero().squeeze(1)
-            if hit.numel():
-                token = excluded[start:stop][hit]
-                kept = weights[hit, token]
-                weights[hit, token] = 0.0
-                empty = weights[hit].sum(-1) <= 0  # residual without mass: draw from p
-                weights[hit[empty], token[empty]] = kept[empty]
-        cdf = torch.cumsum(weights, -1, out=cdf_buf[: stop - start])
-        bonus[start:stop] = inverse_cdf_from_cdf(weights, cdf, final_coins[start:stop])
-    return bonus
-
-
-def _flat_rows(probs: torch.Tensor) -> torch.Tensor:
-    """[b, n, V] as [b * n, V] (a view when the layout allows, else a copy)."""
-    return probs.reshape(-1, probs.shape[-1])
+    masses = torch.empty((b, -(-vocab // RACE_BLOCK)), dtype=torch.float32, device=device)
+    use_residual = rejected.clone()
+    for residual, requests in ((True, rejected.nonzero().squeeze(1)),
+                               (False, (~rejected).nonzero().squeeze(1))):
+        if requests.numel() == 0:
+            continue
+        spans = _row_spans(requests.numel(), vocab, device)
+        size = spans[0][1] - spans[0][0]
+        p_buf = torch.empty(size, vocab, dtype=torch.float32, device=device)
+        q_buf = torch.empty_like(p_buf) if residual and q_flat is not None else None
+        for start, stop in spans:
+            part = requests[start:stop]
+            p_rows = take_rows_float32(p_flat, p_index[part], p_buf)
+            if not residual:
+                masses[part] = block_masses_torch(p_rows)
+                continue
+            if q_flat is not None:
+                q_rows = take_rows_float32(q_flat, q_index[part], q_buf)
+                weights = torch.sub(p_rows, q_rows, out=q_rows).clamp_min_(0.0)
+            else:
+                weights = p_rows.clone()
+                token = excluded[part]
+                hit = (token >= 0).nonzero().squeeze(1)
+                weights[hit, token[hit]] = 0.0
+            found = block_masses_torch(weights)
+            empty = (found.amax(-1) <= 0).nonzero().squeeze(1)
+            if empty.numel():  # a residual without mass: the draw is from p
+                found[empty] = block_masses_torch(p_rows[empty])
+                use_residual[part[empty]] = False
+            masses[part] = found
+    lanes = coin_lanes_torch(final_coins)
+    columns, inside = block_columns(race_blocks_torch(masses, lanes), vocab)
+    p_block = p_flat[p_index[:, None], columns].to(torch.float32)
+    if q_flat is not None:
+        q_block = q_flat[q_index[:, None], columns].to(torch.float32)
+        residual_block = (p_block - q_block).clamp_min(0.0)
+    else:
+        residual_block = torch.where(columns == excluded[:, None], 0.0, p_block)
+    weights = torch.where(use_residual[:, None], residual_block, p_block)
+    return race_tokens_torch(torch.where(inside, weights, 0.0), columns, lanes)

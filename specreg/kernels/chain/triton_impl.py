@@ -1,10 +1,11 @@
 """The Triton implementation of chain verification: one program per request.
 
-The vocabulary is streamed in BLOCK_V tiles (`vocab_tile`) with int64 offsets; residual sampling
-makes two passes (total mass, then inverse CDF); no [b, n, V] temporaries and no host
-synchronisation. The row argmax is the core's one device function
-(`specreg.kernels.argmax.triton_impl.row_argmax_tiles`); `emit_token` (the two-pass draw of
-the emitted token, from stored or filtered rows) and `write_result` are shared with the
+The vocabulary is streamed in BLOCK_V tiles (`vocab_tile`, at least one race block of 128) with
+int64 offsets; the correction / bonus draw is the two-level exponential race on the random
+stream (one pass over the row, then one 128-token block again); no [b, n, V] temporaries and
+no host synchronisation. The row argmax is the core's one device function
+(`specreg.kernels.argmax.triton_impl.row_argmax_tiles`); `emit_token` (the race drawing the
+emitted token, from stored or filtered rows) and `write_result` are shared with the
 sampling-parameter kernel (`specreg.kernels.chain_params.triton_impl`).
 """
 
@@ -13,11 +14,15 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.random_stream.types import RACE_BLOCK
 from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:
     from specreg.kernels.argmax.triton_impl import row_argmax_tiles
     from specreg.kernels.filtering.triton_impl import filtered_tile
+    from specreg.kernels.random_stream.triton_impl import coin_lanes, exponential_of, token_word
+
+    BLOCK_KEY_BASE: tl.constexpr = tl.constexpr(1 << 31)
 
     @triton.jit
     def tile_probs(row_ptr, cols, inside, stride_v, temperature, shift, threshold, norm, min_p,
@@ -50,20 +55,50 @@ if triton is not None:
         return pv, rv
 
     @triton.jit
+    def block_sums(x, NBT: tl.constexpr):
+        """[NBT * 128] float32 -> [NBT] block masses, halves added elementwise (the summation
+        order `block_masses_torch` and the reference use, so every backend gets the same bits;
+        a size-2 sum is one IEEE add)."""
+        x = tl.reshape(x, [NBT, 128])
+        x = tl.sum(tl.reshape(x, [NBT, 2, 64]), axis=1)
+        x = tl.sum(tl.reshape(x, [NBT, 2, 32]), axis=1)
+        x = tl.sum(tl.reshape(x, [NBT, 2, 16]), axis=1)
+        x = tl.sum(tl.reshape(x, [NBT, 2, 8]), axis=1)
+        x = tl.sum(tl.reshape(x, [NBT, 2, 4]), axis=1)
+        x = tl.sum(tl.reshape(x, [NBT, 2, 2]), axis=1)
+        return tl.sum(tl.reshape(x, [NBT, 2, 1]), axis=1).reshape([NBT])
+
+    @triton.jit
+    def first_best(scores, ids, best, best_id):
+        """The running race: the tile's largest score (first id on ties) replaces `best` only
+        when strictly larger, so the earliest winner is kept."""
+        top = tl.max(scores, axis=0)
+        top_id = tl.min(tl.where(scores == top, ids, 1 << 62), axis=0)
+        better = top > best
+        return tl.where(better, top, best), tl.where(better, top_id, best_id)
+
+    @triton.jit
     def emit_token(
         cand_base, stride_cn, p_row, stride_pv, q_row, stride_qv, i, n, vocab, rejected,
         temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, coin,
         HAS_Q: tl.constexpr, FILTERED: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
     ):
-        """The token a request emits at row i: an inverse-CDF draw (by `coin`) from the
-        residual after a rejection, from p otherwise (and from p when the residual has no
-        mass), in two passes over the vocabulary; both chain kernels share it."""
+        """The token a request emits at row i, by the two-level exponential race on the random
+        stream keyed by `coin`: one pass over the vocabulary races the blocks of the residual
+        (after a rejection) and of p at once, then the winning block's 128 weights are read
+        again and raced; a residual without mass draws from p. Both chain kernels share it."""
+        NBT: tl.constexpr = BLOCK_V // 128
+        k0, k1 = coin_lanes(coin)
         excluded = tl.load(
             cand_base + (i + 1) * stride_cn, mask=rejected & ((i + 1) < n), other=-1
         ).to(tl.int64)
         offs = tl.arange(0, BLOCK_V)
-        sum_p = tl.zeros([BLOCK_V], tl.float32)
-        sum_r = tl.zeros([BLOCK_V], tl.float32)
+        block_ids = tl.arange(0, NBT).to(tl.int64)
+        best_p = tl.sum(tl.zeros([NBT], tl.float64), axis=0) - 1.0
+        best_r = best_p
+        best_pj = tl.sum(tl.zeros([NBT], tl.int64), axis=0)
+        best_rj = best_pj
+        any_r = best_pj != 0
         for start in range(0, vocab, BLOCK_V):
             cols = (start + offs).to(tl.int64)
             inside = cols < vocab
@@ -72,30 +107,27 @@ if triton is not None:
                 temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
                 HAS_Q, FILTERED, PROBS,
             )
-            sum_p += pv
-            sum_r += rv
-        total_r = tl.sum(sum_r, axis=0)
-        use_residual = rejected & (total_r > 0)
-        total = tl.where(use_residual, total_r, tl.sum(sum_p, axis=0))
-        threshold = coin * total
-        running = tl.sum(tl.zeros([BLOCK_V], tl.float32), axis=0)
-        first = tl.min(tl.full([BLOCK_V], vocab, tl.int64), axis=0)
-        last = tl.max(tl.full([BLOCK_V], -1, tl.int64), axis=0)
-        for start in range(0, vocab, BLOCK_V):
-            cols = (start + offs).to(tl.int64)
-            inside = cols < vocab
-            pv, rv = residual_tile(
-                p_row, stride_pv, q_row, stride_qv, cols, inside, use_residual, excluded,
-                temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
-                HAS_Q, FILTERED, PROBS,
-            )
-            weights = tl.where(use_residual, rv, pv)
-            cdf = tl.cumsum(weights, axis=0) + running
-            hit = (cdf > threshold) & (weights > 0)
-            first = tl.minimum(first, tl.min(tl.where(hit, cols, vocab), axis=0))
-            last = tl.maximum(last, tl.max(tl.where(weights > 0, cols, -1), axis=0))
-            running += tl.sum(weights, axis=0)
-        return tl.where(first < vocab, first, tl.maximum(last, 0))
+            j = start // 128 + block_ids
+            noise = exponential_of(token_word(k0, k1, j + BLOCK_KEY_BASE)).to(tl.float64)
+            p_mass = block_sums(pv, NBT)
+            r_mass = block_sums(rv, NBT)
+            best_p, best_pj = first_best(p_mass.to(tl.float64) / noise, j, best_p, best_pj)
+            best_r, best_rj = first_best(r_mass.to(tl.float64) / noise, j, best_r, best_rj)
+            any_r = any_r | (tl.max(r_mass, axis=0) > 0)
+        use_residual = rejected & any_r
+        block = tl.where(use_residual, best_rj, best_pj)
+        cols = block * 128 + tl.arange(0, 128).to(tl.int64)
+        inside = cols < vocab
+        pv, rv = residual_tile(
+            p_row, stride_pv, q_row, stride_qv, cols, inside, use_residual, excluded,
+            temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
+            HAS_Q, FILTERED, PROBS,
+        )
+        weights = tl.where(inside, tl.where(use_residual, rv, pv), 0.0)
+        noise = exponential_of(token_word(k0, k1, cols)).to(tl.float64)
+        scores = weights.to(tl.float64) / noise
+        top = tl.max(scores, axis=0)
+        return tl.min(tl.where(scores == top, cols, 1 << 62), axis=0)
 
     @triton.jit
     def write_result(
@@ -197,6 +229,11 @@ if triton is not None:
         )
 
 
+def race_tile(vocab: int, block_v: int | None) -> int:
+    """BLOCK_V of the kernels that draw by the race: `vocab_tile`, at least one race block."""
+    return max(vocab_tile(vocab, block_v), RACE_BLOCK)
+
+
 def empty_outputs(b: int, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     """accept_len int32 [b], bonus int64 [b] and output_tokens int64 [b, n], to be written."""
     return (
@@ -258,7 +295,7 @@ def verify_chain_sampling_triton(
         n, vocab,
         HAS_Q=draft_probs is not None,
         HAS_VLENS=verify_lens is not None,
-        BLOCK_V=vocab_tile(vocab, block_v),
+        BLOCK_V=race_tile(vocab, block_v),
         BLOCK_N=triton.next_power_of_2(n),
         num_warps=4,
     )

@@ -1,8 +1,10 @@
 """The torch implementation of chain verification under per-request sampling parameters.
 
 Positions are walked over the requests still accepting: greedy requests take the target's
-argmax, sampled ones the filtered p(x) and q(x) of the rows they reach (`RowStats`, one scalar
-formula per token), and the emitted tokens come from row chunks of the filtered residual. No
+argmax, sampled ones compare log u + log q(x) < log p(x), the filtered log-probabilities of
+the rows they reach from their scaled scores (`RowStats`: z - shift - log(norm), no exp of the
+row), and the emitted tokens come from row chunks of the filtered residual by the
+exponential race on the random stream. No
 filtered [b, n, V] tensor is built.
 """
 
@@ -16,12 +18,12 @@ from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.torch_impl import (
     FILTER_CHUNK_ELEMENTS,
     RowStats,
-    filtered_probs_at,
     filtered_rows,
     gathered_row_stats,
 )
 from specreg.kernels.filtering.types import FilterRule, filter_rule
-from specreg.kernels.sampling.torch_impl import cpu_row_chunks, inverse_cdf_from_cdf
+from specreg.kernels.random_stream.torch_impl import coin_lanes_torch
+from specreg.kernels.sampling.torch_impl import block_race_torch, cpu_row_chunks
 from specreg.sampling_params import SamplingParams
 
 
@@ -46,16 +48,19 @@ class _Rows:
             rule=self.rule,
         )
 
-    def prob_at(
+    def log_prob_at(
         self, requests: torch.Tensor, position: int, tokens: torch.Tensor, stats: RowStats
     ) -> torch.Tensor:
+        """log of the filtered probability of `tokens` (-inf where filtered out), from the
+        scaled score: z - shift - log(norm), never exp'd and normalised (no underflow)."""
         vocab = self.flat.shape[-1]
-        safe = tokens.clamp(0, vocab - 1)
-        scores = self.flat[requests * self.width + position, safe]
-        p = self.params
-        return filtered_probs_at(
-            scores, p.temperature[requests], stats, p.min_p[requests], probabilities=self.probs
-        )
+        scores = self.flat[requests * self.width + position, tokens.clamp(0, vocab - 1)]
+        z = scores.to(torch.float32)
+        if self.probs:
+            z = torch.log(z)
+        z = z / self.params.temperature[requests]
+        keep = (z >= stats.threshold) & (torch.exp(z - stats.shift) >= self.params.min_p[requests])
+        return torch.where(keep, z - stats.shift - torch.log(stats.norm), float("-inf"))
 
     def filtered(self, requests: torch.Tensor, position: int, stats: RowStats) -> torch.Tensor:
         p = self.params
@@ -116,23 +121,26 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
         if s.numel():
             requests = active[s]
             p_stats = p_rows.stats(requests, i)
-            p_x = p_rows.prob_at(requests, i, token[s], p_stats)
+            log_p = p_rows.log_prob_at(requests, i, token[s], p_stats)
             check_s = checking[s]
-            q_x = torch.ones_like(p_x)
+            log_q = torch.zeros_like(log_p)
             q_stats = None
             tested = check_s.nonzero().flatten()
             if q_rows is not None and tested.numel():
                 q_stats = RowStats(
-                    shift=torch.zeros_like(p_x), threshold=torch.full_like(p_x, float("-inf")),
-                    norm=torch.ones_like(p_x),
+                    shift=torch.zeros_like(log_p),
+                    threshold=torch.full_like(log_p, float("-inf")), norm=torch.ones_like(log_p),
                 )
                 tested_stats = q_rows.stats(requests[tested], i)
                 q_stats.shift[tested] = tested_stats.shift
                 q_stats.threshold[tested] = tested_stats.threshold
                 q_stats.norm[tested] = tested_stats.norm
-                q_x[tested] = q_rows.prob_at(requests[tested], i, token[s][tested], tested_stats)
-            coin = coins[requests, i] if i < n - 1 else torch.zeros_like(p_x)
-            ok = check_s & valid[s] & (coin.to(torch.float32) * q_x < p_x)
+                log_q[tested] = q_rows.log_prob_at(
+                    requests[tested], i, token[s][tested], tested_stats
+                )
+            coin = coins[requests, i] if i < n - 1 else torch.zeros_like(log_p)
+            # the acceptance test in log space: log u + log q(x) < log p(x)
+            ok = check_s & valid[s] & (torch.log(coin.to(torch.float32)) + log_q < log_p)
             accepted[s] = ok
             stop = (~ok).nonzero().flatten()
             if stop.numel():
@@ -165,10 +173,12 @@ def _emit(
 ) -> torch.Tensor:
     """The emitted token of `requests` stopping at `position`: from the residual
     max(p - q, 0) (or p without the draft, target-only) after a rejection, from p otherwise;
-    a residual without mass falls back to p. Row chunks, one inverse-CDF draw each."""
+    a residual without mass falls back to p. Row chunks, each drawn by the exponential race
+    keyed by the final coin (`block_race_torch`)."""
     vocab = p_rows.flat.shape[-1]
     device = requests.device
     out = torch.empty(requests.shape[0], dtype=torch.int64, device=device)
+    lanes = coin_lanes_torch(final_coins)
     for start, stop in cpu_row_chunks(requests.shape[0], vocab, FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)
         chunk = torch.arange(start, stop, device=device)
@@ -185,8 +195,7 @@ def _emit(
             hit = hit & (token >= 0) & (token < vocab)
             rows = hit.nonzero().flatten()
             residual[rows, token[rows]] = 0.0
-        use_residual = hit & (residual.sum(-1) > 0)
+        use_residual = hit & (residual.amax(-1) > 0)
         weights = torch.where(use_residual[:, None], residual, p)
-        cdf = torch.cumsum(weights, -1)
-        out[part] = inverse_cdf_from_cdf(weights, cdf, final_coins[part], nonnegative=True)
+        out[part] = block_race_torch(weights, lanes[part])
     return out

@@ -1,23 +1,32 @@
 """The Triton implementation of chain verification under per-request sampling parameters.
 
 One program per request: each reached row's filtering statistics are computed in tiles
-(`specreg.kernels.filtering.triton_impl.row_stats`) and filtered probabilities are read on the
-fly; the emitted token is an inverse-CDF draw in two passes over the filtered residual.
+(`specreg.kernels.filtering.triton_impl.row_stats`); the acceptance test compares
+log u + log q(x) < log p(x) from the scaled scores (no exp of the row); the emitted token is drawn by the chain's exponential race (`emit_token`: one pass over
+the filtered residual's blocks, then one block again).
 """
 
 from __future__ import annotations
 
-from specreg.kernels.chain.triton_impl import empty_outputs
+from specreg.kernels.chain.triton_impl import empty_outputs, race_tile
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.types import filter_rule
-from specreg.kernels.triton_shim import tl, triton, vocab_tile
+from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
     from specreg.kernels.argmax.triton_impl import row_argmax_tiles
     from specreg.kernels.chain.triton_impl import emit_token, write_result
-    from specreg.kernels.filtering.triton_impl import filtered_tile, row_stats
+    from specreg.kernels.filtering.triton_impl import row_stats, scaled_tile
 
+    @triton.jit
+    def log_prob_at(row_ptr, token, valid, stride_v, temperature, shift, threshold, norm, min_p,
+                    PROBS: tl.constexpr):
+        """log of the filtered probability of `token` (-inf where filtered out or invalid),
+        from its scaled score: z - shift - log(norm)."""
+        z = scaled_tile(row_ptr, token, valid, stride_v, temperature, PROBS)
+        keep = valid & (z >= threshold) & (tl.exp(z - shift) >= min_p)
+        return tl.where(keep, z - shift - tl.log(norm), float("-inf"))
 
     @triton.jit
     def _chain_params_kernel(
@@ -68,19 +77,20 @@ if triton is not None:
                     p_base + i * stride_pn, stride_pv, vocab, safe_t, top_k, top_p, min_p,
                     PROBS, BLOCK_V, ORDER,
                 )
-                p_x = filtered_tile(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
+                log_p = log_prob_at(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
                                     p_shift, p_thr, p_norm, min_p, PROBS)
-                coin = tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32)
+                # the acceptance test in log space: log u + log q(x) < log p(x)
+                log_u = tl.log(tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32))
                 if HAS_Q:
                     q_shift, q_thr, q_norm = row_stats(
                         q_base + i * stride_qn, stride_qv, vocab, safe_t, top_k, top_p, min_p,
                         PROBS, BLOCK_V, ORDER,
                     )
-                    q_x = filtered_tile(q_base + i * stride_qn, safe, valid, stride_qv, safe_t,
+                    log_q = log_prob_at(q_base + i * stride_qn, safe, valid, stride_qv, safe_t,
                                         q_shift, q_thr, q_norm, min_p, PROBS)
-                    accepted = (coin * q_x < p_x) & valid
+                    accepted = (log_u + log_q < log_p) & valid
                 else:
-                    accepted = (coin < p_x) & valid
+                    accepted = (log_u < log_p) & valid
             i += accepted.to(tl.int64)
             go = accepted & (i < limit)
 
@@ -137,7 +147,7 @@ def verify_chain_with_params_triton(
         accept, bonus, out,
         n, vocab,
         HAS_Q=has_q, HAS_VLENS=verify_lens is not None, PROBS=inputs.probabilities,
-        BLOCK_V=vocab_tile(vocab, block_v), BLOCK_N=triton.next_power_of_2(n),
+        BLOCK_V=race_tile(vocab, block_v), BLOCK_N=triton.next_power_of_2(n),
         ORDER=filter_rule(inputs.filter_order).code, num_warps=4,
     )
     return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out,

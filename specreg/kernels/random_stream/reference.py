@@ -64,6 +64,12 @@ def key_words(seed: int, request: int, position: int) -> tuple[int, int]:
     return lanes[0], lanes[1]
 
 
+def coin_lanes(coin: float) -> tuple[int, int]:
+    """Key lanes from a float32 uniform (a caller's coin): its 32 bits, finalized per lane."""
+    bits = struct.unpack("I", struct.pack("f", coin))[0]
+    return fmix32(bits ^ LANE_STARTS[0]), fmix32(bits ^ LANE_STARTS[1])
+
+
 def token_word(key: tuple[int, int], token: int) -> int:
     """The 32-bit word of `token` (0 <= token < 2**32) under a key: absorb the token, then the
     second lane."""

@@ -1,8 +1,11 @@
 """The torch implementation of the counter-based random stream: integer tensor ops only.
 
-The 32-bit words live in int64 tensors (values in [0, 2**32)); products are split into 16-bit
-halves so no intermediate passes 2**63, so CPU and every accelerator compute the same words bit
-for bit. Inputs broadcast together; every allocation follows the inputs' device.
+The 32-bit words live in int64 tensors (values in [0, 2**32)); a product of two such values is
+taken modulo 2**64 by the int64 multiply (two's complement wrap-around, as every torch backend
+computes it) and masked to its low 32 bits, which are exact. The two key lanes run stacked in one
+tensor, so a key costs six block steps of tensor ops, not twelve. CPU and every accelerator
+compute the same words bit for bit (tested against the Python-int reference). Inputs broadcast
+together; every allocation follows the inputs' device.
 """
 
 from __future__ import annotations
@@ -13,9 +16,20 @@ from specreg.kernels.random_stream.types import LANE_STARTS, MASK32, UNIFORM_BIT
 
 
 def _mul32(value: torch.Tensor, constant: int) -> torch.Tensor:
-    """(value * constant) mod 2**32 for value in [0, 2**32), without int64 overflow."""
-    low, high = constant & 0xFFFF, constant >> 16
-    return (value * low + (((value * high) & 0xFFFF) << 16)) & MASK32
+    """(value * constant) mod 2**32 for value in [0, 2**32)."""
+    return (value * constant) & MASK32
+
+
+def _fmix32_int(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & MASK32
+    return h ^ (h >> 16)
+
+
+#: Each lane's start value after the finalizer.
+_LANE_HASHES = tuple(_fmix32_int(start) for start in LANE_STARTS)
 
 
 def _rotl(x: torch.Tensor, r: int) -> torch.Tensor:
@@ -44,16 +58,17 @@ def key_words_torch(
     seed, request, position = torch.broadcast_tensors(
         seed.to(torch.int64), request.to(torch.int64), position.to(torch.int64)
     )
-    halves = []
+    h = torch.stack([torch.full_like(seed, start) for start in _LANE_HASHES])
     for value in (seed, request, position):
-        halves += [value & MASK32, (value >> 32) & MASK32]
-    lanes = []
-    for start in LANE_STARTS:
-        h = torch.full_like(seed, int(fmix32(torch.tensor(start)).item()))
-        for word in halves:
-            h = absorb(h, word)
-        lanes.append(h)
-    return lanes[0], lanes[1]
+        h = absorb(h, value & MASK32)
+        h = absorb(h, (value >> 32) & MASK32)
+    return h[0], h[1]
+
+
+def coin_lanes_torch(coins: torch.Tensor) -> torch.Tensor:
+    """int64 [k, 2] key lanes of float32 uniforms `coins` [k] (`reference.coin_lanes`)."""
+    bits = coins.to(torch.float32).contiguous().view(torch.int32).to(torch.int64) & MASK32
+    return torch.stack([fmix32(bits ^ LANE_STARTS[0]), fmix32(bits ^ LANE_STARTS[1])], dim=1)
 
 
 def token_words_torch(

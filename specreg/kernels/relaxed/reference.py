@@ -18,7 +18,7 @@ from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, RuleParams
-from specreg.kernels.sampling.reference import f32, inverse_cdf_reference
+from specreg.kernels.sampling.reference import f32
 
 
 def synthetic_count(coin: float, rates: tuple[float, ...], limit: int) -> int:
@@ -62,7 +62,7 @@ def verify_chain_relaxed_reference(
         limit = limit_of(lens, r, n)
         if params.mode == SYNTHETIC:
             accept = synthetic_count(coins[0] if coins else 1.0, params.rates, limit)
-            rows.append((drafts, accept, inverse_cdf_reference(p[accept], final)))
+            rows.append((drafts, accept, emit_reference(p[accept], None, -1, False, final)))
             continue
         accept = 0
         while accept < limit:
@@ -81,7 +81,7 @@ def verify_chain_relaxed_reference(
         elif rejected:
             token = int(row_argmax_reference(target[r, accept][None])[0])
         else:
-            token = inverse_cdf_reference(p[accept], final)
+            token = emit_reference(p[accept], None, -1, False, final)
         rows.append((drafts, accept, token))
     return result_of(rows, n)
 

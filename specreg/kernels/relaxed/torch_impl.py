@@ -13,8 +13,7 @@ import torch
 
 from specreg.kernels.argmax import row_argmax
 from specreg.kernels.chain.torch_impl import (
-    _emit_cpu,
-    _emit_dense,
+    _emit,
     _leading_run,
     _take_rows,
     accept_limits,
@@ -59,7 +58,7 @@ def verify_chain_relaxed_torch(inputs: ChainSamplingInputs, params: RuleParams) 
     limit = accept_limits(inputs.verify_lens, b, n, device)
     drafts = candidates[:, 1:].to(torch.int64)
     valid = (drafts >= 0) & (drafts < vocab)
-    emit = _emit_dense if device.type != "cpu" else _emit_cpu
+    emit = _emit
     if params.mode == SYNTHETIC:
         first = inputs.coins[:, 0] if gamma > 0 else inputs.final_coins
         accept_len = synthetic_counts(first, params, limit)

@@ -1,7 +1,7 @@
 """The Triton implementation of relaxed, typical and synthetic chain acceptance: one program per request.
 
 The walk is the chain kernel's with the rule's acceptance test (MODE: thresholds, typical,
-synthetic); the token after the run is the chain family's two-pass draw (`emit_token`) or the
+synthetic); the token after the run is the chain family's race draw (`emit_token`) or the
 row's argmax (`row_argmax_tiles`). Typical acceptance streams each row it tests once more for its
 entropy. The vocabulary is streamed in BLOCK_V tiles with int64 offsets; no [b, n, V]
 temporaries and no host synchronisation.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, TYPICAL, RuleParams
-from specreg.kernels.triton_shim import tl, triton, vocab_tile
+from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
     from specreg.kernels.argmax.triton_impl import row_argmax_tiles
@@ -109,7 +109,7 @@ def verify_chain_relaxed_triton(
     inputs: ChainSamplingInputs, params: RuleParams, *, block_v: int | None = None
 ) -> ChainVerifyResult:
     """Same contract as `verify_chain_relaxed_torch`."""
-    from specreg.kernels.chain.triton_impl import empty_outputs
+    from specreg.kernels.chain.triton_impl import empty_outputs, race_tile
 
     candidates, target, draft = inputs.candidates, inputs.target_probs, inputs.draft_probs
     coins, final_coins, verify_lens = inputs.coins, inputs.final_coins, inputs.verify_lens
@@ -135,7 +135,7 @@ def verify_chain_relaxed_triton(
         n, vocab, float(params.threshold_single), float(params.threshold_acc),
         float(params.posterior_threshold), float(params.posterior_alpha),
         MODE=params.mode, HAS_Q=has_q, HAS_VLENS=verify_lens is not None,
-        BLOCK_V=vocab_tile(vocab, block_v), BLOCK_N=triton.next_power_of_2(n), num_warps=4,
+        BLOCK_V=race_tile(vocab, block_v), BLOCK_N=triton.next_power_of_2(n), num_warps=4,
     )
     return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out)
 

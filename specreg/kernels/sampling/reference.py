@@ -2,13 +2,17 @@
 
 `coin_reference` is the seeded coin hash on Python ints (murmur3's block step and finalizer),
 `inverse_cdf_reference` the correction / bonus draw, `residual_reference` the residual with its
-fallback to p, `exponential_race_reference` the race `argmax(p / E)`. Float32 rounding is
+fallback to p, `exponential_race_reference` the race `argmax(p / E)`, `block_race_reference` the
+verifiers' two-level race on the counter-based stream. Float32 rounding is
 reproduced with `f32`, so results equal the torch implementation's exactly.
 """
 
 from __future__ import annotations
 
 import struct
+
+from specreg.kernels.random_stream.reference import exponential_of, token_word
+from specreg.kernels.random_stream.types import BLOCK_KEY_BASE, RACE_BLOCK
 
 _MASK32 = 0xFFFFFFFF
 
@@ -88,3 +92,39 @@ def exponential_race_reference(p_row: list[float], noise: list[float]) -> int:
         if best_value is None or value > best_value:
             best, best_value = index, value
     return best
+
+
+def block_masses_reference(weights: list[float], block: int) -> list[float]:
+    """Each block's mass as the kernels sum it: the block padded with zeros to `block` (a power
+    of two), then halves added elementwise (`x[:h] + x[h:]`, float32) until one value is left."""
+    masses = []
+    for start in range(0, len(weights), block):
+        values = weights[start : start + block]
+        values = values + [0.0] * (block - len(values))
+        while len(values) > 1:
+            half = len(values) // 2
+            values = [f32(a + b) for a, b in zip(values[:half], values[half:], strict=True)]
+        masses.append(values[0])
+    return masses
+
+
+def block_race_reference(weights: list[float], lanes: tuple[int, int]) -> int:
+    """The exponential race `argmax(w / E)` in two levels, with the stream's exponentials under
+    the key `lanes`: the block of largest mass / E_block (E of token key BLOCK_KEY_BASE + j),
+    then within it the token of largest w / E_token (first index on ties; scores in float64).
+    Exact: P(block j) = m_j / M and P(token | block j) = w / m_j. A row without mass gives 0."""
+    def first_argmax(scores: list[float]) -> int:
+        best = 0
+        for index, score in enumerate(scores):
+            if score > scores[best]:
+                best = index
+        return best
+
+    masses = block_masses_reference(weights, RACE_BLOCK)
+    block = first_argmax(
+        [m / exponential_of(token_word(lanes, BLOCK_KEY_BASE + j)) for j, m in enumerate(masses)]
+    )
+    tokens = range(block * RACE_BLOCK, min((block + 1) * RACE_BLOCK, len(weights)))
+    return tokens[first_argmax(
+        [weights[t] / exponential_of(token_word(lanes, t)) for t in tokens]
+    )]
