@@ -11,6 +11,7 @@ from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 from specreg_eagle.verifier import EagleVerifier
 
 from specreg.errors import KernelInputError
+from specreg.kernels.chain import verify_chain_sampling
 from tests.support.eagle import random_draft
 
 RESULT_FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
@@ -128,8 +129,19 @@ def test_topk1_chain_matches_chain_verifier():
     chain = verifier.verify_sampling(tree, p, draft_probs=q, coins=coins, final_coins=final)
     direct = verify_tree_sampling(*links(tree, n), p, depth=steps, draft_probs=q, coins=coins,
                                   final_coins=final)
-    for f in RESULT_FIELDS:
+    # The same coins decide the same accepted path under both rules...
+    for f in ("accept_index", "accept_token_num"):
         assert torch.equal(getattr(chain, f), getattr(direct, f)), f
+    accepted = torch.arange(n)[None, :] < direct.accept_token_num[:, None].long()
+    assert torch.equal(chain.output_tokens[accepted], direct.output_tokens[accepted])
+    assert int(accepted.sum()) > b  # several drafts were accepted: the comparison has content
+    # ...and the token after it is the chain family's draw (an exponential race, issue #22),
+    # where the tree kernel draws by inverse CDF: each is lossless in its own tests.
+    own = verify_chain_sampling(cand, p, q[:, : n - 1], coins=coins[:, : n - 1],
+                                final_coins=final)
+    assert torch.equal(chain.bonus, own.bonus.to(chain.bonus.dtype))
+    last = direct.accept_token_num.long()
+    assert torch.equal(chain.output_tokens.gather(1, last[:, None]).squeeze(1), chain.bonus)
 
 
 def test_seeded_coins_are_deterministic():
