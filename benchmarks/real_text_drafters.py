@@ -54,6 +54,7 @@ class ReplayView:
     params = None
     params_verify = None
     sampling = False
+    with_draft = False  # greedy: drafts are argmaxes, no filtered q
     temperature = 1.0
 
     def __init__(self, plan: Any, model: CountLM, target: ReplayTarget,
