@@ -173,6 +173,40 @@ def verify_chain_sampling(
     missing ones come from `uniform_coins` (seeded by `seed` and per-request `offsets`, else
     from `torch.rand` with `generator`). `verify_lens` [b] caps the verified positions.
     """
+    inputs = sampling_inputs(
+        candidates, target_probs, draft_probs, coins=coins, final_coins=final_coins,
+        verify_lens=verify_lens, seed=seed, offsets=offsets, generator=generator,
+        check_values=check_values,
+    )
+    if select_backend(candidates, requested=backend) == "triton":
+        return verify_chain_sampling_triton(inputs, block_v=block_v)
+    return verify_chain_sampling_torch(inputs)
+
+
+def verify_chain_target_only(
+    candidates: torch.Tensor, target_probs: torch.Tensor, **kwargs: object
+) -> ChainVerifyResult:
+    """Lossless chain sampling for drafters without a q: accept x with probability p(x), on
+    rejection draw from p with x removed. The keywords of `verify_chain_sampling` (coins,
+    final_coins, verify_lens, seed, offsets, generator, check_values, backend, block_v)."""
+    return verify_chain_sampling(candidates, target_probs, None, **kwargs)  # type: ignore[arg-type]
+
+
+def sampling_inputs(
+    candidates: torch.Tensor,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    *,
+    coins: torch.Tensor | None,
+    final_coins: torch.Tensor | None,
+    verify_lens: torch.Tensor | None,
+    seed: int | None,
+    offsets: torch.Tensor | None,
+    generator: torch.Generator | None,
+    check_values: bool | None,
+) -> ChainSamplingInputs:
+    """`verify_chain_sampling`'s inputs, checked, with the missing coins filled in: shared by
+    every rule that verifies a chain from probabilities (the lossless one and the lossy ones)."""
     check_chain(
         candidates, target_probs, "target_probs",
         verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, final_coins=final_coins,
@@ -187,15 +221,4 @@ def verify_chain_sampling(
         candidates=candidates, target_probs=target_probs, draft_probs=draft_probs, coins=coins,
         final_coins=final_coins, verify_lens=verify_lens,
     )
-    if select_backend(candidates, requested=backend) == "triton":
-        return verify_chain_sampling_triton(inputs, block_v=block_v)
-    return verify_chain_sampling_torch(inputs)
-
-
-def verify_chain_target_only(
-    candidates: torch.Tensor, target_probs: torch.Tensor, **kwargs: object
-) -> ChainVerifyResult:
-    """Lossless chain sampling for drafters without a q: accept x with probability p(x), on
-    rejection draw from p with x removed. The keywords of `verify_chain_sampling` (coins,
-    final_coins, verify_lens, seed, offsets, generator, check_values, backend, block_v)."""
-    return verify_chain_sampling(candidates, target_probs, None, **kwargs)  # type: ignore[arg-type]
+    return inputs

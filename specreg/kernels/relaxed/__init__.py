@@ -50,7 +50,7 @@ import attrs
 import torch
 
 from specreg.backend import select_backend
-from specreg.kernels.chain import _fill_coins, verify_chain_greedy
+from specreg.kernels.chain import sampling_inputs, verify_chain_greedy
 from specreg.kernels.chain.checks import check_chain
 from specreg.kernels.chain.torch_impl import assemble
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
@@ -106,19 +106,10 @@ def verify_chain_relaxed(
 ) -> ChainVerifyResult:
     """Chain verification under the lossy `rule` (module docstring); the inputs, their checks
     and the coins are `verify_chain_sampling`'s."""
-    check_chain(
-        candidates, target_probs, "target_probs",
-        verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, final_coins=final_coins,
-        offsets=offsets, probabilities=True, check_values=check_values,
-    )
-    b, n, _ = target_probs.shape
-    coins, final_coins = _fill_coins(
-        b, n, candidates.device, coins, final_coins,
-        seed=seed, offsets=offsets, generator=generator,
-    )
-    inputs = ChainSamplingInputs(
-        candidates=candidates, target_probs=target_probs, draft_probs=draft_probs, coins=coins,
-        final_coins=final_coins, verify_lens=verify_lens,
+    inputs = sampling_inputs(
+        candidates, target_probs, draft_probs, coins=coins, final_coins=final_coins,
+        verify_lens=verify_lens, seed=seed, offsets=offsets, generator=generator,
+        check_values=check_values,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_relaxed_triton(inputs, rule, block_v=block_v)
