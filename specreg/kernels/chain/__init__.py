@@ -19,15 +19,20 @@ Rules.
   distributed exactly as the target, provided q is the distribution the drafts were sampled
   from. The acceptance test on probabilities is `u * q(x) < p(x)`, the log-space test
   `log u + log q(x) < log p(x)` without a logarithm: exact in float32 on every backend.
-- The draw (correction or bonus) is an exponential race on the counter-based random stream
-  (`specreg.kernels.random_stream`) keyed by the request's final coin, in two levels: the block
+- Randomness: every draw reads the counter-based random stream (`specreg.kernels.random_stream`)
+  keyed by (request key, role, absolute position): the acceptance uniform of draft x at
+  position t is the stream's uniform of (key, ACCEPT, t, x); the emitted token is a race in
+  the RESIDUAL role (after a rejection) or the SAMPLE role (the bonus) at the stopping row's
+  position. One independent value per (position, token): no draw depends on the request's
+  row, the batch, padding, chunking or the backend.
+- The draw (correction or bonus) is an exponential race in two levels: the block
   of RACE_BLOCK = 128 token ids with the largest mass / E (E ~ Exp(1) per block), then the
   token of that block with the largest w / E (E ~ Exp(1) per token). P(block) = mass / total and
   P(token | block) = w / mass, so the token follows the weights exactly; it needs one read of
   the row (the block masses, summed in one fixed order so every backend gets the same bits),
   128 weights read again, and the stream's values of about V / 128 + 128 keys, drawn lazily for
-  the one row each request stops at. The same final coin gives the same token on torch and
-  Triton, on any device and in any batch.
+  the one row each request stops at. The same key and position give the same token on torch
+  and Triton, on any device and in any batch.
 - Target only (`verify_chain_target_only`, or `draft_probs=None`): for drafters that expose no q
   (n-gram, greedy drafters, or a q that was not kept). Accept x with probability p(x)
   (`coin < p(x)`); on rejection draw from p with x's mass removed. This is the classic rule with
@@ -68,7 +73,8 @@ from specreg.kernels.chain.triton_impl import (
     verify_chain_sampling_triton,
 )
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.sampling import uniform_coins
+from specreg.kernels.random_stream import stream_keys
+from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 
 __all__ = [
     "verify_chain_greedy",
@@ -128,37 +134,15 @@ def verify_chain_greedy_from_predict(
     )
 
 
-def _fill_coins(
-    b: int,
-    n: int,
-    device: torch.device,
-    coins: torch.Tensor | None,
-    final_coins: torch.Tensor | None,
-    *,
-    seed: int | None,
-    offsets: torch.Tensor | None,
-    generator: torch.Generator | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Missing coins: columns 0..n-2 of `uniform_coins((b, n))` for the steps, column n-1 final."""
-    if coins is not None and final_coins is not None:
-        return coins, final_coins
-    drawn = uniform_coins((b, n), device=device, seed=seed, offsets=offsets, generator=generator)
-    return (
-        coins if coins is not None else drawn[:, : n - 1],
-        final_coins if final_coins is not None else drawn[:, n - 1],
-    )
-
-
 def verify_chain_sampling(
     candidates: torch.Tensor,
     target_probs: torch.Tensor,
     draft_probs: torch.Tensor | None,
     *,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
-    final_coins: torch.Tensor | None = None,
     verify_lens: torch.Tensor | None = None,
-    seed: int | None = None,
-    offsets: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     check_values: bool | None = None,
     backend: BackendChoice = None,
@@ -167,16 +151,19 @@ def verify_chain_sampling(
     """Lossless chain rejection sampling (see the module docstring for the rule).
 
     `target_probs` [b, n, V] and `draft_probs` [b, n-1, V] are probabilities (any float dtype,
-    compared in float32); `draft_probs=None` selects the target-only rule. `coins` [b, >= n-1]
-    (one per draft) and `final_coins` [b] (the correction / bonus draw: its bits key the race's
-    stream) are uniforms in [0, 1);
-    missing ones come from `uniform_coins` (seeded by `seed` and per-request `offsets`, else
-    from `torch.rand` with `generator`). `verify_lens` [b] caps the verified positions.
+    compared in float32); `draft_probs=None` selects the target-only rule. Every random draw
+    comes from the counter-based stream keyed by `keys` int64 [b] (each request's key: its seed,
+    or a key drawn once for the request) and `positions` int64 [b] (the absolute output
+    position of the token row 0 verifies; default 0): the acceptance uniform of each draft
+    (ACCEPT role, per position and draft token) and the correction / bonus race (RESIDUAL /
+    SAMPLE role at the stopping row's position). Without `keys` each request gets a fresh
+    64-bit key from `generator` (reproducible only through the generator). `coins` [b, >= n-1]
+    replaces the acceptance uniforms with a caller's own (a framework's, for parity).
+    `verify_lens` [b] caps the verified positions.
     """
     inputs = sampling_inputs(
-        candidates, target_probs, draft_probs, coins=coins, final_coins=final_coins,
-        verify_lens=verify_lens, seed=seed, offsets=offsets, generator=generator,
-        check_values=check_values,
+        candidates, target_probs, draft_probs, keys=keys, positions=positions, coins=coins,
+        verify_lens=verify_lens, generator=generator, check_values=check_values,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_sampling_triton(inputs, block_v=block_v)
@@ -187,8 +174,8 @@ def verify_chain_target_only(
     candidates: torch.Tensor, target_probs: torch.Tensor, **kwargs: object
 ) -> ChainVerifyResult:
     """Lossless chain sampling for drafters without a q: accept x with probability p(x), on
-    rejection draw from p with x removed. The keywords of `verify_chain_sampling` (coins,
-    final_coins, verify_lens, seed, offsets, generator, check_values, backend, block_v)."""
+    rejection draw from p with x removed. The keywords of `verify_chain_sampling` (keys,
+    positions, coins, verify_lens, generator, check_values, backend, block_v)."""
     return verify_chain_sampling(candidates, target_probs, None, **kwargs)  # type: ignore[arg-type]
 
 
@@ -197,28 +184,27 @@ def sampling_inputs(
     target_probs: torch.Tensor,
     draft_probs: torch.Tensor | None,
     *,
+    keys: torch.Tensor | None,
+    positions: torch.Tensor | None,
     coins: torch.Tensor | None,
-    final_coins: torch.Tensor | None,
     verify_lens: torch.Tensor | None,
-    seed: int | None,
-    offsets: torch.Tensor | None,
     generator: torch.Generator | None,
     check_values: bool | None,
 ) -> ChainSamplingInputs:
-    """`verify_chain_sampling`'s inputs, checked, with the missing coins filled in: shared by
-    every rule that verifies a chain from probabilities (the lossless one and the lossy ones)."""
+    """`verify_chain_sampling`'s inputs, checked, with the stream's keys and acceptance coins
+    filled in: shared by every rule that verifies a chain from probabilities (the lossless one
+    and the lossy ones)."""
     check_chain(
         candidates, target_probs, "target_probs",
-        verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, final_coins=final_coins,
-        offsets=offsets, probabilities=True, check_values=check_values,
+        verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, keys=keys,
+        positions=positions, probabilities=True, check_values=check_values,
     )
-    b, n, _ = target_probs.shape
-    coins, final_coins = _fill_coins(
-        b, n, candidates.device, coins, final_coins,
-        seed=seed, offsets=offsets, generator=generator,
+    keys, positions = stream_keys(
+        candidates.shape[0], candidates.device, keys, positions, generator=generator
     )
-    inputs = ChainSamplingInputs(
+    if coins is None:
+        coins = accept_coins_torch(keys, positions, candidates[:, 1:])
+    return ChainSamplingInputs(
         candidates=candidates, target_probs=target_probs, draft_probs=draft_probs, coins=coins,
-        final_coins=final_coins, verify_lens=verify_lens,
+        keys=keys, positions=positions, verify_lens=verify_lens,
     )
-    return inputs

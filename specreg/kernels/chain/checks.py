@@ -71,8 +71,8 @@ def check_chain(
     verify_lens: torch.Tensor | None,
     draft_probs: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
-    final_coins: torch.Tensor | None = None,
-    offsets: torch.Tensor | None = None,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     probabilities: bool,
     check_values: bool | None,
 ) -> tuple[int, int, int]:
@@ -94,20 +94,15 @@ def check_chain(
                 "coins", f"has shape {list(coins.shape)}", f"shape [{b}, k] with k >= {n - 1}"
             )
         check_dtype("coins", coins, FLOAT_DTYPES)
-    if final_coins is not None:
-        check_shape("final_coins", final_coins, (b,))
-        check_dtype("final_coins", final_coins, FLOAT_DTYPES)
-    if offsets is not None:
-        check_shape("offsets", offsets, (b,))
-        check_dtype("offsets", offsets, INDEX_DTYPES)
+    check_stream_keys(keys, positions, b)
     device = check_same_device(
         candidates=candidates,
         **{target_name: target},
         draft_probs=draft_probs,
         verify_lens=verify_lens,
         coins=coins,
-        final_coins=final_coins,
-        offsets=offsets,
+        keys=keys,
+        positions=positions,
     )
     if not should_check_values(device, check_values):
         return b, n, vocab
@@ -145,7 +140,8 @@ def check_chain(
                     field="draft_probs",
                 )
             )
-    check_coin_values(coins, final_coins)
+    check_coin_values(coins)
+    check_position_values(positions)
     return b, n, vocab
 
 
@@ -174,20 +170,45 @@ def check_from_predict(
             check_index_range("target_predict", target_predict[verified], 0, vocab_size)
 
 
-def check_coin_values(coins: torch.Tensor | None, final_coins: torch.Tensor | None) -> None:
-    """Coins given by the caller lie in [0, 1) (reads the data)."""
-    for name, values in (("coins", coins), ("final_coins", final_coins)):
-        if values is not None and bool(((values < 0) | (values >= 1) | values.isnan()).any()):
-            raise KernelInputError(
-                problem(
-                    "SR904",
-                    f"{name} holds values outside [0, 1)",
-                    accepted="uniform numbers in [0, 1)",
-                    fix="draw them with specreg.kernels.sampling.uniform_coins, or leave them "
-                    "out",
-                    field=name,
-                )
+def check_stream_keys(
+    keys: torch.Tensor | None, positions: torch.Tensor | None, b: int
+) -> None:
+    """keys and positions: int tensors [b] (the request keys and the absolute output position of
+    each request's row 0), when given."""
+    for name, values in (("keys", keys), ("positions", positions)):
+        if values is not None:
+            check_shape(name, values, (b,))
+            check_dtype(name, values, INDEX_DTYPES)
+
+
+def check_position_values(positions: torch.Tensor | None) -> None:
+    """Positions are absolute output positions: >= 0 (reads the data)."""
+    if positions is not None and bool((positions < 0).any()):
+        raise KernelInputError(
+            problem(
+                "SR904",
+                "positions holds a negative value",
+                accepted="each request's absolute output position of its first verified row, "
+                ">= 0",
+                fix="pass the number of tokens each request has already emitted",
+                field="positions",
             )
+        )
+
+
+def check_coin_values(coins: torch.Tensor | None) -> None:
+    """Acceptance coins given by the caller lie in [0, 1) (reads the data)."""
+    if coins is not None and bool(((coins < 0) | (coins >= 1) | coins.isnan()).any()):
+        raise KernelInputError(
+            problem(
+                "SR904",
+                "coins holds values outside [0, 1)",
+                accepted="uniform numbers in [0, 1)",
+                fix="leave them out: they come from the random stream keyed by keys= and "
+                "positions=",
+                field="coins",
+            )
+        )
 
 
 def verified_positions(

@@ -2,11 +2,12 @@
 
 Greedy (from logits or from a precomputed argmax), classic chain rejection sampling and the
 target-only rule, with ragged `verify_lens`, one request and one position at a time, in plain
-Python over `.tolist()` values. The sampling rules take the same coins as the kernels
+Python over `.tolist()` values. The sampling rules take the same inputs as the kernels
 (`ChainSamplingInputs`), so the tokens are comparable exactly: the acceptance test
 `coin * q(x) < p(x)` is evaluated in float32 (as the kernels do), the weights of the draw are
 float32 values, and the draw is the two-level exponential race on the random stream keyed by
-the final coin (`specreg.kernels.sampling.reference.block_race_reference`).
+(request key, role, absolute position of the stopping row)
+(`specreg.kernels.sampling.reference.block_race_reference`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import torch
 
 from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.random_stream.reference import coin_lanes
+from specreg.kernels.random_stream.reference import draw_lanes
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.kernels.sampling.reference import block_race_reference, f32, residual_reference
 
 
@@ -75,20 +77,22 @@ def verify_chain_greedy_reference(
 
 
 def emit_reference(
-    p_row: list[float], q_row: list[float] | None, excluded: int, rejected: bool, coin: float
+    p_row: list[float], q_row: list[float] | None, excluded: int, rejected: bool, key: int,
+    position: int,
 ) -> int:
-    """The emitted token: after a rejection, from max(p - q, 0) (or p without `excluded`, the
-    target-only rule); a residual without mass, or no rejection, draws from p. The draw is the
-    exponential race keyed by the final coin."""
+    """The emitted token at absolute `position`: after a rejection, from max(p - q, 0) (or p
+    without `excluded`, the target-only rule) by the race in the RESIDUAL role; a residual
+    without mass draws from p in that role; without a rejection, from p in the SAMPLE role."""
     weights = residual_reference(p_row, q_row, excluded) if rejected else p_row
-    return block_race_reference(weights, coin_lanes(coin))
+    role = RESIDUAL_ROLE if rejected else SAMPLE_ROLE
+    return block_race_reference(weights, draw_lanes(key, role, position))
 
 
 def verify_chain_sampling_reference(inputs: ChainSamplingInputs) -> ChainVerifyResult:
     """Classic chain rejection sampling (target-only when `draft_probs` is None), per request:
     accept draft x of row i iff it is a valid id and coin_i * q_i(x) < p_i(x) (q(x) = 1 for the
     target-only rule), stop at the first rejection or the verify limit, then draw the emitted
-    token with the final coin (`emit_reference`)."""
+    token on the request's stream (`emit_reference`)."""
     candidates, target, draft = inputs.candidates, inputs.target_probs, inputs.draft_probs
     b, n, vocab = target.shape
     lens = _lens(inputs.verify_lens)
@@ -111,6 +115,8 @@ def verify_chain_sampling_reference(inputs: ChainSamplingInputs) -> ChainVerifyR
         rejected = accept < limit
         excluded = drafts[accept] if rejected else -1
         q_row = None if q is None or not rejected else q[accept]
-        coin = float(inputs.final_coins[r].to(torch.float32))
-        rows.append((drafts, accept, emit_reference(p[accept], q_row, excluded, rejected, coin)))
+        key, position = int(inputs.keys[r]), int(inputs.positions[r]) + accept
+        rows.append(
+            (drafts, accept, emit_reference(p[accept], q_row, excluded, rejected, key, position))
+        )
     return result_of(rows, n)

@@ -18,8 +18,8 @@ import torch
 
 from specreg.kernels.argmax import row_argmax
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.random_stream.torch_impl import coin_lanes_torch
-from specreg.kernels.random_stream.types import RACE_BLOCK
+from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.random_stream.types import RACE_BLOCK, RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import (
     block_columns,
     block_masses_torch,
@@ -150,8 +150,19 @@ def verify_chain_sampling_torch(inputs: ChainSamplingInputs) -> ChainVerifyResul
     accepted &= torch.arange(gamma, device=device)[None, :] < limit[:, None]
     accept_len = _leading_run(accepted)
 
-    bonus = _emit(target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.final_coins)
+    bonus = _emit(
+        target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.keys, inputs.positions
+    )
     return assemble(candidates, accept_len, bonus)
+
+
+def emit_lanes(
+    keys: torch.Tensor, positions: torch.Tensor, stop: torch.Tensor, rejected: torch.Tensor
+) -> torch.Tensor:
+    """int64 [b, 2] key lanes of each request's emitted draw at row `stop`: (key, RESIDUAL role
+    after a rejection else SAMPLE role, positions + stop)."""
+    role = torch.where(rejected, RESIDUAL_ROLE, SAMPLE_ROLE)
+    return draw_lanes_torch(keys, role, positions.to(torch.int64) + stop.to(torch.int64))
 
 
 def _take_rows(
@@ -189,12 +200,14 @@ def _emit(
     valid: torch.Tensor,
     limit: torch.Tensor,
     accept_len: torch.Tensor,
-    final_coins: torch.Tensor,
+    keys: torch.Tensor,
+    positions: torch.Tensor,
 ) -> torch.Tensor:
-    """The emitted token of every request by the two-level exponential race keyed by its final
-    coin: the block masses of its weights (the residual after a rejection, else p) in one read of
-    its rows (chunks of rows into reused buffers on CPU, one chunk elsewhere), the race over the
-    blocks, then the race within the winning block (its RACE_BLOCK weights gathered again)."""
+    """The emitted token of every request by the two-level exponential race on the random
+    stream keyed by (its key, role, absolute position of its stopping row): the RESIDUAL role
+    after a rejection, the SAMPLE role otherwise (`emit_lanes`). The block masses of its
+    weights (the residual after a rejection, else p) in one read of its rows (chunks of rows
+    into reused buffers on CPU, one chunk elsewhere), the race over the blocks, then the race within the winning block (its RACE_BLOCK weights gathered again)."""
     b, n, vocab = target_probs.shape
     device = target_probs.device
     if b == 0:
@@ -242,7 +255,7 @@ def _emit(
                 found[empty] = block_masses_torch(p_rows[empty])
                 use_residual[part[empty]] = False
             masses[part] = found
-    lanes = coin_lanes_torch(final_coins)
+    lanes = emit_lanes(keys, positions, accept_len, rejected)
     columns, inside = block_columns(race_blocks_torch(masses, lanes), vocab)
     p_block = p_flat[p_index[:, None], columns].to(torch.float32)
     if q_flat is not None:

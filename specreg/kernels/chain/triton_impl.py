@@ -20,9 +20,11 @@ from specreg.kernels.triton_shim import tl, triton, vocab_tile
 if triton is not None:
     from specreg.kernels.argmax.triton_impl import row_argmax_tiles
     from specreg.kernels.filtering.triton_impl import filtered_tile
-    from specreg.kernels.random_stream.triton_impl import coin_lanes, exponential_of, token_word
+    from specreg.kernels.random_stream.triton_impl import exponential_of, key_words, token_word
 
     BLOCK_KEY_BASE: tl.constexpr = tl.constexpr(1 << 31)
+    SAMPLE_ROLE: tl.constexpr = tl.constexpr(0)
+    RESIDUAL_ROLE: tl.constexpr = tl.constexpr(1)
 
     @triton.jit
     def tile_probs(row_ptr, cols, inside, stride_v, temperature, shift, threshold, norm, min_p,
@@ -80,15 +82,17 @@ if triton is not None:
     @triton.jit
     def emit_token(
         cand_base, stride_cn, p_row, stride_pv, q_row, stride_qv, i, n, vocab, rejected,
-        temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, coin,
+        temperature, min_p, p_shift, p_thr, p_norm, q_shift, q_thr, q_norm, key, position,
         HAS_Q: tl.constexpr, FILTERED: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
     ):
         """The token a request emits at row i, by the two-level exponential race on the random
-        stream keyed by `coin`: one pass over the vocabulary races the blocks of the residual
-        (after a rejection) and of p at once, then the winning block's 128 weights are read
-        again and raced; a residual without mass draws from p. Both chain kernels share it."""
+        stream keyed by (request `key`, role, absolute `position` of row i): the RESIDUAL role
+        after a rejection, the SAMPLE role otherwise. One pass over the vocabulary races the
+        blocks of the residual (after a rejection) and of p at once, then the winning block's
+        128 weights are read again and raced; a residual without mass draws from p. Every chain
+        kernel shares it."""
         NBT: tl.constexpr = BLOCK_V // 128
-        k0, k1 = coin_lanes(coin)
+        k0, k1 = key_words(key, tl.where(rejected, RESIDUAL_ROLE, SAMPLE_ROLE), position)
         excluded = tl.load(
             cand_base + (i + 1) * stride_cn, mask=rejected & ((i + 1) < n), other=-1
         ).to(tl.int64)
@@ -182,7 +186,7 @@ if triton is not None:
         p_ptr, stride_pb, stride_pn, stride_pv,
         q_ptr, stride_qb, stride_qn, stride_qv,
         coins_ptr, stride_ub, stride_un,
-        final_ptr, stride_f,
+        keys_ptr, positions_ptr,
         vlens_ptr,
         accept_ptr, bonus_ptr, out_ptr,
         n, vocab,
@@ -220,7 +224,7 @@ if triton is not None:
             cand_base, stride_cn, p_base + i * stride_pn, stride_pv,
             q_base + tl.minimum(i, n - 2) * stride_qn, stride_qv, i, n, vocab, i < limit,
             1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0,
-            tl.load(final_ptr + row * stride_f).to(tl.float32),
+            tl.load(keys_ptr + row), tl.load(positions_ptr + row) + i,
             HAS_Q, False, False, BLOCK_V,
         )
         write_result(
@@ -275,7 +279,7 @@ def verify_chain_sampling_triton(
     candidates, target_probs, draft_probs = (
         inputs.candidates, inputs.target_probs, inputs.draft_probs
     )
-    coins, final_coins, verify_lens = inputs.coins, inputs.final_coins, inputs.verify_lens
+    coins, verify_lens = inputs.coins, inputs.verify_lens
     b, n, vocab = target_probs.shape
     accept, bonus, out = empty_outputs(b, n, candidates.device)
     if b == 0:
@@ -283,13 +287,13 @@ def verify_chain_sampling_triton(
     q = draft_probs if draft_probs is not None else target_probs
     q_strides = draft_probs.stride() if draft_probs is not None else (0, 0, 0)
     if coins.shape[1] == 0:
-        coins = final_coins[:, None]  # never read (no drafts); keeps the pointer valid
+        coins = inputs.keys[:, None]  # never read (no drafts); keeps the pointer valid
     _chain_sampling_kernel[(b,)](
         candidates, candidates.stride(0), candidates.stride(1),
         target_probs, *target_probs.stride(),
         q, *q_strides,
         coins, coins.stride(0), coins.stride(1),
-        final_coins, final_coins.stride(0),
+        inputs.keys, inputs.positions,
         verify_lens if verify_lens is not None else candidates,
         accept, bonus, out,
         n, vocab,

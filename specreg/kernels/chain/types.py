@@ -43,13 +43,16 @@ class ChainSamplingInputs:
     """Validated inputs of chain rejection sampling (layout: `specreg.kernels.chain`).
 
     candidates [b, n]; target_probs [b, n, V]; draft_probs [b, n-1, V] or None (the
-    target-only rule); coins [b, >= n-1] (one per draft); final_coins [b] (the correction /
-    bonus draw); verify_lens [b] or None (every request verifies all n positions).
+    target-only rule); coins [b, >= n-1] (the acceptance uniform of each draft); keys int64 [b]
+    (each request's key) and positions int64 [b] (the absolute output position of row 0), which
+    key the correction / bonus draw on the random stream; verify_lens [b] or None (every
+    request verifies all n positions).
     """
 
     candidates: torch.Tensor
     target_probs: torch.Tensor
     draft_probs: torch.Tensor | None
     coins: torch.Tensor
-    final_coins: torch.Tensor
+    keys: torch.Tensor
+    positions: torch.Tensor
     verify_lens: torch.Tensor | None = None

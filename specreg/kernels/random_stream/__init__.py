@@ -13,6 +13,12 @@ the same words bit for bit; from a word:
   (so it never is 0 or infinite). Float64 `log` of two math libraries differs by at most an ulp,
   which changes the rounded float32 only within 2**-52 of a rounding boundary.
 
+Verifiers and drafters key their draws by (request key, role, absolute position): the stream's
+(seed, request, position) words hold (the request's key, the draw's role, the token's position
+in the request's output); the roles (`types.SAMPLE_ROLE`, `RESIDUAL_ROLE`, `ACCEPT_ROLE`) are
+independent streams of one position. A request's key is its seed when it has one, else a key
+drawn once for it (`fresh_keys`).
+
 The verify kernels call the device functions of `triton_impl` (`key_words`, `token_word`,
 `uniform_of`, `exponential_of`) and their torch twins directly; the wrappers here give the
 stream's rows as tensors, validated.
@@ -36,7 +42,7 @@ from specreg.kernels.random_stream.torch_impl import (
 )
 from specreg.kernels.random_stream.triton_impl import random_stream_triton
 
-__all__ = ["stream_exponentials", "stream_uniforms"]
+__all__ = ["fresh_keys", "stream_exponentials", "stream_keys", "stream_uniforms"]
 
 #: A wrapper's `backend=` argument: None reads SPECREG_KERNEL_BACKEND.
 BackendChoice = Literal["auto", "torch", "triton"] | None
@@ -130,3 +136,33 @@ def stream_exponentials(
     """float32 [rows, num_tokens] of Exp(1) values, `-log(u)` of the stream's words (see the
     module docstring); same keys and arguments as `stream_uniforms`."""
     return _stream(seed, requests, positions, num_tokens, backend, exponential=True)
+
+
+def fresh_keys(
+    rows: int, device: torch.device | str, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """int64 [rows] request keys drawn from `generator` (torch's default one when None), all 64
+    bits: the key of a request that has no seed, drawn once for it. The only draw outside the
+    stream; the stream's values under distinct keys are independent."""
+    where = generator.device if generator is not None else torch.device(device)
+    drawn = torch.randint(
+        -(2**63), 2**63 - 1, (rows,), dtype=torch.int64, device=where, generator=generator
+    )
+    return drawn.to(device)
+
+
+def stream_keys(
+    rows: int,
+    device: torch.device | str,
+    keys: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    *,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (keys, positions) int64 [rows] a verifier keys its draws by: `keys` as given, else
+    `fresh_keys` from `generator`; `positions` as given, else 0. Shapes and dtypes are checked
+    by the callers' validation."""
+    keys = fresh_keys(rows, device, generator=generator) if keys is None else keys
+    if positions is None:
+        positions = torch.zeros(rows, dtype=torch.int64, device=device)
+    return keys.to(torch.int64), positions.to(torch.int64)

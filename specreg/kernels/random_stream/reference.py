@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import struct
 
-from specreg.kernels.random_stream.types import LANE_STARTS, MASK32, UNIFORM_BITS
+from specreg.kernels.random_stream.types import ACCEPT_ROLE, LANE_STARTS, MASK32, UNIFORM_BITS
 
 
 def f32(value: float) -> float:
@@ -64,10 +64,10 @@ def key_words(seed: int, request: int, position: int) -> tuple[int, int]:
     return lanes[0], lanes[1]
 
 
-def coin_lanes(coin: float) -> tuple[int, int]:
-    """Key lanes from a float32 uniform (a caller's coin): its 32 bits, finalized per lane."""
-    bits = struct.unpack("I", struct.pack("f", coin))[0]
-    return fmix32(bits ^ LANE_STARTS[0]), fmix32(bits ^ LANE_STARTS[1])
+def draw_lanes(key: int, role: int, position: int) -> tuple[int, int]:
+    """The key lanes of the draws of (request key, role, absolute position): the stream key
+    (seed, request, position) = (key, role, position)."""
+    return key_words(key, role, position)
 
 
 def token_word(key: tuple[int, int], token: int) -> int:
@@ -84,6 +84,11 @@ def uniform_of(word: int) -> float:
 def exponential_of(word: int) -> float:
     """The Exp(1) value of a word: float32(-log((word + 0.5) * 2**-32)), in (0, 22.9]."""
     return f32(-math.log((word + 0.5) * 2.0**-32))
+
+
+def accept_coin(key: int, position: int, token: int) -> float:
+    """The acceptance uniform of draft `token` at absolute `position` under request `key`."""
+    return uniform_of(token_word(key_words(key, ACCEPT_ROLE, position), token & MASK32))
 
 
 def stream_uniform_reference(seed: int, request: int, position: int, token: int) -> float:

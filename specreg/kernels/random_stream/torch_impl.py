@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.random_stream.types import LANE_STARTS, MASK32, UNIFORM_BITS
+from specreg.kernels.random_stream.types import ACCEPT_ROLE, LANE_STARTS, MASK32, UNIFORM_BITS
 
 
 def _mul32(value: torch.Tensor, constant: int) -> torch.Tensor:
@@ -65,10 +65,29 @@ def key_words_torch(
     return h[0], h[1]
 
 
-def coin_lanes_torch(coins: torch.Tensor) -> torch.Tensor:
-    """int64 [k, 2] key lanes of float32 uniforms `coins` [k] (`reference.coin_lanes`)."""
-    bits = coins.to(torch.float32).contiguous().view(torch.int32).to(torch.int64) & MASK32
-    return torch.stack([fmix32(bits ^ LANE_STARTS[0]), fmix32(bits ^ LANE_STARTS[1])], dim=1)
+def draw_lanes_torch(
+    keys: torch.Tensor, role: torch.Tensor | int, positions: torch.Tensor
+) -> torch.Tensor:
+    """int64 [..., 2] key lanes of the draws (request key, role, absolute position): the stream
+    key (seed, request, position) = (keys, role, positions), broadcast together."""
+    role = torch.as_tensor(role, dtype=torch.int64, device=keys.device)
+    k0, k1 = key_words_torch(keys, role, positions)
+    return torch.stack([k0, k1], dim=-1)
+
+
+def accept_coins_torch(
+    keys: torch.Tensor, positions: torch.Tensor, drafts: torch.Tensor
+) -> torch.Tensor:
+    """float32 [b, g] acceptance uniforms: draft `drafts[r, i]` (any int64, a -1 padding id
+    included) at absolute position `positions[r] + i`, under request key `keys[r]`, one
+    independent uniform per (position, draft token) in the ACCEPT role."""
+    g = drafts.shape[1]
+    columns = torch.arange(g, dtype=torch.int64, device=drafts.device)
+    k0, k1 = key_words_torch(
+        keys.to(torch.int64)[:, None], torch.full_like(columns, ACCEPT_ROLE),
+        positions.to(torch.int64)[:, None] + columns,
+    )
+    return uniforms_of(token_words_torch((k0, k1), drafts.to(torch.int64) & MASK32))
 
 
 def token_words_torch(

@@ -66,13 +66,6 @@ if triton is not None:
                 _lane(0x85EBCA77, seed, request, position))
 
     @triton.jit
-    def coin_lanes(coin):
-        """The two uint32 key lanes of a float32 uniform: its bits, finalized per lane."""
-        bits = coin.to(tl.float32).to(tl.uint32, bitcast=True)
-        return (fmix32(bits ^ tl.full(bits.shape, 0x9E3779B9, tl.uint32)),
-                fmix32(bits ^ tl.full(bits.shape, 0x85EBCA77, tl.uint32)))
-
-    @triton.jit
     def token_word(k0, k1, tokens):
         """The uint32 word of int64 `tokens` under the key lanes (k0, k1)."""
         return absorb(absorb(k0, _low(tokens.to(tl.int64))), k1)

@@ -10,5 +10,14 @@ UNIFORM_BITS = 23
 RACE_BLOCK = 128
 #: The stream's token key of race block j is BLOCK_KEY_BASE + j (above every token id).
 BLOCK_KEY_BASE = 1 << 31
-#: The stream's token key of an acceptance coin (above every block key).
-ACCEPT_KEY = MASK32
+
+#: Draw roles: the stream's `request` word when a verifier or drafter keys a draw by
+#: (request key, role, absolute position). Each role is an independent stream per position.
+#: SAMPLE: plain sampling of a position (the target's token in the drafter-invariant mode, the
+#: drafters' own draws on q, the bonus after every draft was accepted).
+SAMPLE_ROLE = 0
+#: RESIDUAL: the correction drawn after a rejection; independent of the SAMPLE draws, since a
+#: drafter's draw on q from those would condition them.
+RESIDUAL_ROLE = 1
+#: ACCEPT: the acceptance uniforms, one per (position, draft token).
+ACCEPT_ROLE = 2
