@@ -133,8 +133,8 @@ class ChainVerifier:
         self, candidates: torch.Tensor, target_logits: torch.Tensor, **inputs: Any
     ) -> VerifyResult:
         """`verify_chain_greedy` (inputs: `verify_lens` or `draft_lengths`). Under synthetic
-        acceptance, `verify_chain_synthetic_greedy` (inputs also `coins` [b], `seed`,
-        `offsets`, `generator`)."""
+        acceptance, `verify_chain_synthetic_greedy` (inputs also `coins` [b], `keys`,
+        `positions`, `generator`)."""
         if self._synthetic:
             from specreg.kernels.relaxed import verify_chain_synthetic_greedy
 
@@ -167,8 +167,8 @@ class ChainVerifier:
     ) -> VerifyResult:
         """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
 
-        Inputs: those of `verify_chain_sampling` (coins, final_coins, verify_lens, seed,
-        offsets, generator) and `draft_lengths` (per request, 0 = one plain sample; instead of
+        Inputs: those of `verify_chain_sampling` (keys, positions, coins, verify_lens,
+        generator) and `draft_lengths` (per request, 0 = one plain sample; instead of
         verify_lens). With `params` (per-request temperature, top-k, top-p, min-p,
         seeds) the probabilities are filtered per request first (`verify_chain_with_params`,
         probabilities=True; under a lossy plan rule `verify_chain_relaxed_with_params`)."""
@@ -207,8 +207,8 @@ class ChainVerifier:
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
         verify greedily, the others by chain sampling on the filtered p and q (target-only
-        without `draft_logits`). Inputs: `verify_lens` or `draft_lengths`, `offsets`,
-        `generator` (see `specreg.kernels.chain_params`). A lossy plan rule runs on the filtered
+        without `draft_logits`). Inputs: `verify_lens` or `draft_lengths`, `keys`,
+        `positions`, `coins`, `generator` (see `specreg.kernels.chain_params`). A lossy plan rule runs on the filtered
         p and q (`specreg.kernels.relaxed`); greedy requests stay plain greedy."""
         return self._with_params(
             candidates, target_logits, draft_logits, params, probabilities=False, **inputs

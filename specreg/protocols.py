@@ -116,11 +116,12 @@ class ChainVerifierProtocol(Protocol):
     def verify_sampling(
         self, candidates: torch.Tensor, target_probs: torch.Tensor,
         draft_probs: torch.Tensor | None, *, verify_lens: torch.Tensor | None = None,
-        seed: int | None = None, offsets: torch.Tensor | None = None,
+        keys: torch.Tensor | None = None, positions: torch.Tensor | None = None,
         generator: torch.Generator | None = None, draft_lengths: Any = None,
     ) -> VerifyResult:
         """Lossless rejection sampling; `target_probs` [b, n, V], `draft_probs` [b, n - 1, V]
-        (None: the target-only rule)."""
+        (None: the target-only rule). Draws are keyed by each request's key `keys` [b] and the
+        absolute output position `positions` [b] of the token row 0 verifies."""
 
 
 @runtime_checkable
@@ -140,7 +141,7 @@ class TreeVerifierProtocol(Protocol):
 
     def verify_sampling(
         self, tree: Any, target_probs: torch.Tensor, *, draft_probs: torch.Tensor | None = None,
-        seed: int | None = None, offsets: torch.Tensor | None = None,
+        keys: torch.Tensor | None = None, positions: torch.Tensor | None = None,
         generator: torch.Generator | None = None, draft_lengths: Any = None,
     ) -> VerifyResult:
         """Lossless tree sampling; `target_probs` [b, N, V]."""

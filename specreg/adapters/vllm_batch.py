@@ -148,24 +148,28 @@ def chain_candidates(layout: ChainLayout, draft_token_ids: Any) -> tuple[Any, An
 def vllm_coins(layout: ChainLayout, num_draft_tokens: list[int], generators: dict,
                   all_greedy: bool, device: Any) -> tuple[Any, Any]:
     """The acceptance coins (vLLM's own `generate_uniform_probs`: the uniforms vLLM's kernel
-    would use, per-request generators included) as [b, n-1], and one final coin per request
-    (its generator's next draw) for the correction token; zeros, drawing nothing, when every
+    would use, per-request generators included) as [b, n-1], and one key per request on
+    specreg's random stream for the correction token (64 bits from the request's generator when
+    it is seeded, else from torch's default one: the correction race reads one independent
+    value per token, never a function of one float coin); zeros, drawing nothing, when every
     request is greedy (vLLM draws none then either)."""
     import torch
     from vllm.v1.sample.rejection_sampler import generate_uniform_probs
 
+    from specreg.kernels.random_stream import fresh_keys
+
     b, n = layout.b, layout.n
     coins = torch.zeros((b * n,), dtype=torch.float64, device=device)
-    final = torch.zeros((b,), dtype=torch.float64, device=device)
+    keys = torch.zeros((b,), dtype=torch.int64, device=device)
     if all_greedy:
-        return coins.view(b, n)[:, : n - 1], final
+        return coins.view(b, n)[:, : n - 1], keys
     flat = generate_uniform_probs(layout.request.shape[0], num_draft_tokens, generators, device)
     coins[layout.target_rows] = flat
-    final.uniform_()
+    keys = fresh_keys(b, device)
     for i, generator in generators.items():
         if num_draft_tokens[i] > 0:
-            final[i : i + 1].uniform_(generator=generator)
-    return coins.view(b, n)[:, : n - 1], final
+            keys[i : i + 1] = fresh_keys(1, device, generator=generator)
+    return coins.view(b, n)[:, : n - 1], keys
 
 
 def verify(verifier: Any, metadata: Any, layout: ChainLayout, scores: Any,
@@ -177,10 +181,10 @@ def verify(verifier: Any, metadata: Any, layout: ChainLayout, scores: Any,
 
     candidates, verify_lens = chain_candidates(layout, metadata.draft_token_ids)
     params = request_params(sm, layout.b, scores.shape[-1], scores.device)
-    coins, final = vllm_coins(layout, metadata.num_draft_tokens, sm.generators, sm.all_greedy,
-                              scores.device)
+    coins, keys = vllm_coins(layout, metadata.num_draft_tokens, sm.generators, sm.all_greedy,
+                             scores.device)
     found = verifier.verify_from_logits(
-        candidates, scores, None, params=params, coins=coins, final_coins=final,
+        candidates, scores, None, params=params, coins=coins, keys=keys,
         verify_lens=verify_lens,
     )
     out = found.output_tokens

@@ -73,7 +73,7 @@ class GenerationResult:
 def params_method(verifier: object) -> Callable[..., Any] | None:
     """The verifier's method that verifies raw logits under per-request `SamplingParams`
     (a `params` keyword), or None when it has none. Chain-shaped verifiers take
-    `(candidates, target_logits, draft_logits, *, params, offsets)`, tree-shaped ones
+    `(candidates, target_logits, draft_logits, *, params, positions)`, tree-shaped ones
     `(tree, target_logits, *, params)`."""
     for name in ("verify_from_logits", "verify_sampling_from_logits"):
         method = getattr(verifier, name, None)
@@ -295,7 +295,7 @@ class SpeculativeLoop:
         if self.params_verify is not None:
             result = self.params_verify(
                 candidates, logits, q if self.with_draft else None, params=self.params,
-                offsets=batch.lengths, **capped,
+                positions=batch.lengths, **capped,
                 **self.mask_inputs(paths, depths),
             )
         elif self.sampling:

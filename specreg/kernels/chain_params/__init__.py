@@ -13,8 +13,9 @@ draft's raw scores ([b, n, V] and [b, n-1, V]: logits, or probabilities with
   (`specreg.kernels.filtering`). The drafts must have been sampled from that filtered q; the
   emitted tokens then follow the filtered, temperature-scaled target exactly.
 
-Coins come from `request_coins`: a seeded request's coins depend only on its seed and offset, so
-its tokens do not depend on the rest of the batch. Neither path builds a filtered [b, n, V]
+Every draw reads the random stream keyed by the request's key (`request_keys`: its seed when
+it has one) and the absolute output position, so its tokens do not depend on the rest of the
+batch, its row, or the backend. Neither path builds a filtered [b, n, V]
 tensor: the torch path walks positions over the requests still accepting and filters only the
 rows they reach, chunk by chunk; the Triton kernel (one program per request) computes each
 reached row's statistics in tiles and reads filtered probabilities on the fly.
@@ -37,7 +38,8 @@ from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.checks import check_params, should_check_values
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.kernels.penalties import Penalties, apply_penalties_, chain_context
-from specreg.kernels.sampling import request_coins
+from specreg.kernels.random_stream.torch_impl import accept_coins_torch
+from specreg.kernels.sampling import request_keys
 from specreg.kernels.token_mask import apply_token_bitmask_
 from specreg.sampling_params import SamplingParams
 
@@ -51,10 +53,10 @@ def verify_chain_with_params(
     *,
     params: SamplingParams,
     probabilities: bool = False,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
-    final_coins: torch.Tensor | None = None,
     verify_lens: torch.Tensor | None = None,
-    offsets: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     check_values: bool | None = None,
     backend: BackendChoice = None,
@@ -67,9 +69,10 @@ def verify_chain_with_params(
 
     `target` [b, n, V] and `draft` [b, n-1, V] (or None: target-only rule for sampled requests)
     are logits, or probabilities with `probabilities=True` (any float dtype). `params` holds one
-    value per request. `coins` [b, >= n-1] / `final_coins` [b] override the coins, which
-    otherwise come from `request_coins(params, n, offsets=offsets, generator=generator)`
-    (columns 0..n-2 the steps, column n-1 the final draw). `verify_lens` [b] caps each request
+    value per request. Draws read the random stream keyed by each request's key
+    (`request_keys(params, keys, generator=generator)`: `params.seed` for a seeded request,
+    else `keys[r]`, else a fresh key) and `positions` [b] (the absolute output position of row
+    0; default 0); `coins` [b, >= n-1] replaces the acceptance uniforms. `verify_lens` [b] caps each request
     (positions past it may hold -1 and are never read). With value checks (default on CPU) a bad
     parameter is a coded error (SR910-SR915); without them (GPU) the request is flagged in
     `result.param_error` and accepts nothing. `filter_order` ('specreg', 'vllm' or 'sglang';
@@ -80,8 +83,8 @@ def verify_chain_with_params(
     penalise `target` IN PLACE at every position, counting the drafts before it as output.
     """
     inputs = prepare_chain_params(
-        candidates, target, draft, params=params, probabilities=probabilities, coins=coins,
-        final_coins=final_coins, verify_lens=verify_lens, offsets=offsets, generator=generator,
+        candidates, target, draft, params=params, probabilities=probabilities, keys=keys,
+        positions=positions, coins=coins, verify_lens=verify_lens, generator=generator,
         check_values=check_values, backend=backend, block_v=block_v, filter_order=filter_order,
         token_bitmask=token_bitmask, penalties=penalties,
     )
@@ -97,10 +100,10 @@ def prepare_chain_params(
     *,
     params: SamplingParams,
     probabilities: bool = False,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
-    final_coins: torch.Tensor | None = None,
     verify_lens: torch.Tensor | None = None,
-    offsets: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     check_values: bool | None = None,
     backend: BackendChoice = None,
@@ -110,12 +113,13 @@ def prepare_chain_params(
     penalties: Penalties | None = None,
 ) -> ChainParamsInputs:
     """`verify_chain_with_params`'s steps before the rule runs: every check, the grammar mask
-    and the penalties (both IN PLACE on `target` / `draft`), the per-request coins. The lossy
+    and the penalties (both IN PLACE on `target` / `draft`), the per-request keys and
+    acceptance coins. The lossy
     rules under sampling parameters (`specreg.kernels.relaxed`) share it."""
     filter_rule(filter_order)
     b, n, vocab = check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
-        final_coins=final_coins, offsets=offsets, probabilities=False, check_values=False,
+        keys=keys, positions=positions, probabilities=False, check_values=False,
     )
     device = candidates.device
     values = should_check_values(device, check_values)
@@ -123,10 +127,10 @@ def prepare_chain_params(
     if values and probabilities:
         check_chain(
             candidates, target, "target", verify_lens=verify_lens, draft_probs=draft,
-            coins=coins, final_coins=final_coins, probabilities=True, check_values=True,
+            coins=coins, positions=positions, probabilities=True, check_values=True,
         )
     elif values:
-        check_score_values(candidates, target, draft, verify_lens, coins, final_coins, vocab)
+        check_score_values(candidates, target, draft, verify_lens, coins, positions, vocab)
     if token_bitmask is not None:
         mask_chain_scores(target, draft, token_bitmask, verify_lens=verify_lens,
                           probabilities=probabilities, values=values, backend=backend,
@@ -134,13 +138,16 @@ def prepare_chain_params(
     if penalties is not None:
         apply_penalties_(target, penalties, chain_context(candidates), check_values=values,
                          backend=backend)
-    if coins is None or final_coins is None:
-        drawn = request_coins(params, n, offsets=offsets, generator=generator)
-        coins = drawn[:, : n - 1] if coins is None else coins
-        final_coins = drawn[:, n - 1] if final_coins is None else final_coins
+    keys = request_keys(params, keys, generator=generator)
+    positions = (
+        torch.zeros(b, dtype=torch.int64, device=device) if positions is None
+        else positions.to(torch.int64)
+    )
+    if coins is None:
+        coins = accept_coins_torch(keys, positions, candidates[:, 1:])
     return ChainParamsInputs(
         candidates=candidates, target=target, draft=draft, params=params, coins=coins,
-        final_coins=final_coins, verify_lens=verify_lens, probabilities=probabilities,
+        keys=keys, positions=positions, verify_lens=verify_lens, probabilities=probabilities,
         filter_order=filter_order,
     )
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import torch
 
 from specreg.errors import KernelInputError, problem
-from specreg.kernels.chain.checks import check_coin_values, verified_positions
+from specreg.kernels.chain.checks import (
+    check_coin_values,
+    check_position_values,
+    verified_positions,
+)
 from specreg.kernels.checks import check_index_range
 
 
@@ -35,7 +39,7 @@ def check_score_values(
     draft: torch.Tensor | None,
     verify_lens: torch.Tensor | None,
     coins: torch.Tensor | None,
-    final_coins: torch.Tensor | None,
+    positions: torch.Tensor | None,
     vocab: int,
 ) -> None:
     """Value checks for logit inputs: lengths, the verified token ids (-1 padding past a
@@ -48,4 +52,5 @@ def check_score_values(
     check_scores("target", target, verified)
     if draft is not None and n > 1:
         check_scores("draft", draft, verified[:, 1:])
-    check_coin_values(coins, final_coins)
+    check_coin_values(coins)
+    check_position_values(positions)

@@ -4,8 +4,8 @@ Per request, one position at a time, in plain Python: an invalid request accepts
 emits -1 (`param_error`); a temperature-0 request follows the greedy rule on the target scores;
 a sampled request follows the chain rule (classic with a draft, target-only without) on the
 filtered distributions of `specreg.kernels.filtering.reference.filtered_distribution`, with the
-same coins as the kernels and the same draw (the exponential race keyed by the final coin,
-`block_race_reference`). The filtered values are computed in float64 by a full sort, so a
+same coins as the kernels and the same draw (the exponential race on the request's stream at
+its stopping position, `block_race_reference`). The filtered values are computed in float64 by a full sort, so a
 coin within rounding distance of a boundary could in principle decide differently; with
 random coins that does not happen in practice, and the kept token sets are exactly the rule's.
 """
@@ -19,7 +19,8 @@ from specreg.kernels.chain.reference import limit_of, result_of
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.random_stream.reference import coin_lanes
+from specreg.kernels.random_stream.reference import draw_lanes
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.kernels.sampling.reference import block_race_reference, residual_reference
 
 
@@ -74,8 +75,9 @@ def verify_chain_with_params_reference(inputs: ChainParamsInputs) -> ChainVerify
         if rejected:
             excluded = drafts[accept]
             weights = residual_reference(weights, q_at(accept), excluded)
-        coin = float(inputs.final_coins[r].to(torch.float32))
-        rows.append((drafts, accept, block_race_reference(weights, coin_lanes(coin))))
+        role = RESIDUAL_ROLE if rejected else SAMPLE_ROLE
+        lanes = draw_lanes(int(inputs.keys[r]), role, int(inputs.positions[r]) + accept)
+        rows.append((drafts, accept, block_race_reference(weights, lanes)))
     result = result_of(rows, n)
     return ChainVerifyResult(
         accept_len=result.accept_len, bonus=result.bonus, output_tokens=result.output_tokens,

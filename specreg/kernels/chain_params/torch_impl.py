@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.chain.torch_impl import accept_limits, assemble
+from specreg.kernels.chain.torch_impl import accept_limits, assemble, emit_lanes
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.torch_impl import (
@@ -22,7 +22,6 @@ from specreg.kernels.filtering.torch_impl import (
     gathered_row_stats,
 )
 from specreg.kernels.filtering.types import FilterRule, filter_rule
-from specreg.kernels.random_stream.torch_impl import coin_lanes_torch
 from specreg.kernels.sampling.torch_impl import block_race_torch, cpu_row_chunks
 from specreg.sampling_params import SamplingParams
 
@@ -82,7 +81,7 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
     candidates, target, draft, params = (
         inputs.candidates, inputs.target, inputs.draft, inputs.params
     )
-    coins, final_coins, probabilities = inputs.coins, inputs.final_coins, inputs.probabilities
+    coins, probabilities = inputs.coins, inputs.probabilities
     b, n, vocab = target.shape
     device = candidates.device
     limit = accept_limits(inputs.verify_lens, b, n, device)
@@ -148,7 +147,10 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
                     p_rows, q_rows, requests[stop], i, _select(p_stats, stop),
                     None if q_stats is None else _select(q_stats, stop),
                     rejected=check_s[stop], excluded=token[s][stop],
-                    final_coins=final_coins[requests[stop]],
+                    lanes=emit_lanes(
+                        inputs.keys[requests[stop]], inputs.positions[requests[stop]],
+                        torch.full_like(stop, i), check_s[stop],
+                    ),
                 )
         active = active[accepted]
         accept_len[active] = i + 1
@@ -169,16 +171,15 @@ def _emit(
     *,
     rejected: torch.Tensor,
     excluded: torch.Tensor,
-    final_coins: torch.Tensor,
+    lanes: torch.Tensor,
 ) -> torch.Tensor:
     """The emitted token of `requests` stopping at `position`: from the residual
     max(p - q, 0) (or p without the draft, target-only) after a rejection, from p otherwise;
     a residual without mass falls back to p. Row chunks, each drawn by the exponential race
-    keyed by the final coin (`block_race_torch`)."""
+    under its request's key lanes `lanes` [k, 2] (`emit_lanes`, `block_race_torch`)."""
     vocab = p_rows.flat.shape[-1]
     device = requests.device
     out = torch.empty(requests.shape[0], dtype=torch.int64, device=device)
-    lanes = coin_lanes_torch(final_coins)
     for start, stop in cpu_row_chunks(requests.shape[0], vocab, FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)
         chunk = torch.arange(start, stop, device=device)

@@ -34,7 +34,7 @@ if triton is not None:
         p_ptr, stride_pb, stride_pn, stride_pv,
         q_ptr, stride_qb, stride_qn, stride_qv,
         coins_ptr, stride_ub, stride_un,
-        final_ptr, vlens_ptr,
+        keys_ptr, positions_ptr, vlens_ptr,
         temp_ptr, topk_ptr, topp_ptr, minp_ptr, invalid_ptr,
         accept_ptr, bonus_ptr, out_ptr,
         n, vocab,
@@ -109,7 +109,8 @@ if triton is not None:
                 cand_base, stride_cn, p_row, stride_pv, q_base + tl.minimum(i, n - 2) * stride_qn,
                 stride_qv, i, n, vocab, rejected, safe_t, min_p,
                 p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
-                tl.load(final_ptr + row).to(tl.float32), HAS_Q, True, PROBS, BLOCK_V,
+                tl.load(keys_ptr + row), tl.load(positions_ptr + row) + i,
+                HAS_Q, True, PROBS, BLOCK_V,
             )
         token_out = tl.where(bad, -1, token_out)
         write_result(
@@ -125,7 +126,7 @@ def verify_chain_with_params_triton(
     candidates, target, draft, params = (
         inputs.candidates, inputs.target, inputs.draft, inputs.params
     )
-    coins, final_coins, verify_lens = inputs.coins, inputs.final_coins, inputs.verify_lens
+    coins, verify_lens = inputs.coins, inputs.verify_lens
     b, n, vocab = target.shape
     accept, bonus, out = empty_outputs(b, n, candidates.device)
     invalid = params.invalid_rows(vocab)
@@ -136,13 +137,13 @@ def verify_chain_with_params_triton(
     q = draft if draft is not None and has_q else target
     q_strides = q.stride() if has_q else (0, 0, 0)
     if coins.shape[1] == 0:
-        coins = final_coins[:, None]  # never read (no drafts); keeps the pointer valid
+        coins = inputs.keys[:, None]  # never read (no drafts); keeps the pointer valid
     _chain_params_kernel[(b,)](
         candidates, candidates.stride(0), candidates.stride(1),
         target, *target.stride(),
         q, *q_strides,
         coins, coins.stride(0), coins.stride(1),
-        final_coins.contiguous(), verify_lens if verify_lens is not None else candidates,
+        inputs.keys, inputs.positions, verify_lens if verify_lens is not None else candidates,
         params.temperature, params.top_k, params.top_p, params.min_p, invalid,
         accept, bonus, out,
         n, vocab,

@@ -16,7 +16,9 @@ class ChainParamsInputs:
 
     candidates [b, n]; target [b, n, V] and draft [b, n-1, V] (or None: the target-only rule for
     sampled requests) as logits, or probabilities with `probabilities=True`; params one value
-    per request; coins [b, >= n-1] and final_coins [b]; verify_lens [b] or None;
+    per request; coins [b, >= n-1] (the acceptance uniforms); keys and positions int64 [b] (each
+    request's key and the absolute output position of row 0, which key the emitted draw);
+    verify_lens [b] or None;
     `filter_order` how top-k, top-p and min-p combine (`specreg.kernels.filtering.types`).
     """
 
@@ -25,7 +27,8 @@ class ChainParamsInputs:
     draft: torch.Tensor | None
     params: SamplingParams
     coins: torch.Tensor
-    final_coins: torch.Tensor
+    keys: torch.Tensor
+    positions: torch.Tensor
     verify_lens: torch.Tensor | None = None
     probabilities: bool = False
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER

@@ -1,8 +1,8 @@
 """The lossy acceptance rules on a chain (`specreg.acceptance_rules`): public wrappers that validate, choose the backend and dispatch.
 
 Layout and coins are the chain family's (`specreg.kernels.chain`): candidates [b, n],
-target_probs [b, n, V], draft_probs [b, n-1, V] or None, coins [b, >= n-1], final_coins [b],
-verify_lens [b]. Rules (`RuleParams`):
+target_probs [b, n, V], draft_probs [b, n-1, V] or None, keys and positions [b] (the random
+stream's request keys and absolute positions), coins [b, >= n-1], verify_lens [b]. Rules (`RuleParams`):
 
 - thresholds (SGLang's `tree_speculative_sampling_target_only` on a chain): accept draft x of
   row i iff `coin_i * q(x) * threshold_acc < p(x)` or `p(x) >= threshold_single` (q(x) = 1 for
@@ -25,7 +25,7 @@ typical acceptance stays exact, and it does not come here). Family: `types` (`Ru
 Under per-request sampling parameters (greedy and sampled requests mixed in one batch),
 `verify_chain_relaxed_with_params` takes `verify_chain_with_params`'s inputs and a `RuleParams`
 rule. Its steps before the rule are that path's own (`prepare_chain_params`: every check, the
-grammar mask and the penalties IN PLACE, the per-request coins, seeded per request, so a
+grammar mask and the penalties IN PLACE, the per-request keys on the random stream, so a
 request's tokens do not depend on the rest of the batch). Then, per request:
 
 - temperature 0: plain greedy on the target scores (`verify_chain_greedy`), exact under
@@ -51,10 +51,17 @@ import torch
 
 from specreg.backend import select_backend
 from specreg.kernels.chain import sampling_inputs, verify_chain_greedy
-from specreg.kernels.chain.checks import check_chain
+from specreg.kernels.chain.checks import check_chain, check_coin_values
 from specreg.kernels.chain.torch_impl import assemble
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.chain_params import prepare_chain_params
+from specreg.kernels.checks import (
+    FLOAT_DTYPES,
+    check_dtype,
+    check_same_device,
+    check_shape,
+    should_check_values,
+)
 from specreg.kernels.filtering.torch_impl import (
     FILTER_CHUNK_ELEMENTS,
     RowStats,
@@ -69,12 +76,14 @@ from specreg.kernels.filtering.types import (
 )
 from specreg.kernels.penalties import Penalties
 from specreg.kernels.relaxed.torch_impl import (
+    first_coins,
     verify_chain_relaxed_torch,
     verify_chain_synthetic_greedy_torch,
 )
 from specreg.kernels.relaxed.triton_impl import verify_chain_relaxed_triton
 from specreg.kernels.relaxed.types import SYNTHETIC, RuleParams
-from specreg.kernels.sampling import uniform_coins
+from specreg.kernels.random_stream import stream_keys
+from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 from specreg.kernels.triton_shim import vocab_tile
 from specreg.sampling_params import SamplingParams
@@ -94,22 +103,20 @@ def verify_chain_relaxed(
     draft_probs: torch.Tensor | None,
     *,
     rule: RuleParams,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
-    final_coins: torch.Tensor | None = None,
     verify_lens: torch.Tensor | None = None,
-    seed: int | None = None,
-    offsets: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     check_values: bool | None = None,
     backend: BackendChoice = None,
     block_v: int | None = None,
 ) -> ChainVerifyResult:
     """Chain verification under the lossy `rule` (module docstring); the inputs, their checks
-    and the coins are `verify_chain_sampling`'s."""
+    and the random stream's keys are `verify_chain_sampling`'s."""
     inputs = sampling_inputs(
-        candidates, target_probs, draft_probs, coins=coins, final_coins=final_coins,
-        verify_lens=verify_lens, seed=seed, offsets=offsets, generator=generator,
-        check_values=check_values,
+        candidates, target_probs, draft_probs, keys=keys, positions=positions, coins=coins,
+        verify_lens=verify_lens, generator=generator, check_values=check_values,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_relaxed_triton(inputs, rule, block_v=block_v)
@@ -121,26 +128,28 @@ def verify_chain_synthetic_greedy(
     target_logits: torch.Tensor,
     *,
     rule: RuleParams,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
     verify_lens: torch.Tensor | None = None,
-    seed: int | None = None,
-    offsets: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     check_values: bool | None = None,
 ) -> ChainVerifyResult:
     """Greedy verification under synthetic acceptance: the synthetic count from `coins` [b]
-    (one per request; drawn as `uniform_coins` when missing), then the argmax of the row after
-    the accepted drafts. Torch ops on any device ([b] and one [b, V] row read)."""
+    (one per request; by default the acceptance uniform of its first draft on the random
+    stream, `synthetic_coins`), then the argmax of the row after the accepted drafts. Torch ops
+    on any device ([b] and one [b, V] row read)."""
     if rule.mode != SYNTHETIC:
         raise ValueError("verify_chain_synthetic_greedy takes a synthetic rule")
-    check_chain(
-        candidates, target_logits, "target_logits", verify_lens=verify_lens, offsets=offsets,
-        final_coins=coins, probabilities=False, check_values=check_values,
+    b, _, _ = check_chain(
+        candidates, target_logits, "target_logits", verify_lens=verify_lens, keys=keys,
+        positions=positions, probabilities=False, check_values=check_values,
     )
     if coins is None:
-        b = candidates.shape[0]
-        coins = uniform_coins((b, 1), device=candidates.device, seed=seed, offsets=offsets,
-                              generator=generator)[:, 0]
+        keys, positions = stream_keys(b, candidates.device, keys, positions, generator=generator)
+        coins = first_coins(accept_coins_torch(keys, positions, candidates[:, 1:2]))
+    else:
+        check_synthetic_coins(coins, b, candidates.device, check_values)
     return verify_chain_synthetic_greedy_torch(candidates, target_logits, coins, rule, verify_lens)
 
 
@@ -152,10 +161,10 @@ def verify_chain_relaxed_with_params(
     rule: RuleParams,
     params: SamplingParams,
     probabilities: bool = False,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
-    final_coins: torch.Tensor | None = None,
     verify_lens: torch.Tensor | None = None,
-    offsets: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     check_values: bool | None = None,
     backend: BackendChoice = None,
@@ -165,10 +174,10 @@ def verify_chain_relaxed_with_params(
     penalties: Penalties | None = None,
 ) -> ChainVerifyResult:
     """The lossy `rule` on a batch with per-request sampling parameters (module docstring); the
-    inputs, checks and coins are `verify_chain_with_params`'s."""
+    inputs, checks and random stream keys are `verify_chain_with_params`'s."""
     inputs = prepare_chain_params(
-        candidates, target, draft, params=params, probabilities=probabilities, coins=coins,
-        final_coins=final_coins, verify_lens=verify_lens, offsets=offsets, generator=generator,
+        candidates, target, draft, params=params, probabilities=probabilities, keys=keys,
+        positions=positions, coins=coins, verify_lens=verify_lens, generator=generator,
         check_values=check_values, backend=backend, block_v=block_v, filter_order=filter_order,
         token_bitmask=token_bitmask, penalties=penalties,
     )
@@ -186,14 +195,14 @@ def verify_chain_relaxed_with_params(
                                    triton=triton, block_v=block_v)
     lossy_inputs = ChainSamplingInputs(
         candidates=candidates, target_probs=p, draft_probs=q, coins=inputs.coins,
-        final_coins=inputs.final_coins, verify_lens=verify_lens,
+        keys=inputs.keys, positions=inputs.positions, verify_lens=verify_lens,
     )
     if triton:
         drawn = verify_chain_relaxed_triton(lossy_inputs, rule, block_v=block_v)
     else:
         drawn = verify_chain_relaxed_torch(lossy_inputs, rule)
     if rule.mode == SYNTHETIC:
-        first = inputs.coins[:, 0] if n > 1 else inputs.final_coins
+        first = first_coins(inputs.coins)
         plain = verify_chain_synthetic_greedy_torch(candidates, target, first, rule, verify_lens)
     else:
         plain = verify_chain_greedy(candidates, target, verify_lens=verify_lens,
@@ -205,6 +214,17 @@ def verify_chain_relaxed_with_params(
     result = assemble(candidates, accept, bonus)
     return ChainVerifyResult(accept_len=result.accept_len, bonus=result.bonus,
                              output_tokens=result.output_tokens, param_error=invalid)
+
+
+def check_synthetic_coins(
+    coins: torch.Tensor, b: int, device: torch.device, check_values: bool | None
+) -> None:
+    """A caller's synthetic coins: float [b] on the batch's device, in [0, 1) with value checks."""
+    check_shape("coins", coins, (b,))
+    check_dtype("coins", coins, FLOAT_DTYPES)
+    check_same_device(candidates=torch.empty(0, device=device), coins=coins)
+    if should_check_values(device, check_values):
+        check_coin_values(coins)
 
 
 def filter_params(params: SamplingParams, keep: torch.Tensor) -> SamplingParams:

@@ -58,11 +58,12 @@ def verify_chain_relaxed_reference(
         p = target[r].to(torch.float32).tolist()
         q = None if draft is None else draft[r].to(torch.float32).tolist()
         coins = inputs.coins[r].to(torch.float32).tolist()
-        final = float(inputs.final_coins[r].to(torch.float32))
+        key, position = int(inputs.keys[r]), int(inputs.positions[r])
         limit = limit_of(lens, r, n)
         if params.mode == SYNTHETIC:
             accept = synthetic_count(coins[0] if coins else 1.0, params.rates, limit)
-            rows.append((drafts, accept, emit_reference(p[accept], None, -1, False, final)))
+            token = emit_reference(p[accept], None, -1, False, key, position + accept)
+            rows.append((drafts, accept, token))
             continue
         accept = 0
         while accept < limit:
@@ -77,11 +78,11 @@ def verify_chain_relaxed_reference(
         if params.mode == THRESHOLDS:
             excluded = drafts[accept] if rejected else -1
             q_row = None if q is None or not rejected else q[accept]
-            token = emit_reference(p[accept], q_row, excluded, rejected, final)
+            token = emit_reference(p[accept], q_row, excluded, rejected, key, position + accept)
         elif rejected:
             token = int(row_argmax_reference(target[r, accept][None])[0])
         else:
-            token = emit_reference(p[accept], None, -1, False, final)
+            token = emit_reference(p[accept], None, -1, False, key, position + accept)
         rows.append((drafts, accept, token))
     return result_of(rows, n)
 
@@ -126,7 +127,7 @@ def verify_chain_relaxed_with_params_reference(
         if temperature == 0:
             predict = row_argmax_reference(target[r]).tolist()
             if params.mode == SYNTHETIC:
-                coin = float(inputs.coins[r, 0] if n > 1 else inputs.final_coins[r])
+                coin = float(inputs.coins[r, 0]) if n > 1 else 1.0
                 accept = synthetic_count(coin, params.rates, limit)
             else:
                 accept = 0
@@ -144,7 +145,8 @@ def verify_chain_relaxed_with_params_reference(
         one = ChainSamplingInputs(
             candidates=candidates[r:r + 1], target_probs=filtered(target[r]).to(torch.float32),
             draft_probs=None if draft is None else filtered(draft[r]).to(torch.float32),
-            coins=inputs.coins[r:r + 1], final_coins=inputs.final_coins[r:r + 1],
+            coins=inputs.coins[r:r + 1], keys=inputs.keys[r:r + 1],
+            positions=inputs.positions[r:r + 1],
             verify_lens=None if lens is None else inputs.verify_lens[r:r + 1],
         )
         found = verify_chain_relaxed_reference(one, params)

@@ -24,6 +24,14 @@ from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, RuleParams
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 
 
+def first_coins(coins: torch.Tensor) -> torch.Tensor:
+    """float32 [b]: each request's synthetic coin, the acceptance uniform of its first draft;
+    1.0 (no draft accepted) for a chain without drafts."""
+    if coins.shape[1] == 0:
+        return torch.ones(coins.shape[0], dtype=torch.float32, device=coins.device)
+    return coins[:, 0].to(torch.float32)
+
+
 def synthetic_counts(
     first_coins: torch.Tensor, params: RuleParams, limit: torch.Tensor
 ) -> torch.Tensor:
@@ -59,10 +67,10 @@ def verify_chain_relaxed_torch(inputs: ChainSamplingInputs, params: RuleParams) 
     drafts = candidates[:, 1:].to(torch.int64)
     valid = (drafts >= 0) & (drafts < vocab)
     emit = _emit
+    stream = (inputs.keys, inputs.positions)
     if params.mode == SYNTHETIC:
-        first = inputs.coins[:, 0] if gamma > 0 else inputs.final_coins
-        accept_len = synthetic_counts(first, params, limit)
-        bonus = emit(target, None, drafts, valid, accept_len, accept_len, inputs.final_coins)
+        accept_len = synthetic_counts(first_coins(inputs.coins), params, limit)
+        bonus = emit(target, None, drafts, valid, accept_len, accept_len, *stream)
         return assemble(candidates, accept_len, bonus)
     safe = drafts.clamp(0, vocab - 1).unsqueeze(-1)
     p_x = target[:, :gamma].gather(-1, safe).squeeze(-1).to(torch.float32)
@@ -78,9 +86,9 @@ def verify_chain_relaxed_torch(inputs: ChainSamplingInputs, params: RuleParams) 
     accepted &= valid & (torch.arange(gamma, device=device)[None, :] < limit[:, None])
     accept_len = _leading_run(accepted)
     if params.mode == THRESHOLDS:
-        bonus = emit(target, draft, drafts, valid, limit, accept_len, inputs.final_coins)
+        bonus = emit(target, draft, drafts, valid, limit, accept_len, *stream)
         return assemble(candidates, accept_len, bonus)
-    drawn = emit(target, None, drafts, valid, accept_len, accept_len, inputs.final_coins)
+    drawn = emit(target, None, drafts, valid, accept_len, accept_len, *stream)
     argmax = row_argmax(_take_rows(target, accept_len))
     return assemble(candidates, accept_len, torch.where(accept_len < limit, argmax, drawn))
 

@@ -34,7 +34,7 @@ if triton is not None:
         p_ptr, stride_pb, stride_pn, stride_pv,
         q_ptr, stride_qb, stride_qn, stride_qv,
         coins_ptr, stride_ub, stride_un,
-        final_ptr, stride_f,
+        keys_ptr, positions_ptr,
         vlens_ptr, rates_ptr, num_rates,
         accept_ptr, bonus_ptr, out_ptr,
         n, vocab, thr_single, thr_acc, post_thr, post_alpha,
@@ -48,7 +48,8 @@ if triton is not None:
         p_base = p_ptr + row * stride_pb
         q_base = q_ptr + row * stride_qb
         cand_base = cand_ptr + row * stride_cb
-        final = tl.load(final_ptr + row * stride_f).to(tl.float32)
+        key = tl.load(keys_ptr + row)
+        position = tl.load(positions_ptr + row)
         i = limit * 0
         go = i < limit
         if MODE == 2:
@@ -84,14 +85,14 @@ if triton is not None:
             token = emit_token(
                 cand_base, stride_cn, p_base + i * stride_pn, stride_pv,
                 q_base + tl.minimum(i, n - 2) * stride_qn, stride_qv, i, n, vocab, rejected,
-                1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, final,
+                1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, key, position + i,
                 HAS_Q, False, False, BLOCK_V,
             )
         else:
             token = emit_token(
                 cand_base, stride_cn, p_base + i * stride_pn, stride_pv,
                 p_base, stride_pv, i, n, vocab, i < 0,
-                1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, final,
+                1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, key, position + i,
                 False, False, False, BLOCK_V,
             )
             if MODE == 1:
@@ -112,7 +113,7 @@ def verify_chain_relaxed_triton(
     from specreg.kernels.chain.triton_impl import empty_outputs, race_tile
 
     candidates, target, draft = inputs.candidates, inputs.target_probs, inputs.draft_probs
-    coins, final_coins, verify_lens = inputs.coins, inputs.final_coins, inputs.verify_lens
+    coins, verify_lens = inputs.coins, inputs.verify_lens
     b, n, vocab = target.shape
     accept, bonus, out = empty_outputs(b, n, candidates.device)
     if b == 0:
@@ -121,7 +122,7 @@ def verify_chain_relaxed_triton(
     q = draft if has_q else target
     q_strides = draft.stride() if has_q else (0, 0, 0)
     if coins.shape[1] == 0:
-        coins = final_coins[:, None]  # never read (no drafts); keeps the pointer valid
+        coins = inputs.keys[:, None]  # never read (no drafts); keeps the pointer valid
     rates = params.rates_tensor(candidates.device)
     assert params.mode in (THRESHOLDS, TYPICAL, SYNTHETIC)
     _relaxed_kernel[(b,)](
@@ -129,7 +130,7 @@ def verify_chain_relaxed_triton(
         target, *target.stride(),
         q, *q_strides,
         coins, coins.stride(0), coins.stride(1),
-        final_coins, final_coins.stride(0),
+        inputs.keys, inputs.positions,
         verify_lens if verify_lens is not None else candidates, rates, len(params.rates),
         accept, bonus, out,
         n, vocab, float(params.threshold_single), float(params.threshold_acc),

@@ -7,6 +7,8 @@
   `torch.rand`; seeded they are a pure integer hash of (seed, offset, column), so every
   tensor-parallel rank and every device computes the same coins without a broadcast.
 - `request_coins`: the coins of a batch with per-request seeds (`SamplingParams.seed`).
+- `request_keys`: each request's key on the random stream (its seed, else the caller's key for
+  it, else a fresh one): what every verifier keys its draws by.
 - `inverse_cdf_sample`: the draw used for correction and bonus tokens: the first index whose
   running mass exceeds `coin * total`, never an index of zero weight.
 - `residual_weights`: `max(p - q, 0)`, with the documented fallback to `p` when it has no mass.
@@ -47,6 +49,7 @@ __all__ = [
     "exponential_race_sample",
     "inverse_cdf_sample",
     "request_coins",
+    "request_keys",
     "residual_weights",
     "uniform_coins",
 ]
@@ -204,3 +207,26 @@ def request_coins(
     seeded = hash_coins(params.seed[:, None], offsets.to(torch.int64)[:, None], cols)
     drawn = torch.rand((b, columns), generator=generator, device=device, dtype=torch.float32)
     return torch.where((params.seed >= 0)[:, None], seeded, drawn)
+
+
+def request_keys(
+    params: SamplingParams,
+    keys: torch.Tensor | None = None,
+    *,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """int64 [b]: each request's key on the random stream. A seeded request
+    (`params.seed >= 0`: vLLM's `SamplingParams.seed`, SGLang's `sampling_seed`) is keyed by
+    its seed, so its tokens are a function of the seed alone; an unseeded one by `keys[r]` (the
+    key its caller drew once for it) or, without `keys`, a fresh key from `generator`."""
+    from specreg.kernels.random_stream import fresh_keys
+
+    b = params.batch_size
+    device = params.seed.device
+    if keys is None:
+        keys = fresh_keys(b, device, generator=generator)
+    else:
+        check_shape("keys", keys, (b,))
+        check_dtype("keys", keys, (torch.int32, torch.int64))
+        check_same_device(seed=params.seed, keys=keys)
+    return torch.where(params.seed >= 0, params.seed.to(torch.int64), keys.to(torch.int64))
