@@ -75,6 +75,8 @@ from specreg.kernels.filtering.types import (
     filter_rule,
 )
 from specreg.kernels.penalties import Penalties
+from specreg.kernels.random_stream import stream_keys
+from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 from specreg.kernels.relaxed.torch_impl import (
     first_coins,
     verify_chain_relaxed_torch,
@@ -82,8 +84,6 @@ from specreg.kernels.relaxed.torch_impl import (
 )
 from specreg.kernels.relaxed.triton_impl import verify_chain_relaxed_triton
 from specreg.kernels.relaxed.types import SYNTHETIC, RuleParams
-from specreg.kernels.random_stream import stream_keys
-from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 from specreg.kernels.triton_shim import vocab_tile
 from specreg.sampling_params import SamplingParams
