@@ -13,8 +13,6 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.chain.torch_impl import accept_limits, assemble, emit_lanes
-from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
-from specreg.kernels.random_stream.types import SAMPLE_ROLE
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.torch_impl import (
@@ -24,6 +22,8 @@ from specreg.kernels.filtering.torch_impl import (
     gathered_row_stats,
 )
 from specreg.kernels.filtering.types import FilterRule, filter_rule
+from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.random_stream.types import SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import block_race_torch, cpu_row_chunks
 from specreg.sampling_params import SamplingParams
 
