@@ -7,7 +7,8 @@ sampled requests then run one of two rules (`GenerationResult.verify_rule` says 
   parameters (`specreg.draft_sampling`) and the verifier gets the draft logits, so it runs
   rejection sampling against that q (chain and block: the classic rule; tree: the recursive
   rule over children drawn without replacement). Available when the drafts come from the toy
-  draft model step by step (chain), from a block drafter whose `propose` takes `params`, or
+  draft model step by step (chain), from a drafter driving a draft model whose `draft` takes
+  `params` (draft_model), from a block drafter whose `propose` takes `params`, or
   from a tree drafter whose `start` takes `params` and that has `draft_logits`.
 - `target_only`: the drafts are deterministic (greedy draft-model proposals, model-free
   drafters, Medusa heads) and the verifier gets no q; lossless for any proposal drawn
@@ -50,6 +51,8 @@ def can_draw_with_params(plan: SpecPlan, *, history_trees: bool) -> bool:
                 and _takes(drafter, "start", "params") and hasattr(drafter, "draft_logits"))
     if history_trees:
         return False
+    if drafter is not None and _takes(drafter, "draft", "params"):
+        return True  # a drafter driving a draft model (draft_model) draws with params
     return drafter is None  # the loop's own draft-model chain; model-free drafters are fixed
 
 
