@@ -84,12 +84,13 @@ def resolve_rule(
 
 def sampled_draft_chain(
     draft: ToyLM, batch: Batch, gamma: int, params: SamplingParams, *,
-    generator: torch.Generator, filter_order: str | None,
+    keys: torch.Tensor | None, filter_order: str | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """gamma drafts per request from the toy draft model, each drawn from the request's
     filtered q (greedy requests: the argmax): (candidates [b, gamma + 1], draft logits
-    [b, gamma, V], the rows the drafts were drawn from). `filter_order`: the plan's (None:
-    the default order, as the verifiers read it)."""
+    [b, gamma, V], the rows the drafts were drawn from). Draft j is the SAMPLE-role race at
+    (the request's key, position lengths + j). `filter_order`: the plan's (None: the default
+    order, as the verifiers read it)."""
     from specreg.draft_sampling import sample_rows
     from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER
 
@@ -101,7 +102,8 @@ def sampled_draft_chain(
     for j in range(gamma):
         lengths = batch.lengths + j
         logits = draft.next_logits(ext, lengths).float()
-        token = sample_rows(logits, params, generator=generator, filter_order=order).tokens
+        token = sample_rows(logits, params, keys=keys, positions=lengths,
+                            filter_order=order).tokens
         ext[torch.arange(b), lengths] = token
         candidates.append(token)
         rows.append(logits)
