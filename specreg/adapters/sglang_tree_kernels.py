@@ -292,7 +292,7 @@ def filter_probs(
     top-k survivors, then min-p) and renormalised; a fresh float32 [R, V].
 
     The kept set is specreg's (`specreg.kernels.filtering`; ties at a cut all kept): top-k keeps
-    p >= the k-th largest p, top-p keeps z = log p >= `row_stats`' threshold, min-p keeps
+    p >= the k-th largest p, top-p keeps p >= `row_stats`' threshold (a probability), min-p keeps
     p >= min_p * max p. The kept values are the row's own probabilities over their sum. Only
     the filters a call asks for are computed (SGLang calls one at a time)."""
     check_shape("probs", probs, (None, None))
@@ -318,8 +318,9 @@ def filter_probs(
         keep = (out >= kth) | ~cut_k[:, None]
     if top_p is not None and bool((params.top_p < 1).any()):
         z = scaled_scores(out, params.temperature, probabilities=True)
-        stats = row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES["specreg"])
-        kept = z >= stats.threshold[:, None]
+        stats = row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES["specreg"],
+                          keys=out, temperature=params.temperature)
+        kept = out >= stats.threshold[:, None]
         keep = kept if keep is None else keep & kept
     if min_p is not None and bool((params.min_p > 0).any()):
         kept = out >= params.min_p[:, None] * out.amax(-1, keepdim=True)

@@ -22,6 +22,7 @@ from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import (
     TOP_P_PREFIX,
     RowStats,
+    filter_keys,
     filtered_rows,
     row_stats,
     scaled_scores,
@@ -99,7 +100,8 @@ def _torch_row(scores, rule, probabilities):
     top_k, top_p = torch.tensor([rule["top_k"]]), torch.tensor([rule["top_p"]])
     min_p = torch.tensor([rule["min_p"]])
     z = scaled_scores(scores[None], one, probabilities=probabilities)
-    stats = row_stats(z, top_k, top_p, min_p)
+    keys = filter_keys(scores[None], probabilities=probabilities)  # probabilities rank as p
+    stats = row_stats(z, top_k, top_p, min_p, keys=keys, temperature=one)
     return filtered_rows(scores[None], one, stats, min_p, probabilities=probabilities)[0], stats
 
 

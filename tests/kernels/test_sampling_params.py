@@ -19,7 +19,12 @@ from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_greedy_from_predict
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
+from specreg.kernels.filtering.torch_impl import (
+    filter_keys,
+    filtered_rows,
+    row_stats,
+    scaled_scores,
+)
 from specreg.kernels.filtering.triton_impl import row_stats_triton
 from specreg.kernels.filtering.types import FILTER_RULES
 from specreg.kernels.sampling import exponential_race_sample
@@ -366,7 +371,8 @@ def test_triton_row_stats_equal_torch(probabilities):
     scores, temperature, top_k, top_p, min_p = _rows(2)
     source = torch.softmax(scores, -1) if probabilities else scores
     z = scaled_scores(source, temperature, probabilities=probabilities)
-    stats = row_stats(z, top_k, top_p, min_p)
+    keys = filter_keys(source, probabilities=probabilities)  # probabilities rank as p
+    stats = row_stats(z, top_k, top_p, min_p, keys=keys, temperature=temperature)
     shift, threshold, norm = row_stats_triton(
         source, torch.arange(scores.shape[0]), temperature, top_k, top_p, min_p,
         probabilities=probabilities, block_v=32,

@@ -5,11 +5,13 @@ values; on a CPU, with torch ops, the cheapest exact pivot is a column maximum: 
 onto `PIVOT_COLUMNS` columns is read once at reduction speed (`column_maxima`), and a
 k-th largest column maximum (or the one where the ranked maxima's mass reaches the top-p goal)
 bounds the cut from below, so only the columns reaching it are gathered and ranked
-(`pivot_prefix`). `RowWeights` holds a row block's weights exp(z - max), built only when a rule
-needs them token by token.
+(`pivot_prefix`). `RowWeights` holds a row block's weights exp(z - max) (the one exp,
+`specreg.kernels.sampling.torch_impl.exp_`), built only when a rule needs them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -24,8 +26,8 @@ PIVOT_RANKED = 256
 
 
 class RowWeights:
-    """The weights exp(z - shift) of a row block, built only when a rule needs them per token;
-    their row sums alone come from one fused softmax (its largest entry is 1 / the sum)."""
+    """The weights `exp_(z - shift)` of a row block, built once when a rule needs them (per
+    token, or their row sums)."""
 
     def __init__(self, z: torch.Tensor, shift: torch.Tensor) -> None:
         self._z, self._shift = z, shift
@@ -38,11 +40,10 @@ class RowWeights:
         return self._full
 
     def total(self) -> torch.Tensor:
+        """The row sums of `full()`: the same weights the rows hold, so a row's mass is one
+        exp's sum (not a fused softmax's own exp; as fast, 0.26 ms for 12 rows of 32k)."""
         if self._total is None:
-            if self._full is not None:
-                self._total = self._full.sum(-1)
-            else:
-                self._total = torch.softmax(self._z, -1).amax(-1).reciprocal_()
+            self._total = self.full().sum(-1)
         return self._total
 
 
@@ -67,10 +68,15 @@ def pivot_prefix(
     min_p: torch.Tensor,
     top_p_over: str,
     keeps_boundary: bool,
+    *,
+    z_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(prefix, L, complete) for the rows `need` (top-p measured over `top_p_over`, the
-    boundary kept when `keeps_boundary`: a `FilterRule`'s fields): the rows of `z` sorted descending down to a
-    pivot L (every element >= L of the row, in order; -inf after them): the prefix `row_stats` cuts, found without sorting the row.
+    boundary kept when `keeps_boundary`: a `FilterRule`'s fields): the rows of `z` (the filter
+    keys: scaled scores, or probabilities with `z_of` mapping key values [m, w] of rows [m] to
+    their scaled scores) sorted descending down to a pivot L (every element >= L of the row, in
+    order; -inf after them): the prefix `row_stats` cuts, found without sorting the row. The
+    maxima's masses are `exp_(z - shift)`, the one exp of the torch path.
 
     L is a column maximum: for a top-k row the k-th largest one (k columns hold an element
     >= it, so the k-th largest element is >= L); for a top-p row without top-k the first one at
@@ -104,7 +110,8 @@ def pivot_prefix(
         pivot = ranked.gather(1, (k - 1).clamp(0, ranked_count - 1)[:, None]).squeeze(1)
         if goal is None:
             break
-        mass = ranked.sub(shift[need, None]).exp_()
+        centre = shift[need, None]
+        mass = exp_(ranked - centre if z_of is None else z_of(ranked, need).sub_(centre))
         if top_p_over == "top_k_min_p":
             mass = torch.where(mass >= min_p[need, None], mass, 0.0)
         running = mass.cumsum_(-1)
