@@ -186,7 +186,7 @@ def test_a_boundary_token_is_accepted_iff_the_rule_keeps_it(backend):
 def _binned_row():
     """V = 5121: one token of weight 1, 1024 tied at 2**-10 (mass 1), 4096 tied at 2**-11
     (mass 2), one at e**-40. top_p = .5 puts the goal (2) exactly at the end of the second group, past the
-    sorted prefix, so the binned search (`_top_p_threshold`) meets the exact boundary."""
+    sorted prefix, so the binned search (`pivot.binned_top_p_threshold`) meets the exact boundary."""
     weights = [1.0] + [2.0**-10] * 1024 + [2.0**-11] * 4096
     scores = torch.tensor([math.log(w) for w in weights], dtype=torch.float32)
     assert torch.equal((scores - scores.max()).exp(), torch.tensor(weights))

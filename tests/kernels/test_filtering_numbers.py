@@ -205,3 +205,60 @@ def test_logprobs_are_the_logs_of_the_rows(probabilities):
     top = p.gather(1, lp.top_tokens[:, 0])
     assert torch.equal(lp.top_logprobs[:, 0], torch.log(top))
     assert math.isinf(float(lp.token[2, 0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Zero probabilities (a grammar mask on probability rows): keys -inf, as their log
+
+
+@pytest.mark.parametrize("vocab", [40, 2 * PIVOT_MIN_VOCAB])
+def test_zero_probabilities_are_masked_keys_on_every_backend(vocab):
+    """Probability rows with most tokens at 0 and a top-k past the nonzero ones, top-p and
+    min-p: torch (short or pivot rows) and Triton give the same thresholds (element keys;
+    -inf where the cut falls among the zeros) and keep the reference's tokens."""
+    from specreg.kernels.filtering.triton_impl import row_stats_triton
+
+    gen = torch.Generator().manual_seed(4)
+    rows = torch.softmax(2 * torch.randn(4, vocab, generator=gen), -1)
+    rows[:, 7:] = torch.where(torch.rand(4, vocab - 7, generator=gen) < 0.9, 0.0, rows[:, 7:])
+    rows /= rows.sum(-1, keepdim=True)
+    positive = (rows > 0).sum(-1)
+    temperature = torch.tensor([1.0, 0.7, 1.5, 1.0])
+    top_k = torch.stack([positive[0] + 3, positive[1] * 0, positive[2] * 0 + 5, positive[3] + 1])
+    top_p = torch.tensor([1.0, 0.9, 0.95, 0.999999])
+    min_p = torch.tensor([0.0, 0.0, 0.01, 0.0])
+    index = torch.arange(4)
+    stats = gathered_row_stats(rows, index, temperature, top_k, top_p, min_p,
+                               probabilities=True)
+    shift, threshold, norm = row_stats_triton(rows, index, temperature, top_k, top_p, min_p,
+                                              probabilities=True, block_v=32 if vocab < 1024 else 1024)
+    assert torch.equal(threshold, stats.threshold)
+    assert float(stats.threshold[0]) == float("-inf")  # top-k past the positives keeps all
+    got = filtered_rows(rows, temperature, stats, min_p, probabilities=True)
+    for r in range(4):
+        want = filtered_distribution(rows[r], temperature=float(temperature[r]),
+                                     top_k=int(top_k[r]), top_p=float(top_p[r]),
+                                     min_p=float(min_p[r]), probabilities=True)
+        assert torch.equal(got[r] > 0, want > 0), r
+        assert torch.allclose(got[r].double(), want, atol=1e-6), r
+
+
+def test_the_one_log_is_torch_log_with_zeros_at_minus_inf():
+    """`log_` / `log_keys_`: torch.log's bits on positive values wherever they sit, -inf on
+    zeros (and the -inf padding), and the keys' zeros set to -inf."""
+    from specreg.kernels.sampling.torch_impl import log_, log_keys_
+
+    gen = torch.Generator().manual_seed(1)
+    p = torch.rand(5000, generator=gen)
+    p[::3] = 0.0
+    p[1] = float("-inf")
+    positive = p > 0
+    for out in (log_(p, fresh=True), log_(p.clone())):
+        assert torch.equal(out[positive], torch.log(p[positive]))
+        assert bool((out[~positive] == float("-inf")).all())
+    keys = p.clone()
+    z = log_keys_(keys)
+    assert torch.equal(z, log_(p, fresh=True))
+    assert torch.equal(keys[positive], p[positive]) and bool((keys[~positive] == float("-inf")).all())
+    alone = torch.stack([log_(p[i : i + 1].clone())[0] for i in range(0, 300)])
+    assert torch.equal(alone, log_(p, fresh=True)[:300])

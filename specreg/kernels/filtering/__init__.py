@@ -4,9 +4,9 @@ Rule, per request with temperature T > 0, from scores s [V] (raw logits; or, for
 inputs, s = log p, so that a probability row is treated as softmax of its logarithm):
 
 1. z = s / T (float32; T = 0 is greedy and never reaches the filter). The filters rank keys:
-   z for logits; for probability inputs the float32 probabilities p themselves (p^(1/T) orders
-   as p does, while a float32 log maps distinct probabilities onto one value, a tie no other
-   sampler sees).
+   z for logits; for probability inputs the float32 probabilities p themselves, -inf where
+   p = 0 (p^(1/T) orders as p does, while a float32 log maps distinct probabilities onto one
+   value, a tie no other sampler sees).
 2. top-k (0 < k < V): keep v iff key_v >= the k-th largest key. Ties at the k-th value are all
    kept.
 3. top-p (p < 1): keep v iff the mass of the tokens with a key strictly above key_v, within the

@@ -39,7 +39,7 @@ def filtered_distribution(
     backend); temperature 0 returns the one-hot of the argmax (lowest index on ties)."""
     rule = filter_rule(order)
     s = scores.to(torch.float32)
-    key = s
+    key = torch.where(s > 0, s, float("-inf"))  # probabilities: p itself (0: masked, as log 0)
     if probabilities:
         s = torch.log(s)
     vocab = s.shape[0]
@@ -55,7 +55,7 @@ def filtered_distribution(
     top_k_keep = everything
     if 0 < top_k < vocab:
         top_k_keep = key >= key[ordered[top_k - 1]]
-    shift = float(z.max())
+    shift = float(z[max(range(vocab), key=lambda v: float(key[v]))])  # z of the largest key
 
     def weight_of(v: int) -> float:
         x = float(z[v]) - shift

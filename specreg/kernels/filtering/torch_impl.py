@@ -20,7 +20,13 @@ import torch
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.pivot import torch_impl as pivot
 from specreg.kernels.pivot.torch_impl import RowWeights, column_maxima, pivot_prefix
-from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks, exp_
+from specreg.kernels.sampling.torch_impl import (
+    CPU_CHUNK_ELEMENTS,
+    cpu_row_chunks,
+    exp_,
+    log_,
+    log_keys_,
+)
 
 #: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
 #: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).
@@ -41,15 +47,12 @@ TOP_P_PREFIX = 256
 PIVOT_MIN_VOCAB = 4 * pivot.PIVOT_COLUMNS
 #: Largest top-k the pivot search serves (past it, the topk prefix).
 PIVOT_MAX_K = 256
-#: Mass bins of the top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled logit
-#: below the row's max (the last bin takes the rest).
-TOP_P_BINS = 256
-TOP_P_BINS_PER_UNIT = 8.0
 
 
 @attrs.frozen(kw_only=True)
 class RowStats:
-    """Per-row summary of a filtered distribution (float32 [r] each): `shift` = max z,
+    """Per-row summary of a filtered distribution (float32 [r] each): `shift` = max z (the z
+    of the largest key),
     `threshold` = the smallest kept key (the scaled score z for logits, the probability for
     probability inputs; -inf when top-k and top-p keep everything), `norm` = the kept mass
     sum(exp(z - shift))."""
@@ -65,32 +68,42 @@ def scaled_scores(
     """z = s / T as a fresh float32 [r, V] (s = log(rows) for probability inputs); `owned`:
     `rows` is the caller's own temporary (a gathered copy), divided in place when float32."""
     if probabilities:
-        return _log_scaled_(rows.to(torch.float32, copy=not owned), temperature[:, None])
+        probs = rows.to(torch.float32)
+        fresh = not owned and probs is rows
+        return log_(probs, fresh=fresh).div_(temperature[:, None])
     if owned and rows.dtype == torch.float32:
         return rows.div_(temperature[:, None])
     return torch.div(rows, temperature[:, None])
 
 
-def _log_scaled_(probs: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
-    """z = log(p) / T in place on float32 probabilities (T broadcast to them): the one log of
-    the torch path's processed values."""
-    return probs.log_().div_(temperature)
-
-
 def filter_keys(rows: torch.Tensor, *, probabilities: bool) -> torch.Tensor | None:
-    """The values the filters rank, as a fresh float32 [r, V]: the probabilities themselves for
+    """The values the filters rank, a new float32 [r, V]: the probabilities themselves for
     probability inputs (p^(1/T) orders as p does, and log would merge distinct probabilities
-    into ties); None for logits, whose keys are their scaled scores z."""
-    return rows.to(torch.float32, copy=True) if probabilities else None
+    into ties), -inf where p = 0 (a masked token, as its log); None for logits, whose keys are
+    their scaled scores z."""
+    if not probabilities:
+        return None
+    keys = rows.to(torch.float32, copy=True)
+    return keys.masked_fill_(keys <= 0, float("-inf"))
+
+
+def scaled_probabilities(
+    rows: torch.Tensor, temperature: torch.Tensor, *, owned: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keys, z) of probability rows [r, V] or gathered values [r] / [r, m] (T [r]): the keys
+    of `filter_keys` and z = log(p) / T (new), from one zero test (`log_keys_`); `owned`: a
+    float32 `rows` is the caller's temporary, made the keys in place."""
+    keys = rows.to(torch.float32, copy=not owned)
+    return keys, log_keys_(keys).div_(temperature if rows.dim() == 1 else temperature[:, None])
 
 
 def keys_to_z(temperature: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """For probability keys: (values [m, w] of the rows `rows` [m]) -> their scaled scores
-    log(values) / T, fresh, by the same log and division as `scaled_scores` (the -inf padding
-    of a prefix reads as p = 0: z = -inf)."""
+    log(values) / T, fresh, by the same log (`log_`) and division as `scaled_scores` (the -inf
+    padding of a prefix reads as p = 0: z = -inf)."""
 
     def z_of(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        return _log_scaled_(values.clamp_min(0.0), temperature.index_select(0, rows)[:, None])
+        return log_(values, fresh=True).div_(temperature.index_select(0, rows)[:, None])
 
     return z_of
 
@@ -156,7 +169,7 @@ def row_stats(
     maxima (`pivot.pivot_prefix`, no sort of the row); on shorter rows or past `PIVOT_MAX_K`,
     one `torch.topk` prefix (at least `TOP_P_PREFIX` long, and long enough for the largest k).
     A row whose nucleus does not fit in its prefix falls back to the binned search
-    (`_top_p_threshold`). Tie rule, as the reference's: a threshold is an element's key and
+    (`pivot.binned_top_p_threshold`). Tie rule, as the reference's: a threshold is an element's key and
     every element with that key is kept. Every weight is `exp_(z - shift)`; a prefix key's z is
     computed by `keys_to_z`, the same log and division that made the row's z."""
     rows, vocab = z.shape
@@ -165,7 +178,6 @@ def row_stats(
     if keys is not None:
         assert temperature is not None, "probability keys need the rows' temperatures"
         z_of = keys_to_z(temperature)
-    every_row = torch.arange(rows, device=z.device)
 
     def weigh(values: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
         """The weights of key values [m, w] of the rows `at` [m] (fresh)."""
@@ -174,8 +186,8 @@ def row_stats(
 
     folded = vocab >= PIVOT_MIN_VOCAB
     maxima = column_maxima(key) if folded else None
-    top = (maxima if folded else key).amax(-1)
-    shift = top if z_of is None else z_of(top[:, None], every_row)[:, 0]
+    top = (maxima if folded else key).amax(-1)  # the largest key; shift: its z (max z)
+    shift = top if z_of is None else z_of(top[:, None], torch.arange(rows, device=z.device))[:, 0]
     weight = RowWeights(z, shift)
     threshold = torch.full((rows,), float("-inf"), device=z.device)
     cut_k = (top_k > 0) & (top_k < vocab)
@@ -201,6 +213,7 @@ def row_stats(
         threshold[need] = floor
         # rows whose kept set is all in the prefix (every element >= the threshold is there)
         in_prefix = complete | (floor > low)
+        w_prefix = weigh(values, need)
         p_local = cut_p[need].nonzero().flatten()
         if p_local.numel():
             every = p_local.numel() == rows  # the common uniform batch: no row copies
@@ -227,7 +240,7 @@ def row_stats(
                 goal = torch.where(in_base, weight_p, 0.0).sum(-1)
             goal = top_p[p_rows] * goal
             ranked = values[p_local]
-            running = weigh(ranked, p_rows)
+            running = w_prefix[p_local]
             dropped = ranked < base_floor[:, None]
             if base_min_p is not None:
                 dropped |= running < base_min_p[:, None]
@@ -242,8 +255,9 @@ def row_stats(
             missing = (~reached).nonzero().flatten()
             if missing.numel():
                 rows_m = p_rows[missing]
-                cut[missing] = _top_p_threshold(
-                    key[rows_m], z[rows_m], shift[rows_m], base_floor[missing], top_p[rows_m],
+                cut[missing] = pivot.binned_top_p_threshold(
+                    key[rows_m], z[rows_m], weight.full()[rows_m], shift[rows_m],
+                    base_floor[missing], top_p[rows_m],
                     None if base_min_p is None else base_min_p[missing],
                     keeps_boundary=rule.keeps_top_p_boundary,
                     weigh=lambda values, at: weigh(values, rows_m[at]),
@@ -253,7 +267,6 @@ def row_stats(
             in_prefix[p_local] = inside & reached
         # the kept set lies inside the prefix: its mass from there, not from the whole row
         limit = threshold.index_select(0, need)[:, None]
-        w_prefix = weigh(values, need)
         keep = (values >= limit) & (w_prefix >= min_p.index_select(0, need)[:, None])
         prefix_norm = torch.where(keep, w_prefix, 0.0).sum(-1)
         if need.numel() == rows and bool(in_prefix.all()):
@@ -266,52 +279,6 @@ def row_stats(
     if need.numel():
         norm[need[in_prefix]] = prefix_norm[in_prefix]
     return RowStats(shift=shift, threshold=threshold, norm=norm)
-
-
-def _top_p_threshold(
-    key: torch.Tensor,
-    z: torch.Tensor,
-    shift: torch.Tensor,
-    base_floor: torch.Tensor,
-    top_p: torch.Tensor,
-    base_min_p: torch.Tensor | None,
-    *,
-    keeps_boundary: bool,
-    weigh: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-) -> torch.Tensor:
-    """The top-p threshold per row (a key): the key at which the descending cumulative mass of
-    the set top-p measures (key >= `base_floor`, weight >= `base_min_p` when given) first
-    reaches (`keeps_boundary`: passes) p * its total. `weigh(values, rows)` gives the weights of
-    key values [m, w] of these rows (row numbers into `key`).
-
-    No full sort: the set's mass is binned by distance of z below the max (`TOP_P_BINS` bins of
-    1/`TOP_P_BINS_PER_UNIT` logit, the last one open-ended; z is monotone in the key, so the
-    bins cut the key order into runs), the bin where the cumulative mass crosses the goal is
-    found, and only that bin's keys are sorted."""
-    rows, _ = z.shape
-    weight = exp_(z - shift[:, None])
-    survivors = key >= base_floor[:, None]
-    if base_min_p is not None:
-        survivors &= weight >= base_min_p[:, None]
-    weight = torch.where(survivors, weight, 0.0)
-    goal = top_p * weight.sum(-1)
-    bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
-    bins = bins.to(torch.int64)
-    flat = bins + torch.arange(rows, device=z.device)[:, None] * TOP_P_BINS
-    mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
-    cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
-    below = (cum <= goal[:, None]) if keeps_boundary else (cum < goal[:, None])
-    crossing = below.sum(-1).clamp_max(TOP_P_BINS - 1)
-    before = torch.where(
-        crossing > 0, cum.gather(1, (crossing - 1).clamp_min(0)[:, None]).squeeze(1), 0.0
-    )
-    in_bin = (bins == crossing[:, None]) & survivors
-    width = max(int(in_bin.sum(-1).max()), 1)
-    values = torch.topk(torch.where(in_bin, key, float("-inf")), width, dim=-1).values
-    running = before[:, None] + weigh(values, torch.arange(rows, device=z.device)).cumsum(-1)
-    below = (running <= goal[:, None]) if keeps_boundary else (running < goal[:, None])
-    first = below.sum(-1).clamp_max(width - 1)
-    return values.gather(1, first[:, None]).squeeze(1)
 
 
 def gathered_row_stats(
@@ -334,23 +301,20 @@ def gathered_row_stats(
     for start, stop in cpu_row_chunks(count, flat.shape[-1], STATS_CHUNK_ELEMENTS):
         part = slice(start, stop)
         gathered = flat.index_select(0, index[part])
-        keys = filter_keys(gathered, probabilities=probabilities)
-        z = scaled_scores(gathered, temperature[part], probabilities=probabilities, owned=True)
+        # Probability rows keep their keys only when a rank filter reads them; otherwise z is
+        # made in place and the shift is max z, the z of the largest key either way (log and
+        # the division are monotone: torch 2.13's CPU log checked on every positive float32).
+        cut = ((top_k[part] > 0) & (top_k[part] < flat.shape[-1])) | (top_p[part] < 1)
+        keys = None
+        if probabilities and bool(cut.any()):
+            keys, z = scaled_probabilities(gathered, temperature[part], owned=True)
+        else:
+            z = scaled_scores(gathered, temperature[part], probabilities=probabilities,
+                              owned=True)
         stats = row_stats(z, top_k[part], top_p[part], min_p[part], rule, keys=keys,
-                          temperature=temperature[part] if probabilities else None)
+                          temperature=temperature[part])
         shift[part], threshold[part], norm[part] = stats.shift, stats.threshold, stats.norm
     return RowStats(shift=shift, threshold=threshold, norm=norm)
-
-
-def _token_values(
-    scores: torch.Tensor, temperature: torch.Tensor, *, probabilities: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(z, keys) of gathered scores [r] or [r, m] (any float; T [r]), by the row path's ops."""
-    t = temperature if scores.dim() == 1 else temperature[:, None]
-    if probabilities:
-        keys = scores.to(torch.float32, copy=True)
-        return _log_scaled_(keys.clone(), t), keys
-    return torch.div(scores.to(torch.float32), t), None
 
 
 def filtered_probs_at(
@@ -363,7 +327,12 @@ def filtered_probs_at(
 ) -> torch.Tensor:
     """Filtered probabilities of gathered scores, one per row ([r]) or a few ([r, m]); the same
     float32 numbers `filtered_rows` holds at those tokens."""
-    z, keys = _token_values(scores, temperature, probabilities=probabilities)
+    if probabilities:
+        keys, z = scaled_probabilities(scores, temperature)
+    else:  # the row path's division, per token
+        keys = None
+        z = torch.div(scores.to(torch.float32),
+                      temperature if scores.dim() == 1 else temperature[:, None])
     return _filtered(z, keys, stats, min_p, index=(...,) if z.dim() == 1 else (..., None))
 
 
@@ -376,9 +345,7 @@ def filtered_log_probs_at(
     probabilities: bool,
 ) -> torch.Tensor:
     """log of `filtered_probs_at` (-inf where the row holds 0): the logprobs of those tokens."""
-    return filtered_probs_at(
-        scores, temperature, stats, min_p, probabilities=probabilities
-    ).log_()
+    return log_(filtered_probs_at(scores, temperature, stats, min_p, probabilities=probabilities))
 
 
 def filtered_rows(
@@ -390,6 +357,7 @@ def filtered_rows(
     probabilities: bool,
 ) -> torch.Tensor:
     """The filtered distributions of `rows` [r, V] as float32 [r, V] (fresh)."""
-    keys = filter_keys(rows, probabilities=probabilities)
-    z = scaled_scores(rows, temperature, probabilities=probabilities)
-    return _filtered(z, keys, stats, min_p)
+    if probabilities:
+        keys, z = scaled_probabilities(rows, temperature)
+        return _filtered(z, keys, stats, min_p)
+    return _filtered(scaled_scores(rows, temperature, probabilities=False), None, stats, min_p)

@@ -43,11 +43,11 @@ if triton is not None:
     def scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS: tl.constexpr):
         """(key, z) of one tile (-inf outside the row): z = s / T, s = log(p) for probability
         rows; the filter key is z for logits, p itself for probabilities (p^(1/T) orders as p,
-        and no log merges two probabilities into a tie)."""
+        and no log merges two probabilities into a tie; -inf where p = 0, as its log)."""
         s = tl.load(row_ptr + cols * stride_v, mask=inside, other=float("-inf")).to(tl.float32)
         if PROBS:
             z = tl.log(tl.where(inside, s, 0.0)) / temperature
-            key = s
+            key = tl.where(s > 0.0, s, float("-inf"))
         else:
             z = s / temperature
             key = z
@@ -140,7 +140,7 @@ if triton is not None:
             best = tl.maximum(best, key)
         top = tl.max(best, axis=0)
         top_key = _key(top)
-        shift = top  # max z: z of the largest key (z is monotone in it)
+        shift = top  # max z: the scaled score of the largest key (as the torch path)
         if PROBS:
             shift = tl.log(top) / temperature
         threshold = tl.full([], float("-inf"), tl.float32)

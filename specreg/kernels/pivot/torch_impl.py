@@ -23,6 +23,10 @@ PIVOT_COLUMNS = 1024
 #: Column maxima ranked first for the top-p pivot (and at least top-k of them for top-k); a
 #: nucleus needing more ranks four times as many, up to every column.
 PIVOT_RANKED = 256
+#: Mass bins of the binned top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled
+#: logit below the row's max (the last bin takes the rest).
+TOP_P_BINS = 256
+TOP_P_BINS_PER_UNIT = 8.0
 
 
 class RowWeights:
@@ -147,3 +151,49 @@ def pivot_prefix(
     complete = (ranked[:, -1] < pivot) | (ranked_count == columns)
     return values, pivot, complete
 
+
+def binned_top_p_threshold(
+    key: torch.Tensor,
+    z: torch.Tensor,
+    weight: torch.Tensor,
+    shift: torch.Tensor,
+    base_floor: torch.Tensor,
+    top_p: torch.Tensor,
+    base_min_p: torch.Tensor | None,
+    *,
+    keeps_boundary: bool,
+    weigh: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """The top-p threshold per row (a key): the key at which the descending cumulative mass of
+    the set top-p measures (key >= `base_floor`, weight >= `base_min_p` when given) first
+    reaches (`keeps_boundary`: passes) p * its total. `weight`: the rows' weights (`exp_`);
+    `weigh(values, rows)` gives those of key values [m, w] of these rows (row numbers into
+    `key`).
+
+    No full sort: the set's mass is binned by distance of z below the max (`TOP_P_BINS` bins of
+    1/`TOP_P_BINS_PER_UNIT` logit, the last one open-ended; z is monotone in the key, so the
+    bins cut the key order into runs), the bin where the cumulative mass crosses the goal is
+    found, and only that bin's keys are sorted."""
+    rows, _ = z.shape
+    survivors = key >= base_floor[:, None]
+    if base_min_p is not None:
+        survivors &= weight >= base_min_p[:, None]
+    weight = torch.where(survivors, weight, 0.0)
+    goal = top_p * weight.sum(-1)
+    bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
+    bins = bins.to(torch.int64)
+    flat = bins + torch.arange(rows, device=z.device)[:, None] * TOP_P_BINS
+    mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
+    cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
+    below = (cum <= goal[:, None]) if keeps_boundary else (cum < goal[:, None])
+    crossing = below.sum(-1).clamp_max(TOP_P_BINS - 1)
+    before = torch.where(
+        crossing > 0, cum.gather(1, (crossing - 1).clamp_min(0)[:, None]).squeeze(1), 0.0
+    )
+    in_bin = (bins == crossing[:, None]) & survivors
+    width = max(int(in_bin.sum(-1).max()), 1)
+    values = torch.topk(torch.where(in_bin, key, float("-inf")), width, dim=-1).values
+    running = before[:, None] + weigh(values, torch.arange(rows, device=z.device)).cumsum(-1)
+    below = (running <= goal[:, None]) if keeps_boundary else (running < goal[:, None])
+    first = below.sum(-1).clamp_max(width - 1)
+    return values.gather(1, first[:, None]).squeeze(1)

@@ -265,3 +265,37 @@ def exp_(x: torch.Tensor) -> torch.Tensor:
     both on plain, -inf-masked or subnormal rows; torch 2.13, AVX-512, one thread)."""
     floor = _floor_value(x.device)
     return torch.nn.functional.threshold_(x.clamp_min_(EXP_FLOOR).exp_(), floor, 0.0)
+
+
+def _zero_lanes(p: torch.Tensor) -> torch.Tensor | None:
+    """The mask p <= 0 of float32 probabilities when a CPU block holds such lanes (one min pass
+    finds out), else None."""
+    return p <= 0 if p.numel() and bool(p.amin() <= 0) else None
+
+
+def log_(p: torch.Tensor, *, fresh: bool = False) -> torch.Tensor:
+    """The one log of the torch sampling path on float32 probabilities: log(p), -inf where
+    p <= 0 (the -inf padding of a prefix included), in place (or into a new tensor with
+    `fresh`). On CPU, torch's log (MKL's vector log: the same bits wherever a value sits) takes
+    25x as long on zeros as on normal values, so a block holding any has them set to 1 for the
+    log and to -inf after."""
+    zero = _zero_lanes(p) if p.device.type == "cpu" else None
+    if zero is None:
+        return torch.log(p) if fresh else p.log_()
+    ones = p.masked_fill(zero, 1.0) if fresh else p.masked_fill_(zero, 1.0)
+    return ones.log_().masked_fill_(zero, float("-inf"))
+
+
+def log_keys_(p: torch.Tensor) -> torch.Tensor:
+    """`log_(p, fresh=True)`, and `p` made the filters' key in place: lanes p <= 0 set to -inf
+    (a zero probability is a masked token, as its log says). One zero test serves both."""
+    if p.device.type != "cpu":
+        out = torch.log(p)
+        p.masked_fill_(p <= 0, float("-inf"))
+        return out
+    zero = _zero_lanes(p)
+    if zero is None:
+        return torch.log(p)
+    out = p.masked_fill(zero, 1.0).log_().masked_fill_(zero, float("-inf"))
+    p.masked_fill_(zero, float("-inf"))
+    return out
