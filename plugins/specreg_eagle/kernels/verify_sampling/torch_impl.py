@@ -8,7 +8,7 @@ its own children and coin, not on the path), then follows the first accepted chi
 row (`specreg_eagle.kernels.residual_draw`), keyed by (request key, role, absolute position):
 `final_lanes`.
 
-`node_depths` and `stream_tree_coins` give the acceptance coins of the random stream (one per
+`stream_tree_coins` gives the acceptance coins of the random stream (one per
 (position, draft token) in the ACCEPT role); `caller_tree_coins` lays out a caller's coins.
 
 Per parent node, the target-only rule or recursive rejection sampling (see the package
@@ -33,6 +33,7 @@ from specreg.kernels.random_stream.torch_impl import (
 from specreg.kernels.random_stream.types import ACCEPT_ROLE, MASK32, RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks, take_rows_float32
 from specreg_eagle.kernels.residual_draw.torch_impl import final_tokens
+from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
 from specreg_eagle.kernels.verify_greedy.torch_impl import assemble_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
@@ -65,20 +66,6 @@ def final_lanes(inputs: TreeSamplingInputs, last: torch.Tensor, count: torch.Ten
     rejected = (count < inputs.depth) & (below >= 0)
     role = torch.where(rejected, RESIDUAL_ROLE, SAMPLE_ROLE)
     return draw_lanes_torch(inputs.keys, role, inputs.positions.to(torch.int64) + count)
-
-
-def node_depths(next_token: torch.Tensor, next_sibling: torch.Tensor) -> torch.Tensor:
-    """int64 [b, N]: each node's depth (the root 0; a node not linked below the root 0 too),
-    by pointer jumping along the parent links (`sibling_order`)."""
-    parent, _ = sibling_order(next_token, next_sibling)
-    b, n = parent.shape
-    nodes = torch.arange(n, device=parent.device).expand(b, n)
-    jump = torch.where(parent >= 0, parent, nodes)
-    depth = (parent >= 0).to(torch.int64)
-    for _ in range(max(n - 1, 1).bit_length()):
-        depth = depth + depth.gather(1, jump)
-        jump = jump.gather(1, jump)
-    return depth
 
 
 def stream_node_coins(
