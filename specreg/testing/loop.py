@@ -86,13 +86,16 @@ def _softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(logits.float() / temperature, dim=-1)
 
 
-def _pick(probs: torch.Tensor, sampling: bool, generator: torch.Generator) -> torch.Tensor:
-    from specreg.kernels.sampling import exponential_race_sample
+def _pick(
+    probs: torch.Tensor, sampling: bool, keys: torch.Tensor | None, positions: torch.Tensor
+) -> torch.Tensor:
+    """The draft of each request [b] from q `probs` [b, V]: its argmax, or the SAMPLE-role race
+    at (its key, the draft's position) when sampling."""
+    from specreg.kernels.chain import sample_tokens
 
     if not sampling:
         return probs.argmax(-1)
-    flat = probs.reshape(-1, probs.shape[-1])
-    return exponential_race_sample(flat, generator=generator).reshape(probs.shape[:-1])
+    return sample_tokens(probs, keys=keys, positions=positions, check_values=False)
 
 
 class SpeculativeLoop:
@@ -113,6 +116,7 @@ class SpeculativeLoop:
         constraint: TokenConstraint | None = None,
         draft_lengths: Any = None,
         draft_rule: str = "auto",
+        keys: torch.Tensor | None = None,
     ) -> None:
         if plan.verifier is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
@@ -139,6 +143,9 @@ class SpeculativeLoop:
         self.sampling = sampling
         self.temperature = temperature
         self.generator = torch.Generator().manual_seed(seed)
+        #: Each request's key on the random stream (drawn once per request when not given): the
+        #: chain verifiers key their draws by it and the absolute output position.
+        self.keys = keys
         self.verify_width = self.sizes.verify_width
         self.draft_decode_width = self.sizes.width(Phase.DRAFT_DECODE, is_draft_worker=True)
         # buffers are sized from the plan's maxima, which cover every candidate
@@ -216,7 +223,7 @@ class SpeculativeLoop:
         if self.with_draft:
             assert self.params is not None
             return sampled_draft_chain(self.draft, batch, gamma, self.params,
-                                       generator=self.generator,
+                                       keys=self.keys,
                                        filter_order=self.plan.config.filter_order)
         ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
         candidates = [batch.last_tokens()]
@@ -224,7 +231,7 @@ class SpeculativeLoop:
         for j in range(gamma):
             lengths = batch.lengths + j
             q = _softmax(self.draft.next_logits(ext, lengths), self.temperature)
-            token = _pick(q, self.sampling, self.generator)
+            token = _pick(q, self.sampling, self.keys, lengths)
             ext[torch.arange(b), lengths] = token
             candidates.append(token)
             qs.append(q)
@@ -271,6 +278,8 @@ class SpeculativeLoop:
             base_logits = base_logits[:, 1:]  # bonus-anchor layout: the anchor slot conditions only
         drawn = {"params": self.params} if self.with_draft else {
             "temperature": self.temperature if self.sampling else 0.0}
+        if "keys" in inspect.signature(drafter.propose).parameters:
+            drawn.update(keys=self.keys, positions=batch.lengths)  # slot k at lengths + k
         drafts, corrected = drafter.propose(
             base_logits, anchor, head=self.markov_head, generator=self.generator, gamma=gamma,
             **drawn, **lengths_keyword(self),
@@ -295,13 +304,13 @@ class SpeculativeLoop:
         if self.params_verify is not None:
             result = self.params_verify(
                 candidates, logits, q if self.with_draft else None, params=self.params,
-                positions=batch.lengths, **capped,
+                keys=self.keys, positions=batch.lengths, **capped,
                 **self.mask_inputs(paths, depths),
             )
         elif self.sampling:
             result = verifier.verify_sampling(
-                candidates, _softmax(logits, self.temperature), q, generator=self.generator,
-                **capped,
+                candidates, _softmax(logits, self.temperature), q, keys=self.keys,
+                positions=batch.lengths, **capped,
             )
         else:
             result = verifier.verify_greedy(candidates, logits, **capped)
@@ -335,6 +344,10 @@ class SpeculativeLoop:
         batch = Batch(torch.zeros(b, capacity, dtype=torch.long), torch.full((b,), prompt_len))
         batch.seqs[:, :prompt_len] = prompts
         self.reader.start(batch.seqs, batch.lengths)
+        if self.keys is None:
+            from specreg.kernels.random_stream import fresh_keys
+
+            self.keys = fresh_keys(b, "cpu", generator=self.generator)
         emitted: list[int] = []
         stats = AcceptanceStats()
         forwards = 0
