@@ -21,7 +21,8 @@ ACCEPT role, that position, its token): one independent value per (position, dra
 chain family's acceptance coins at tree positions. Under recursive rejection child c is tested
 with its own uniform; under the target-only rule the children of P share one coin, the uniform
 of P's first child. The walk tries the children of one node per position, so no two decisions
-of a walk read the same value (a repeated sibling token is rejected whatever its coin). A
+of a walk read the same value, but for a repeated sibling token under recursive rejection,
+which is rejected whatever its coin (its residual is 0 once it was rejected). A
 caller's `coins` [b, N] (SGLang's uniforms, for parity) replace them in SGLang's layout: P's
 target-only coin `coins[:, P]`, child c's coin `coins[:, c - 1]`. The final token is a race in
 the RESIDUAL role when a child of the last accepted node was tried (and rejected), else the
