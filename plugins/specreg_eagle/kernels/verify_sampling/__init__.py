@@ -25,9 +25,10 @@ of a walk read the same value, but for a repeated sibling token under recursive 
 which is rejected whatever its coin (its residual is 0 once it was rejected). A
 caller's `coins` [b, N] (SGLang's uniforms, for parity) replace them in SGLang's layout: P's
 target-only coin `coins[:, P]`, child c's coin `coins[:, c - 1]`. The final token is a race in
-the RESIDUAL role when a child of the last accepted node was tried (and rejected), else the
-SAMPLE role, at the position of that node's children: nothing depends on the request's row,
-the batch, chunking or the backend.
+the RESIDUAL role at the position of the last accepted node's children, whether a child was
+tried there or not: a tree drafter draws children from the SAMPLE role at that position, and a
+tree pruned by those draws may stop at a leaf because of them, so the final draw never reads
+them. Nothing depends on the request's row, the batch, chunking or the backend.
 
 Sampling, per parent node P (reset whenever a child is accepted):
 - Target-only (no `draft_probs`, or P's q row is all zero): children c_1 < c_2 < ... are tried
