@@ -58,6 +58,18 @@ CONTROL_FACTOR = 1.1
 CHUNK_ELEMENTS = 1 << 26
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: the verifiers' CPU paths run many row-sized ops, and on a shared
+    2-core machine two spinning threads cost 20x (measured: the params path, V 151,936, 512
+    requests, 1.8 s on one thread, 38 s on two; this file 115 s on one, over 10 minutes on two
+    while other jobs ran). On a quiet machine one thread costs little here."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _chunk(vocab: int, n: int) -> int:
     return min(1024, CHUNK_ELEMENTS // (n * vocab))
 
