@@ -56,7 +56,7 @@ from specreg.kernels.checks import (
     check_same_device,
     check_shape,
 )
-from specreg.kernels.filtering.torch_impl import row_stats, scaled_scores
+from specreg.kernels.filtering.torch_impl import row_stats, scaled_probabilities
 from specreg.kernels.filtering.types import FILTER_RULES
 from specreg.kernels.random_stream import fresh_keys
 from specreg.sampling_params import SamplingParams
@@ -358,10 +358,9 @@ def filter_probs(
         kth = values.gather(1, (params.top_k - 1).clamp(0, kmax - 1)[:, None])
         keep = (out >= kth) | ~cut_k[:, None]
     if top_p is not None and bool((params.top_p < 1).any()):
-        z = scaled_scores(out, params.temperature, probabilities=True)
-        stats = row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES["specreg"],
-                          keys=out, temperature=params.temperature)
-        kept = out >= stats.threshold[:, None]
+        keys, z = scaled_probabilities(out, params.temperature)  # top-p ranks p itself
+        kept = out >= row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES[
+            "specreg"], keys=keys, temperature=params.temperature).threshold[:, None]
         keep = kept if keep is None else keep & kept
     if min_p is not None and bool((params.min_p > 0).any()):
         kept = out >= params.min_p[:, None] * out.amax(-1, keepdim=True)

@@ -29,10 +29,12 @@ from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import row_stats, scaled_scores
 from specreg.kernels.filtering.triton_impl import row_stats_triton
+from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 from specreg.kernels.sampling import (
     exponential_race_sample,
     inverse_cdf_sample,
     request_coins,
+    request_keys,
     residual_weights,
     uniform_coins,
 )
@@ -215,10 +217,12 @@ def _params_inputs(b, n, vocab, *, probabilities, with_draft, ragged, seed=0):
     if probabilities:
         target, draft = torch.softmax(target, -1), torch.softmax(draft, -1)
     params = mixed_demo_params(b)
-    drawn = request_coins(params, n, offsets=torch.arange(b), generator=gen)
+    keys = request_keys(params, torch.arange(100, 100 + b))  # a seeded request's: its seed
+    positions = torch.arange(b) * 7
     return ChainParamsInputs(
         candidates=candidates, target=target, draft=draft if with_draft else None,
-        params=params, coins=drawn[:, : n - 1], final_coins=drawn[:, n - 1],
+        params=params, coins=accept_coins_torch(keys, positions, candidates[:, 1:]),
+        keys=keys, positions=positions,
         verify_lens=_ragged(b, n, seed + 1) if ragged else None, probabilities=probabilities,
     )
 
@@ -233,8 +237,8 @@ def test_params_torch_and_triton_equal_reference(probabilities, with_draft, ragg
     want = params_ref.verify_chain_with_params_reference(inputs)
     got = verify_chain_with_params(
         inputs.candidates, inputs.target, inputs.draft, params=inputs.params,
-        probabilities=probabilities, coins=inputs.coins, final_coins=inputs.final_coins,
-        verify_lens=inputs.verify_lens, backend="torch",
+        probabilities=probabilities, coins=inputs.coins, keys=inputs.keys,
+        positions=inputs.positions, verify_lens=inputs.verify_lens, backend="torch",
     )
     _same(got, want, params=True)
     _same(params_triton.verify_chain_with_params_triton(inputs, block_v=16), want, params=True)
@@ -254,7 +258,7 @@ def test_params_invalid_requests_match_reference():
     params.temperature[4] = -1.0
     inputs = ChainParamsInputs(
         candidates=inputs.candidates, target=inputs.target, draft=inputs.draft, params=params,
-        coins=inputs.coins, final_coins=inputs.final_coins,
+        coins=inputs.coins, keys=inputs.keys, positions=inputs.positions,
     )
     want = params_ref.verify_chain_with_params_reference(inputs)
     assert want.param_error.tolist() == [False, True, False, False, True, False]

@@ -236,13 +236,13 @@ def test_same_seed_same_tokens_whatever_the_batch():
     candidates, target, draft = _batch(5)
     b = candidates.shape[0]
     params = mixed_demo_params(b)
-    offsets = torch.arange(100, 100 + b)
-    ref = verify_chain_with_params(candidates, target, draft, params=params, offsets=offsets)
+    offsets = torch.arange(100, 100 + b)  # each request's absolute position
+    ref = verify_chain_with_params(candidates, target, draft, params=params, positions=offsets)
     for seed in range(3):
         perm = torch.randperm(b, generator=torch.Generator().manual_seed(seed))
         got = verify_chain_with_params(
             candidates[perm], target[perm], draft[perm], params=params.select(perm),
-            offsets=offsets[perm],
+            positions=offsets[perm],
         )
         assert torch.equal(got.output_tokens, ref.output_tokens[perm])
     # a different batch composition: half the requests, plus unrelated ones
@@ -257,15 +257,15 @@ def test_same_seed_same_tokens_whatever_the_batch():
         for name in ("temperature", "top_k", "top_p", "min_p", "seed")
     })
     got = verify_chain_with_params(mixed_c, mixed_t, mixed_d, params=both,
-                                   offsets=torch.cat([torch.zeros(5, dtype=torch.long),
-                                                      offsets[keep]]))
+                                   positions=torch.cat([torch.zeros(5, dtype=torch.long),
+                                                        offsets[keep]]))
     assert torch.equal(got.output_tokens[5:], ref.output_tokens[keep])
     # and the seed matters
     reseeded = SamplingParams(**{**{n: getattr(params, n) for n in
                                     ("temperature", "top_k", "top_p", "min_p")},
                                  "seed": params.seed + 1000})
     outs = [verify_chain_with_params(candidates, target, draft, params=reseeded,
-                                     offsets=offsets + k).output_tokens for k in range(4)]
+                                     positions=offsets + k).output_tokens for k in range(4)]
     assert any(not torch.equal(o, ref.output_tokens) for o in outs)
 
 
@@ -396,9 +396,9 @@ def test_triton_chain_with_params_equals_torch(probabilities, with_draft):
         seed=[1, 2, 3, 4, 5, -1],
     )
     kwargs = dict(params=params, verify_lens=torch.tensor([4, 2, 1, 3, 4, 4]),
-                  probabilities=probabilities, offsets=torch.arange(6),
+                  probabilities=probabilities, positions=torch.arange(6),
                   coins=torch.rand(6, 3, generator=torch.Generator().manual_seed(2)) * 0.5,
-                  final_coins=torch.rand(6, generator=torch.Generator().manual_seed(3)))
+                  keys=torch.arange(10, 16))
     a = verify_chain_with_params(candidates, target, draft if with_draft else None,
                                  backend="torch", **kwargs)
     t = verify_chain_with_params(candidates, target, draft if with_draft else None,
@@ -595,24 +595,40 @@ sig = {"cand_ptr": "*i64", "stride_cb": "i32", "stride_cn": "i32",
        "p_ptr": "*bf16", "stride_pb": "i64", "stride_pn": "i32", "stride_pv": "i32",
        "q_ptr": "*bf16", "stride_qb": "i64", "stride_qn": "i32", "stride_qv": "i32",
        "coins_ptr": "*fp32", "stride_ub": "i32", "stride_un": "i32",
-       "final_ptr": "*fp32", "vlens_ptr": "*i64",
+       "keys_ptr": "*i64", "positions_ptr": "*i64", "vlens_ptr": "*i64",
        "temp_ptr": "*fp32", "topk_ptr": "*i64", "topp_ptr": "*fp32", "minp_ptr": "*fp32",
        "invalid_ptr": "*i1", "accept_ptr": "*i32", "bonus_ptr": "*i64", "out_ptr": "*i64",
        "n": "i32", "vocab": "i32", "HAS_Q": "constexpr", "HAS_VLENS": "constexpr",
-       "PROBS": "constexpr", "BLOCK_V": "constexpr", "BLOCK_N": "constexpr"}
-sig["ORDER"] = "constexpr"
-for has_q, probs, order in ((False, False, 0), (False, True, 0), (True, False, 0),
-                            (True, True, 0), (True, False, 1), (True, True, 2)):
+       "PROBS": "constexpr", "BLOCK_V": "constexpr", "BLOCK_N": "constexpr",
+       "ORDER": "constexpr", "INVARIANT": "constexpr"}
+for has_q, probs, order, inv in ((False, False, 0, False), (False, True, 0, False),
+                                 (True, False, 0, False), (True, True, 0, False),
+                                 (True, False, 1, False), (True, True, 2, False),
+                                 (False, True, 0, True)):
     triton.compile(ASTSource(chain_params._chain_params_kernel, sig, constexprs={
         "HAS_Q": has_q, "HAS_VLENS": True, "PROBS": probs, "BLOCK_V": 2048,
-        "BLOCK_N": 8, "ORDER": order}), target=target)
+        "BLOCK_N": 8, "ORDER": order, "INVARIANT": inv}), target=target)
 stats = {"flat_ptr": "*fp32", "stride_r": "i64", "stride_v": "i32", "index_ptr": "*i64",
          "temp_ptr": "*fp32", "k_ptr": "*i64", "p_ptr": "*fp32", "m_ptr": "*fp32",
          "shift_ptr": "*fp32", "threshold_ptr": "*fp32", "norm_ptr": "*fp32", "vocab": "i32",
          "PROBS": "constexpr", "BLOCK_V": "constexpr", "ORDER": "constexpr"}
 for order in (0, 1, 2):  # the filter orders' codes: specreg, vllm, sglang
-    triton.compile(ASTSource(triton_impl._row_stats_kernel, stats, constexprs={
-        "PROBS": False, "BLOCK_V": 1024, "ORDER": order}), target=target)
+    for probs in (False, True):
+        triton.compile(ASTSource(triton_impl._row_stats_kernel, stats, constexprs={
+            "PROBS": probs, "BLOCK_V": 1024, "ORDER": order}), target=target)
+rows = {"flat_ptr": "*fp32", "stride_r": "i64", "stride_v": "i32", "index_ptr": "*i64",
+        "temp_ptr": "*fp32", "m_ptr": "*fp32", "shift_ptr": "*fp32", "threshold_ptr": "*fp32",
+        "norm_ptr": "*fp32", "out_ptr": "*fp32", "vocab": "i32", "PROBS": "constexpr",
+        "BLOCK_V": "constexpr"}
+at = {"flat_ptr": "*bf16", "stride_r": "i64", "stride_v": "i32", "rows_ptr": "*i64",
+      "tokens_ptr": "*i64", "temp_ptr": "*fp32", "m_ptr": "*fp32", "shift_ptr": "*fp32",
+      "threshold_ptr": "*fp32", "norm_ptr": "*fp32", "out_ptr": "*fp32", "width": "i32",
+      "PROBS": "constexpr", "BLOCK_W": "constexpr"}
+for probs in (False, True):  # the rows and token values the Triton paths read
+    triton.compile(ASTSource(triton_impl._filtered_rows_kernel, rows, constexprs={
+        "PROBS": probs, "BLOCK_V": 1024}), target=target)
+    triton.compile(ASTSource(triton_impl._log_probs_at_kernel, at, constexprs={
+        "PROBS": probs, "BLOCK_W": 16}), target=target)
 print("ok")
 """
 
@@ -698,7 +714,7 @@ def test_triton_chain_with_params_equals_torch_in_each_order(order):
                                seed=[1, 2, 3, 4])
     kwargs = dict(params=params, filter_order=order,
                   coins=torch.rand(4, 2, generator=torch.Generator().manual_seed(2)) * 0.5,
-                  final_coins=torch.rand(4, generator=torch.Generator().manual_seed(3)))
+                  keys=torch.arange(20, 24))
     a = verify_chain_with_params(candidates, target, draft, backend="torch", **kwargs)
     t = verify_chain_with_params(candidates, target, draft, backend="triton", block_v=16,
                                  **kwargs)

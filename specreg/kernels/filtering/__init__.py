@@ -17,7 +17,7 @@ inputs, s = log p, so that a probability row is treated as softmax of its logari
    largest one (scale-free, so the same before or after renormalising).
 5. Keep what passes 2-4 and renormalise: pi(v) = w_v / Z over the kept tokens, Z their mass.
 
-The weight is w_v = exp(z_v - max z), 0 where z_v - max z <= `types.EXP_FLOOR` (-87: below
+The weight is w_v = exp(z_v - max z), 0 where z_v - max z <= `EXP_FLOOR` (-87: below
 float32's normal range), computed by one exp per backend (torch: `exp_`; Triton: `exp_weight`).
 Steps 2-4 keep an upper set of keys, so a row is summarised by three numbers (`RowStats`): the
 shift max z, the threshold tau = max(top-k, top-p thresholds) (a key) and the normaliser Z. Any

@@ -7,12 +7,7 @@ import struct
 
 import torch
 
-from specreg.kernels.filtering.types import (
-    DEFAULT_FILTER_ORDER,
-    EXP_FLOOR,
-    FilterOrder,
-    filter_rule,
-)
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 
 
 def _f32(value: float) -> float:
@@ -35,8 +30,12 @@ def filtered_distribution(
     Follows the rule in `specreg.kernels.filtering` step by step with a full sort, top-p
     measured as `order` says (`specreg.kernels.filtering.types`): the filters rank the keys
     (z = s / T for logits, the float32 probabilities for probability inputs), the weights are
-    exp(z - max z) in float64 (0 where the float32 difference is <= `EXP_FLOOR`, as on every
+    exp(z - max z) in float64 (0 where the float32 difference is <= the exp floor, as on every
     backend); temperature 0 returns the one-hot of the argmax (lowest index on ties)."""
+    # imported here: specreg.testing's pytest plugin imports this module before the tests
+    # switch Triton's interpreter on, and the sampling family imports Triton
+    from specreg.kernels.sampling.torch_impl import EXP_FLOOR
+
     rule = filter_rule(order)
     s = scores.to(torch.float32)
     key = torch.where(s > 0, s, float("-inf"))  # probabilities: p itself (0: masked, as log 0)

@@ -34,12 +34,6 @@ FilterOrder = Literal["specreg", "vllm", "sglang"]
 #: The order used when none is chosen (`SpecConfig.filter_order` unset, kernels' default).
 DEFAULT_FILTER_ORDER: FilterOrder = "specreg"
 
-#: A token's weight exp(z - max z) is 0 when z - max z <= EXP_FLOOR, on every backend (torch's
-#: `exp_`, the Triton filter's `exp_weight`, the reference): e**-87 is 1.6e-38, the bottom of
-#: float32's normal range, so no kept weight is subnormal (GPUs flush those) and the CPU exp
-#: never leaves its vector path.
-EXP_FLOOR = -87.0
-
 
 @attrs.frozen
 class FilterRule:

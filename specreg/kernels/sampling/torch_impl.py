@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.filtering.types import EXP_FLOOR
 from specreg.kernels.random_stream.torch_impl import exponentials_of, token_words_torch
 from specreg.kernels.random_stream.types import BLOCK_KEY_BASE, RACE_BLOCK
 
@@ -237,6 +236,11 @@ def block_race_torch(weights: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor
     )
 
 
+#: A token's weight exp(z - max z) is 0 when z - max z <= EXP_FLOOR, on every backend (`exp_`,
+#: the Triton filter's `exp_weight`, the filtering reference): e**-87 is 1.6e-38, the bottom of
+#: float32's normal range, so no kept weight is subnormal (GPUs flush those) and the CPU exp
+#: never leaves its vector path.
+EXP_FLOOR = -87.0
 _FLOOR_VALUES: dict[torch.device, float] = {}
 
 
@@ -250,8 +254,7 @@ def _floor_value(device: torch.device) -> float:
 
 
 def exp_(x: torch.Tensor) -> torch.Tensor:
-    """The one exp of the torch sampling path: exp(x) in place, 0 for x <= `EXP_FLOOR`
-    (`specreg.kernels.filtering.types`); returns
+    """The one exp of the torch sampling path: exp(x) in place, 0 for x <= `EXP_FLOOR`; returns
     `x`. Every processed value (the filters' weights and masses, the rows the race reads, the
     single-token probability of the acceptance test, the logprobs) goes through it.
 
