@@ -39,6 +39,9 @@ class ChainVerifier:
     (`specreg.kernels.relaxed`), per-request `params` included; greedy verification stays exact
     under thresholds and typical acceptance, and takes the synthetic count under synthetic
     acceptance. Results of the lossy rule name it in `VerifyResult.acceptance`.
+    `verify_mode` (the plan's `config.verify_mode`): 'invariant' verifies sampled chains by the
+    drafter-invariant rule (`specreg.kernels.chain.verify_chain_invariant`: tokens equal plain
+    keyed sampling); each sampling call may also pass `invariant=True` / `False`.
     """
 
     rules: tuple[str, ...] = ("greedy", "chain_sampling")
@@ -52,6 +55,7 @@ class ChainVerifier:
         check_values: bool | None = None,
         filter_order: str | None = None,
         acceptance: AcceptanceRule | None = None,
+        verify_mode: str | None = None,
     ) -> None:
         from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 
@@ -82,6 +86,7 @@ class ChainVerifier:
 
             self._rule = RuleParams.of(acceptance, self.gamma)
         self._synthetic = self.acceptance == "synthetic"
+        self.verify_mode = verify_mode or "standard"
 
     @property
     def lossy(self) -> bool:
@@ -163,9 +168,12 @@ class ChainVerifier:
         draft_probs: torch.Tensor | None,
         *,
         params: SamplingParams | None = None,
+        invariant: bool | None = None,
         **inputs: Any,
     ) -> VerifyResult:
         """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
+        Under the invariant verify mode (the plan's, or `invariant=True` for this call) the
+        drafter-invariant rule instead (q not read).
 
         Inputs: those of `verify_chain_sampling` (keys, positions, coins, verify_lens,
         generator) and `draft_lengths` (per request, 0 = one plain sample; instead of
@@ -174,7 +182,15 @@ class ChainVerifier:
         probabilities=True; under a lossy plan rule `verify_chain_relaxed_with_params`)."""
         if params is not None:
             return self._with_params(
-                candidates, target_probs, draft_probs, params, probabilities=True, **inputs
+                candidates, target_probs, draft_probs, params, probabilities=True,
+                invariant=invariant, **inputs,
+            )
+        if self._invariant(invariant):
+            from specreg.kernels.chain import verify_chain_invariant
+
+            inputs.pop("coins", None)
+            return self._run(
+                verify_chain_invariant, candidates, target_probs, backend=self.backend, **inputs
             )
         if self._rule is not None:
             from specreg.kernels.relaxed import verify_chain_relaxed
@@ -203,6 +219,7 @@ class ChainVerifier:
         draft_logits: torch.Tensor | None = None,
         *,
         params: SamplingParams,
+        invariant: bool | None = None,
         **inputs: Any,
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
@@ -211,11 +228,13 @@ class ChainVerifier:
         `positions`, `coins`, `generator` (see `specreg.kernels.chain_params`). A lossy plan rule runs on the filtered
         p and q (`specreg.kernels.relaxed`); greedy requests stay plain greedy."""
         return self._with_params(
-            candidates, target_logits, draft_logits, params, probabilities=False, **inputs
+            candidates, target_logits, draft_logits, params, probabilities=False,
+            invariant=invariant, **inputs,
         )
 
     def _with_params(
-        self, candidates, target, draft, params, *, probabilities, seed=None, **inputs
+        self, candidates, target, draft, params, *, probabilities, invariant=None, seed=None,
+        **inputs,
     ) -> VerifyResult:
         self._check_width(candidates)
         if seed is not None:
@@ -227,6 +246,14 @@ class ChainVerifier:
                     fix="drop seed= and put the seed in SamplingParams.of(..., seed=...)",
                     field="seed",
                 )
+            )
+        if self._invariant(invariant):
+            from specreg.kernels.chain_params import verify_chain_with_params
+
+            return self._run(
+                verify_chain_with_params, candidates, target, draft, params=params,
+                probabilities=probabilities, backend=self.backend,
+                filter_order=self.filter_order, invariant=True, **inputs,
             )
         if self._rule is not None:
             from specreg.kernels.relaxed import verify_chain_relaxed_with_params
@@ -243,6 +270,33 @@ class ChainVerifier:
             probabilities=probabilities, backend=self.backend, filter_order=self.filter_order,
             **inputs,
         )
+
+    def _invariant(self, invariant: bool | None) -> bool:
+        """Whether a sampling call runs the drafter-invariant rule: the call's `invariant`, else
+        the plan's verify mode. SR133 when it would meet the plan's lossy rule."""
+        chosen = self.verify_mode == "invariant" if invariant is None else invariant
+        if not isinstance(chosen, bool):
+            raise KernelInputError(
+                problem(
+                    "SR133",
+                    f"invariant={invariant!r} is not a bool",
+                    accepted="True, False or None (the plan's verify mode)",
+                    fix="pass invariant=True for tokens equal to plain sampling",
+                    field="invariant",
+                )
+            )
+        if chosen and self._rule is not None:
+            raise KernelInputError(
+                problem(
+                    "SR133",
+                    f"the invariant rule was asked for under the plan's lossy {self.acceptance} "
+                    "acceptance rule",
+                    accepted="the invariant rule with lossless acceptance",
+                    fix="resolve the plan without the lossy acceptance setting",
+                    field="invariant",
+                )
+            )
+        return chosen
 
     def _refuse_lossy(self, path: str, *, synthetic_only: bool = False) -> None:
         """SR196: a lossy plan's rule cannot reach `path`; verifying losslessly there instead
@@ -275,6 +329,7 @@ class ChainVerifier:
             f"widths={list(self.widths)}, "
             f"rules={', '.join(self.rules)}, target-only rule when draft_probs is None, "
             f"backend={self.backend}, filter_order={self.filter_order}"
+            + (", verify_mode=invariant" if self.verify_mode == "invariant" else "")
             + (f", acceptance={self.acceptance} (LOSSY)" if self.lossy else "") + ")"
         )
 

@@ -73,6 +73,10 @@ def _steps_tuple(value: Any) -> Any:
     return value
 
 
+#: The verify modes of sampled chains (`SpecConfig.verify_mode`).
+VERIFY_MODES: tuple[str, ...] = ("standard", "invariant")
+
+
 @attrs.frozen(kw_only=True)
 class SpecConfig:
     """A speculative-decoding configuration.
@@ -98,6 +102,10 @@ class SpecConfig:
     )
     candidate_steps: tuple[int, ...] | None = attrs.field(default=None, converter=_steps_tuple)
     filter_order: str | None = None
+    #: How sampled chains are verified: 'standard' (the default: rejection sampling, which
+    #: maximises acceptance) or 'invariant' (a draft is accepted iff it equals the target's own
+    #: keyed race draw, so the tokens equal plain keyed sampling whatever the drafter).
+    verify_mode: str | None = None
     #: The acceptance rule of the plan's verifiers (`specreg.acceptance_rules`): lossless unless
     #: a lossy rule (relaxed thresholds, typical, synthetic) is asked for; a mapping converts.
     acceptance: AcceptanceRule = attrs.field(default=None, converter=rule_of)
@@ -116,6 +124,33 @@ class SpecConfig:
         problems = self.type_problems()
         if problems:
             raise ConfigError(problems)
+
+    def _verify_mode_problems(self) -> list[Problem]:
+        """SR133: an unknown verify mode, or the invariant mode beside a lossy acceptance rule
+        (the invariant rule accepts exactly; a lossy rule would contradict it)."""
+        mode = self.verify_mode
+        if mode is None:
+            return []
+        if mode not in VERIFY_MODES:
+            return [problem(
+                "SR133",
+                f"verify_mode={mode!r} is not a verify mode",
+                accepted=", ".join(VERIFY_MODES) + " (default standard)",
+                fix="leave verify_mode unset for rejection sampling, or pass 'invariant' "
+                "(--speculative-verify-mode invariant) for tokens equal to plain sampling",
+                field="verify_mode",
+            )]
+        lossy = isinstance(self.acceptance, AcceptanceRule) and self.acceptance.lossy
+        if mode == "invariant" and lossy:
+            return [problem(
+                "SR133",
+                f"verify_mode='invariant' with the lossy {self.acceptance.kind} acceptance rule: "
+                "the invariant rule accepts a draft only when it equals the target's own draw",
+                accepted="verify_mode='invariant' with lossless acceptance",
+                fix="drop the lossy acceptance setting, or the invariant verify mode",
+                field="verify_mode",
+            )]
+        return []
 
     def type_problems(self) -> list[Problem]:
         out: list[Problem] = []
@@ -203,6 +238,7 @@ class SpecConfig:
             )
             if found is not None:
                 out.append(found)
+        out += self._verify_mode_problems()
         if isinstance(self.acceptance, AcceptanceRule):
             out += self.acceptance.problems()
         else:

@@ -211,5 +211,5 @@ def specreg_make_verifier(
     widths = sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
     return ChainVerifier(
         num_draft_tokens=max(widths), widths=widths, filter_order=config.filter_order,
-        acceptance=config.acceptance,
+        acceptance=config.acceptance, verify_mode=config.verify_mode,
     )

@@ -216,7 +216,7 @@ def specreg_make_verifier(
 
     return BlockVerifier(
         runtime, algorithm, widths=_verify_widths(resolution), filter_order=config.filter_order,
-        acceptance=config.acceptance,
+        acceptance=config.acceptance, verify_mode=config.verify_mode,
     )
 
 

@@ -46,6 +46,7 @@ class BlockVerifier:
         check_values: bool | None = None,
         filter_order: str | None = None,
         acceptance: Any = None,
+        verify_mode: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.rules = algorithm.verify_rules
@@ -58,6 +59,7 @@ class BlockVerifier:
             check_values=check_values,
             filter_order=filter_order,
             acceptance=acceptance,
+            verify_mode=verify_mode,
         )
         self.num_draft_tokens = self.chain.num_draft_tokens
         self.widths = self.chain.widths
@@ -107,7 +109,8 @@ class BlockVerifier:
         **kwargs: Any,
     ) -> VerifyResult:
         """Chain rejection sampling on probabilities (core rule): `ChainVerifier.verify_sampling`
-        with its keywords (`verify_lens`, `draft_lengths`, `seed`, `offsets`, `generator`, ...)."""
+        with its keywords (`verify_lens`, `draft_lengths`, `keys`, `positions`, `generator`,
+        `invariant`, ...)."""
         self._ragged(kwargs.get("verify_lens"))
         return self.chain.verify_sampling(candidates, target_probs, draft_probs, **kwargs)
 
@@ -130,8 +133,8 @@ class BlockVerifier:
         materialised (`ChainVerifier.verify_from_logits`; `seed` is then ignored), except under
         a lossy plan rule, which runs on the materialised filtered p and q
         (`specreg.kernels.relaxed`). The other
-        keywords (`verify_lens`, `draft_lengths`, `seed`, `offsets`, `generator`) are
-        `verify_sampling`'s.
+        keywords (`verify_lens`, `draft_lengths`, `keys`, `positions`, `generator`, `invariant`)
+        are `verify_sampling`'s.
         """
         if params is not None:
             self._ragged(kwargs.get("verify_lens"))
@@ -165,7 +168,8 @@ class BlockVerifier:
             f"{r.num_draft_tokens}, widths={list(self.widths)}, draft_width={r.draft_width}, "
             f"layout={r.layout}, "
             f"ragged_verify={self.supports_ragged_verify}, rules={', '.join(self.rules)}"
-            + (f", acceptance={self.chain.acceptance} (LOSSY)" if self.chain.lossy else "") + ")"
+            + (f", acceptance={self.chain.acceptance} (LOSSY)" if self.chain.lossy else "")
+            + (", verify_mode=invariant" if self.chain.verify_mode == "invariant" else "") + ")"
         )
 
     __repr__ = describe

@@ -149,5 +149,6 @@ def specreg_make_verifier(
 
     widths = sorted({c.num_draft_tokens for c in resolution.configs() if c.num_draft_tokens})
     return LookupVerifier(
-        num_draft_tokens=max(widths), widths=widths, acceptance=config.acceptance
+        num_draft_tokens=max(widths), widths=widths, acceptance=config.acceptance,
+        verify_mode=config.verify_mode,
     )

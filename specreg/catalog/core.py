@@ -265,6 +265,25 @@ ENTRIES = (
         ),
     ),
     ErrorEntry(
+        code="SR133",
+        title="Unknown or contradictory verify mode",
+        meaning=(
+            "`verify_mode` says how sampled chains are verified: 'standard' (the default, "
+            "rejection sampling, which maximises acceptance) or 'invariant' (a draft is accepted "
+            "only when it equals the target's own draw on the random stream, so the tokens equal "
+            "plain sampling with the same keys whatever the drafter). Any other value is refused, "
+            "and so is the invariant mode beside a lossy acceptance rule, which would contradict "
+            "it."
+        ),
+        when="Building a SpecConfig (or `specreg check` / `plan`) with verify_mode=...",
+        solutions=(
+            "Leave verify_mode unset for rejection sampling.",
+            "Pass verify_mode='invariant' (--speculative-verify-mode invariant) for tokens equal "
+            "to plain sampling, and drop any lossy acceptance setting.",
+        ),
+        example_fix="# before\nverify_mode='exact'\n# after\nverify_mode='invariant'",
+    ),
+    ErrorEntry(
         code="SR131",
         title="Prometheus export without prometheus_client",
         meaning=(

@@ -113,6 +113,7 @@ class SpeculativeLoop:
         constraint: TokenConstraint | None = None,
         draft_lengths: Any = None,
         draft_rule: str = "auto",
+        keys: torch.Tensor | None = None,
     ) -> None:
         if plan.verifier is None:
             raise ValueError(f"plan for {plan.algorithm.name!r} has no verifier")
@@ -139,6 +140,9 @@ class SpeculativeLoop:
         self.sampling = sampling
         self.temperature = temperature
         self.generator = torch.Generator().manual_seed(seed)
+        #: Each request's key on the random stream (drawn once per request when not given): the
+        #: chain verifiers key their draws by it and the absolute output position.
+        self.keys = keys
         self.verify_width = self.sizes.verify_width
         self.draft_decode_width = self.sizes.width(Phase.DRAFT_DECODE, is_draft_worker=True)
         # buffers are sized from the plan's maxima, which cover every candidate
@@ -295,13 +299,13 @@ class SpeculativeLoop:
         if self.params_verify is not None:
             result = self.params_verify(
                 candidates, logits, q if self.with_draft else None, params=self.params,
-                positions=batch.lengths, **capped,
+                keys=self.keys, positions=batch.lengths, **capped,
                 **self.mask_inputs(paths, depths),
             )
         elif self.sampling:
             result = verifier.verify_sampling(
-                candidates, _softmax(logits, self.temperature), q, generator=self.generator,
-                **capped,
+                candidates, _softmax(logits, self.temperature), q, keys=self.keys,
+                positions=batch.lengths, **capped,
             )
         else:
             result = verifier.verify_greedy(candidates, logits, **capped)
@@ -335,6 +339,10 @@ class SpeculativeLoop:
         batch = Batch(torch.zeros(b, capacity, dtype=torch.long), torch.full((b,), prompt_len))
         batch.seqs[:, :prompt_len] = prompts
         self.reader.start(batch.seqs, batch.lengths)
+        if self.keys is None:
+            from specreg.kernels.random_stream import fresh_keys
+
+            self.keys = fresh_keys(b, "cpu", generator=self.generator)
         emitted: list[int] = []
         stats = AcceptanceStats()
         forwards = 0

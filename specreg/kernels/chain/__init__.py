@@ -33,6 +33,14 @@ Rules.
   128 weights read again, and the stream's values of about V / 128 + 128 keys, drawn lazily for
   the one row each request stops at. The same key and position give the same token on torch
   and Triton, on any device and in any batch.
+- Drafter-invariant (`verify_chain_invariant`, opt-in): the target's token of row i is the
+  SAMPLE-role race of p_i at the row's absolute position, i.e. exactly what plain sampling
+  (`sample_tokens`, a verify without drafts) draws there; a draft is accepted iff it equals
+  that token, and the first target token no draft matched is emitted. The emitted tokens are
+  then the tokens of plain sampling with the same keys, whatever the drafter, the batch or the
+  backend; q is never read. A drafter that draws its own tokens by the same race on q (same
+  keys, SAMPLE role, same positions) matches with probability >= (1 - d) / (1 + d), d = TV(p,
+  q); deterministic drafts match with probability p(draft), as under the standard rule.
 - Target only (`verify_chain_target_only`, or `draft_probs=None`): for drafters that expose no q
   (n-gram, greedy drafters, or a q that was not kept). Accept x with probability p(x)
   (`coin < p(x)`); on rejection draw from p with x's mass removed. This is the classic rule with
@@ -66,19 +74,24 @@ from specreg.kernels.chain.checks import check_chain, check_from_predict
 from specreg.kernels.chain.torch_impl import (
     verify_chain_greedy_from_predict_torch,
     verify_chain_greedy_torch,
+    verify_chain_invariant_torch,
     verify_chain_sampling_torch,
 )
 from specreg.kernels.chain.triton_impl import (
     verify_chain_greedy_triton,
+    verify_chain_invariant_triton,
     verify_chain_sampling_triton,
 )
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.checks import check_shape
 from specreg.kernels.random_stream import stream_keys
 from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 
 __all__ = [
+    "sample_tokens",
     "verify_chain_greedy",
     "verify_chain_greedy_from_predict",
+    "verify_chain_invariant",
     "verify_chain_sampling",
     "verify_chain_target_only",
 ]
@@ -177,6 +190,52 @@ def verify_chain_target_only(
     rejection draw from p with x removed. The keywords of `verify_chain_sampling` (keys,
     positions, coins, verify_lens, generator, check_values, backend, block_v)."""
     return verify_chain_sampling(candidates, target_probs, None, **kwargs)  # type: ignore[arg-type]
+
+
+def verify_chain_invariant(
+    candidates: torch.Tensor,
+    target_probs: torch.Tensor,
+    *,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
+    verify_lens: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    check_values: bool | None = None,
+    backend: BackendChoice = None,
+    block_v: int | None = None,
+) -> ChainVerifyResult:
+    """The drafter-invariant rule (module docstring): the tokens equal plain keyed sampling
+    (`sample_tokens`) with the same `keys` and `positions`, whatever the drafts. Inputs as
+    `verify_chain_sampling`'s, without q or coins (the rule reads neither)."""
+    inputs = sampling_inputs(
+        candidates, target_probs, None, keys=keys, positions=positions, coins=None,
+        verify_lens=verify_lens, generator=generator, check_values=check_values,
+    )
+    if select_backend(candidates, requested=backend) == "triton":
+        return verify_chain_invariant_triton(inputs, block_v=block_v)
+    return verify_chain_invariant_torch(inputs)
+
+
+def sample_tokens(
+    probs: torch.Tensor,
+    *,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    check_values: bool | None = None,
+    backend: BackendChoice = None,
+    block_v: int | None = None,
+) -> torch.Tensor:
+    """Plain sampling on the random stream: int64 [b], one token per row of `probs` [b, V]
+    (probabilities, any float dtype), the SAMPLE-role race at (keys[r], positions[r]). A
+    framework's plain sampler calls this so that its tokens equal what the drafter-invariant
+    verifiers emit with speculation on. It is `verify_chain_invariant` with no drafts."""
+    check_shape("probs", probs, (None, None))
+    candidates = torch.zeros((probs.shape[0], 1), dtype=torch.int64, device=probs.device)
+    return verify_chain_invariant(
+        candidates, probs[:, None], keys=keys, positions=positions, generator=generator,
+        check_values=check_values, backend=backend, block_v=block_v,
+    ).bonus
 
 
 def sampling_inputs(

@@ -120,3 +120,27 @@ def verify_chain_sampling_reference(inputs: ChainSamplingInputs) -> ChainVerifyR
             (drafts, accept, emit_reference(p[accept], q_row, excluded, rejected, key, position))
         )
     return result_of(rows, n)
+
+
+def verify_chain_invariant_reference(inputs: ChainSamplingInputs) -> ChainVerifyResult:
+    """The drafter-invariant rule per request: the target's token at row i is the race of p_i
+    in the SAMPLE role at position positions + i; accept drafts while they equal it, then emit
+    the first target token no draft matched."""
+    candidates, target = inputs.candidates, inputs.target_probs
+    b, n, _ = target.shape
+    lens = _lens(inputs.verify_lens)
+    rows = []
+    for r in range(b):
+        drafts = [int(t) for t in candidates[r, 1:].tolist()]
+        p = target[r].to(torch.float32).tolist()
+        key, position = int(inputs.keys[r]), int(inputs.positions[r])
+        limit = limit_of(lens, r, n)
+        accept = 0
+        while True:
+            token = block_race_reference(p[accept], draw_lanes(key, SAMPLE_ROLE, position + accept))
+            if accept < limit and drafts[accept] == token:
+                accept += 1
+                continue
+            break
+        rows.append((drafts, accept, token))
+    return result_of(rows, n)

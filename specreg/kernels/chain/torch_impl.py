@@ -23,6 +23,7 @@ from specreg.kernels.random_stream.types import RACE_BLOCK, RESIDUAL_ROLE, SAMPL
 from specreg.kernels.sampling.torch_impl import (
     block_columns,
     block_masses_torch,
+    block_race_torch,
     cpu_row_chunks,
     race_blocks_torch,
     race_tokens_torch,
@@ -265,3 +266,36 @@ def _emit(
         residual_block = torch.where(columns == excluded[:, None], 0.0, p_block)
     weights = torch.where(use_residual[:, None], residual_block, p_block)
     return race_tokens_torch(torch.where(inside, weights, 0.0), columns, lanes)
+
+
+def verify_chain_invariant_torch(inputs: ChainSamplingInputs) -> ChainVerifyResult:
+    """The drafter-invariant rule, position by position over the requests still matching: the
+    target's token of row i is the SAMPLE-role race of p at the row's absolute position; a draft
+    is accepted iff it equals that token, and the first token that no draft matched is emitted.
+    Only the rows a request reaches are read."""
+    candidates, target_probs = inputs.candidates, inputs.target_probs
+    b, n, vocab = target_probs.shape
+    device = candidates.device
+    limit = accept_limits(inputs.verify_lens, b, n, device)
+    drafts = candidates[:, 1:].to(torch.int64)
+    accept_len = torch.zeros(b, dtype=torch.int64, device=device)
+    bonus = torch.full((b,), -1, dtype=torch.int64, device=device)
+    p_flat = target_probs.reshape(-1, vocab)
+    active = torch.arange(b, device=device)
+    for i in range(n):
+        if active.numel() == 0:
+            break
+        lanes = draw_lanes_torch(
+            inputs.keys[active], SAMPLE_ROLE, inputs.positions[active] + i
+        )
+        token = block_race_torch(take_rows_float32(p_flat, active * n + i), lanes)
+        match = limit[active] > i
+        if i < n - 1:
+            match &= drafts[active, i] == token
+        else:
+            match &= False
+        stop = ~match
+        bonus[active[stop]] = token[stop]
+        active = active[match]
+        accept_len[active] = i + 1
+    return assemble(candidates, accept_len, bonus)

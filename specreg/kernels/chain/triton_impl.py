@@ -233,6 +233,50 @@ if triton is not None:
         )
 
 
+    @triton.jit
+    def _chain_invariant_kernel(
+        cand_ptr, stride_cb, stride_cn,
+        p_ptr, stride_pb, stride_pn, stride_pv,
+        keys_ptr, positions_ptr, vlens_ptr,
+        accept_ptr, bonus_ptr, out_ptr,
+        n, vocab,
+        HAS_VLENS: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        row = tl.program_id(0).to(tl.int64)
+        limit = row * 0 + (n - 1)
+        if HAS_VLENS:
+            limit = tl.minimum(tl.maximum(tl.load(vlens_ptr + row).to(tl.int64) - 1, 0), n - 1)
+        p_base = p_ptr + row * stride_pb
+        cand_base = cand_ptr + row * stride_cb
+        key = tl.load(keys_ptr + row)
+        position = tl.load(positions_ptr + row)
+        never = limit < 0
+        # The target's token of row i: the SAMPLE-role race of p (emit_token, not rejected).
+        i = limit * 0
+        token = emit_token(
+            cand_base, stride_cn, p_base, stride_pv, p_base, stride_pv, i, n, vocab, never,
+            1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, key, position,
+            False, False, False, BLOCK_V,
+        )
+        draft = tl.load(cand_base + (i + 1) * stride_cn, mask=i < limit, other=-1).to(tl.int64)
+        go = (i < limit) & (draft == token)
+        while go:
+            i += 1
+            token = emit_token(
+                cand_base, stride_cn, p_base + i * stride_pn, stride_pv, p_base, stride_pv,
+                i, n, vocab, never, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, key, position + i,
+                False, False, False, BLOCK_V,
+            )
+            draft = tl.load(
+                cand_base + (i + 1) * stride_cn, mask=i < limit, other=-1
+            ).to(tl.int64)
+            go = (i < limit) & (draft == token)
+        write_result(
+            cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
+            row, n, i, token, BLOCK_N,
+        )
+
+
 def race_tile(vocab: int, block_v: int | None) -> int:
     """BLOCK_V of the kernels that draw by the race: `vocab_tile`, at least one race block."""
     return max(vocab_tile(vocab, block_v), RACE_BLOCK)
@@ -298,6 +342,32 @@ def verify_chain_sampling_triton(
         accept, bonus, out,
         n, vocab,
         HAS_Q=draft_probs is not None,
+        HAS_VLENS=verify_lens is not None,
+        BLOCK_V=race_tile(vocab, block_v),
+        BLOCK_N=triton.next_power_of_2(n),
+        num_warps=4,
+    )
+    return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out)
+
+
+def verify_chain_invariant_triton(
+    inputs: ChainSamplingInputs, *, block_v: int | None = None
+) -> ChainVerifyResult:
+    """Same contract as `verify_chain_invariant_torch`: one program per request."""
+    candidates, target_probs, verify_lens = (
+        inputs.candidates, inputs.target_probs, inputs.verify_lens
+    )
+    b, n, vocab = target_probs.shape
+    accept, bonus, out = empty_outputs(b, n, candidates.device)
+    if b == 0:
+        return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out)
+    _chain_invariant_kernel[(b,)](
+        candidates, candidates.stride(0), candidates.stride(1),
+        target_probs, *target_probs.stride(),
+        inputs.keys, inputs.positions,
+        verify_lens if verify_lens is not None else candidates,
+        accept, bonus, out,
+        n, vocab,
         HAS_VLENS=verify_lens is not None,
         BLOCK_V=race_tile(vocab, block_v),
         BLOCK_N=triton.next_power_of_2(n),

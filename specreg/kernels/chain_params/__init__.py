@@ -64,6 +64,7 @@ def verify_chain_with_params(
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
     token_bitmask: torch.Tensor | None = None,
     penalties: Penalties | None = None,
+    invariant: bool = False,
 ) -> ChainVerifyResult:
     """Verify a batch whose requests carry their own sampling parameters (module docstring).
 
@@ -81,12 +82,15 @@ def verify_chain_with_params(
     prefix, `specreg.kernels.token_mask`) masks `target` and `draft` IN PLACE before verifying.
     `penalties` (`specreg.kernels.penalties`: repetition, frequency, presence, logit bias)
     penalise `target` IN PLACE at every position, counting the drafts before it as output.
+    `invariant=True` runs the drafter-invariant rule for sampled requests (`verify_chain_invariant`
+    on the processed rows: a draft is accepted iff it is the target's own race draw), so the
+    tokens equal plain keyed sampling of the processed rows; `draft` is then not read.
     """
     inputs = prepare_chain_params(
         candidates, target, draft, params=params, probabilities=probabilities, keys=keys,
         positions=positions, coins=coins, verify_lens=verify_lens, generator=generator,
         check_values=check_values, backend=backend, block_v=block_v, filter_order=filter_order,
-        token_bitmask=token_bitmask, penalties=penalties,
+        token_bitmask=token_bitmask, penalties=penalties, invariant=invariant,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_with_params_triton(inputs, block_v=block_v)
@@ -111,6 +115,7 @@ def prepare_chain_params(
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
     token_bitmask: torch.Tensor | None = None,
     penalties: Penalties | None = None,
+    invariant: bool = False,
 ) -> ChainParamsInputs:
     """`verify_chain_with_params`'s steps before the rule runs: every check, the grammar mask
     and the penalties (both IN PLACE on `target` / `draft`), the per-request keys and
@@ -148,7 +153,7 @@ def prepare_chain_params(
     return ChainParamsInputs(
         candidates=candidates, target=target, draft=draft, params=params, coins=coins,
         keys=keys, positions=positions, verify_lens=verify_lens, probabilities=probabilities,
-        filter_order=filter_order,
+        filter_order=filter_order, invariant=invariant,
     )
 
 

@@ -59,6 +59,18 @@ def verify_chain_with_params_reference(inputs: ChainParamsInputs) -> ChainVerify
         def q_at(i: int, r: int = r, rule: dict = rule) -> list[float] | None:
             return None if draft is None else filtered_distribution(draft[r, i], **rule).tolist()
 
+        key, position = int(inputs.keys[r]), int(inputs.positions[r])
+        if inputs.invariant:  # the target's own race draw at each position
+            accept = 0
+            while True:
+                lanes = draw_lanes(key, SAMPLE_ROLE, position + accept)
+                token = block_race_reference(p_at(accept), lanes)
+                if accept < limit and drafts[accept] == token:
+                    accept += 1
+                    continue
+                break
+            rows.append((drafts, accept, token))
+            continue
         coins = inputs.coins[r].to(torch.float32).tolist()
         accept = 0
         while accept < limit:
@@ -76,7 +88,7 @@ def verify_chain_with_params_reference(inputs: ChainParamsInputs) -> ChainVerify
             excluded = drafts[accept]
             weights = residual_reference(weights, q_at(accept), excluded)
         role = RESIDUAL_ROLE if rejected else SAMPLE_ROLE
-        lanes = draw_lanes(int(inputs.keys[r]), role, int(inputs.positions[r]) + accept)
+        lanes = draw_lanes(key, role, position + accept)
         rows.append((drafts, accept, block_race_reference(weights, lanes)))
     result = result_of(rows, n)
     return ChainVerifyResult(

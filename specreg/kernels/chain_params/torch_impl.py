@@ -22,6 +22,8 @@ from specreg.kernels.filtering.torch_impl import (
     gathered_row_stats,
 )
 from specreg.kernels.filtering.types import FilterRule, filter_rule
+from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.random_stream.types import SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import block_race_torch, cpu_row_chunks
 from specreg.sampling_params import SamplingParams
 
@@ -90,9 +92,8 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
     greedy = params.greedy
     rule = filter_rule(inputs.filter_order)
     p_rows = _Rows(target, n, params, probabilities, rule)
-    q_rows = (
-        _Rows(draft, n - 1, params, probabilities, rule) if draft is not None and n > 1 else None
-    )
+    has_q = draft is not None and n > 1 and not inputs.invariant
+    q_rows = _Rows(draft, n - 1, params, probabilities, rule) if has_q else None
     accept_len = torch.zeros(b, dtype=torch.int64, device=device)
     bonus = torch.full((b,), -1, dtype=torch.int64, device=device)
     active = (~invalid).nonzero().flatten()
@@ -120,38 +121,52 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
         if s.numel():
             requests = active[s]
             p_stats = p_rows.stats(requests, i)
-            log_p = p_rows.log_prob_at(requests, i, token[s], p_stats)
             check_s = checking[s]
-            log_q = torch.zeros_like(log_p)
-            q_stats = None
-            tested = check_s.nonzero().flatten()
-            if q_rows is not None and tested.numel():
-                q_stats = RowStats(
-                    shift=torch.zeros_like(log_p),
-                    threshold=torch.full_like(log_p, float("-inf")), norm=torch.ones_like(log_p),
+            if inputs.invariant:  # accept iff the draft is the target's own race draw
+                lanes = draw_lanes_torch(
+                    inputs.keys[requests], SAMPLE_ROLE, inputs.positions[requests] + i
                 )
-                tested_stats = q_rows.stats(requests[tested], i)
-                q_stats.shift[tested] = tested_stats.shift
-                q_stats.threshold[tested] = tested_stats.threshold
-                q_stats.norm[tested] = tested_stats.norm
-                log_q[tested] = q_rows.log_prob_at(
-                    requests[tested], i, token[s][tested], tested_stats
+                drawn = _emit(
+                    p_rows, None, requests, i, p_stats, None,
+                    rejected=torch.zeros_like(check_s), excluded=token[s], lanes=lanes,
                 )
-            coin = coins[requests, i] if i < n - 1 else torch.zeros_like(log_p)
-            # the acceptance test in log space: log u + log q(x) < log p(x)
-            ok = check_s & valid[s] & (torch.log(coin.to(torch.float32)) + log_q < log_p)
-            accepted[s] = ok
-            stop = (~ok).nonzero().flatten()
-            if stop.numel():
-                bonus[requests[stop]] = _emit(
-                    p_rows, q_rows, requests[stop], i, _select(p_stats, stop),
-                    None if q_stats is None else _select(q_stats, stop),
-                    rejected=check_s[stop], excluded=token[s][stop],
-                    lanes=emit_lanes(
-                        inputs.keys[requests[stop]], inputs.positions[requests[stop]],
-                        torch.full_like(stop, i), check_s[stop],
-                    ),
-                )
+                ok = check_s & valid[s] & (token[s] == drawn)
+                accepted[s] = ok
+                stop = (~ok).nonzero().flatten()
+                bonus[requests[stop]] = drawn[stop]
+            else:
+                log_p = p_rows.log_prob_at(requests, i, token[s], p_stats)
+                log_q = torch.zeros_like(log_p)
+                q_stats = None
+                tested = check_s.nonzero().flatten()
+                if q_rows is not None and tested.numel():
+                    q_stats = RowStats(
+                        shift=torch.zeros_like(log_p),
+                        threshold=torch.full_like(log_p, float("-inf")),
+                        norm=torch.ones_like(log_p),
+                    )
+                    tested_stats = q_rows.stats(requests[tested], i)
+                    q_stats.shift[tested] = tested_stats.shift
+                    q_stats.threshold[tested] = tested_stats.threshold
+                    q_stats.norm[tested] = tested_stats.norm
+                    log_q[tested] = q_rows.log_prob_at(
+                        requests[tested], i, token[s][tested], tested_stats
+                    )
+                coin = coins[requests, i] if i < n - 1 else torch.zeros_like(log_p)
+                # the acceptance test in log space: log u + log q(x) < log p(x)
+                ok = check_s & valid[s] & (torch.log(coin.to(torch.float32)) + log_q < log_p)
+                accepted[s] = ok
+                stop = (~ok).nonzero().flatten()
+                if stop.numel():
+                    bonus[requests[stop]] = _emit(
+                        p_rows, q_rows, requests[stop], i, _select(p_stats, stop),
+                        None if q_stats is None else _select(q_stats, stop),
+                        rejected=check_s[stop], excluded=token[s][stop],
+                        lanes=emit_lanes(
+                            inputs.keys[requests[stop]], inputs.positions[requests[stop]],
+                            torch.full_like(stop, i), check_s[stop],
+                        ),
+                    )
         active = active[accepted]
         accept_len[active] = i + 1
     result = assemble(candidates, accept_len, bonus)

@@ -40,6 +40,7 @@ if triton is not None:
         n, vocab,
         HAS_Q: tl.constexpr, HAS_VLENS: tl.constexpr, PROBS: tl.constexpr,
         BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr, ORDER: tl.constexpr,
+        INVARIANT: tl.constexpr,
     ):
         row = tl.program_id(0).to(tl.int64)
         limit = row * 0 + (n - 1)
@@ -77,24 +78,38 @@ if triton is not None:
                     p_base + i * stride_pn, stride_pv, vocab, safe_t, top_k, top_p, min_p,
                     PROBS, BLOCK_V, ORDER,
                 )
-                log_p = log_prob_at(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
-                                    p_shift, p_thr, p_norm, min_p, PROBS)
-                # the acceptance test in log space: log u + log q(x) < log p(x)
-                log_u = tl.log(tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32))
-                if HAS_Q:
-                    q_shift, q_thr, q_norm = row_stats(
-                        q_base + i * stride_qn, stride_qv, vocab, safe_t, top_k, top_p, min_p,
-                        PROBS, BLOCK_V, ORDER,
+                if INVARIANT:  # accept iff the draft is the target's own race draw
+                    target_token = emit_token(
+                        cand_base, stride_cn, p_base + i * stride_pn, stride_pv, p_base,
+                        stride_pv, i, n, vocab, i < 0, safe_t, min_p,
+                        p_shift, p_thr, p_norm, q_shift, q_thr, q_norm,
+                        tl.load(keys_ptr + row), tl.load(positions_ptr + row) + i,
+                        False, True, PROBS, BLOCK_V,
                     )
-                    log_q = log_prob_at(q_base + i * stride_qn, safe, valid, stride_qv, safe_t,
-                                        q_shift, q_thr, q_norm, min_p, PROBS)
-                    accepted = (log_u + log_q < log_p) & valid
+                    accepted = (token == target_token) & valid
                 else:
-                    accepted = (log_u < log_p) & valid
+                    log_p = log_prob_at(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
+                                        p_shift, p_thr, p_norm, min_p, PROBS)
+                    # the acceptance test in log space: log u + log q(x) < log p(x)
+                    log_u = tl.log(
+                        tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32)
+                    )
+                    if HAS_Q:
+                        q_shift, q_thr, q_norm = row_stats(
+                            q_base + i * stride_qn, stride_qv, vocab, safe_t, top_k, top_p,
+                            min_p, PROBS, BLOCK_V, ORDER,
+                        )
+                        log_q = log_prob_at(q_base + i * stride_qn, safe, valid, stride_qv,
+                                            safe_t, q_shift, q_thr, q_norm, min_p, PROBS)
+                        accepted = (log_u + log_q < log_p) & valid
+                    else:
+                        accepted = (log_u < log_p) & valid
             i += accepted.to(tl.int64)
             go = accepted & (i < limit)
 
         rejected = i < limit
+        if INVARIANT:  # the emitted token is the target's SAMPLE-role draw of the row
+            rejected = i < 0
         p_row = p_base + i * stride_pn
         if greedy:
             if i >= limit:
@@ -133,7 +148,7 @@ def verify_chain_with_params_triton(
     if b == 0:
         return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out,
                                  param_error=invalid)
-    has_q = draft is not None and n > 1
+    has_q = draft is not None and n > 1 and not inputs.invariant
     q = draft if draft is not None and has_q else target
     q_strides = q.stride() if has_q else (0, 0, 0)
     if coins.shape[1] == 0:
@@ -149,7 +164,7 @@ def verify_chain_with_params_triton(
         n, vocab,
         HAS_Q=has_q, HAS_VLENS=verify_lens is not None, PROBS=inputs.probabilities,
         BLOCK_V=race_tile(vocab, block_v), BLOCK_N=triton.next_power_of_2(n),
-        ORDER=filter_rule(inputs.filter_order).code, num_warps=4,
+        ORDER=filter_rule(inputs.filter_order).code, INVARIANT=inputs.invariant, num_warps=4,
     )
     return ChainVerifyResult(accept_len=accept, bonus=bonus, output_tokens=out,
                              param_error=invalid)

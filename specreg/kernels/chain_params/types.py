@@ -19,7 +19,8 @@ class ChainParamsInputs:
     per request; coins [b, >= n-1] (the acceptance uniforms); keys and positions int64 [b] (each
     request's key and the absolute output position of row 0, which key the emitted draw);
     verify_lens [b] or None;
-    `filter_order` how top-k, top-p and min-p combine (`specreg.kernels.filtering.types`).
+    `filter_order` how top-k, top-p and min-p combine (`specreg.kernels.filtering.types`);
+    `invariant`: the drafter-invariant rule (`specreg.kernels.chain`) for sampled requests.
     """
 
     candidates: torch.Tensor
@@ -32,3 +33,4 @@ class ChainParamsInputs:
     verify_lens: torch.Tensor | None = None
     probabilities: bool = False
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER
+    invariant: bool = False
