@@ -30,7 +30,9 @@ from specreg.kernels.chain_params.reference import verify_chain_with_params_refe
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.sampling_params import SamplingParams
 from tests.hisparse.test_reference import STATE, _reference_swap
+from tests.support import independent_race
 from tests.support.hisparse import make_cache, small_layout
+from tests.support.independent_race import accept_uniform
 
 VOCAB = 128 * 1024
 ONE = settings(max_examples=1, derandomize=True, deadline=None)
@@ -50,6 +52,14 @@ def _same(got, want, fields=("accept_len", "output_tokens")):
         assert torch.equal(getattr(got, field).long(), getattr(want, field).long()), field
 
 
+def _stream_coins(candidates, keys, positions):
+    """The acceptance uniforms the chain wrappers draw from the stream, rebuilt one by one by
+    the independent stream (`tests.support.independent_race`)."""
+    return torch.tensor([[accept_uniform(int(keys[r]), int(positions[r]) + i, int(x))
+                          for i, x in enumerate(candidates[r, 1:].tolist())]
+                         for r in range(candidates.shape[0])], dtype=torch.float32)
+
+
 @FEW
 @given(seed=st.integers(0, 2**31 - 1))
 def test_chain_at_vocab_128k_equals_the_reference(seed):
@@ -63,14 +73,23 @@ def test_chain_at_vocab_128k_equals_the_reference(seed):
           verify_chain_greedy_reference(candidates, logits, verify_lens=None))  # fmt: skip
     target = torch.softmax(logits, -1)
     draft = torch.softmax(_peaked_logits(gen, (b, n - 1)), -1)
-    coins, final_coins = torch.rand(b, n - 1, generator=gen), torch.rand(b, generator=gen)
+    coins = torch.rand(b, n - 1, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 2**31, (b,), generator=gen)}
     for q in (draft, None):
-        want = verify_chain_sampling_reference(ChainSamplingInputs(
-            candidates=candidates, target_probs=target, draft_probs=q, coins=coins,
-            final_coins=final_coins,
-        ))  # fmt: skip
-        got = verify_chain_sampling(candidates, target, q, coins=coins, final_coins=final_coins)
-        _same(got, want)
+        for caller in (coins, None):  # the caller's coins, and the stream's
+            inputs = ChainSamplingInputs(
+                candidates=candidates, target_probs=target, draft_probs=q, **stream,
+                coins=caller if caller is not None else _stream_coins(candidates, **stream),
+            )  # fmt: skip
+            want = verify_chain_sampling_reference(inputs)
+            got = verify_chain_sampling(candidates, target, q, coins=caller, **stream)
+            _same(got, want)
+        for r in range(b):  # 1,024 race blocks: the independent race agrees
+            assert (int(got.accept_len[r]), int(got.bonus[r])) == independent_race.chain(
+                candidates[r].tolist(), target[r].numpy(), None if q is None else q[r].numpy(),
+                int(stream["keys"][r]), int(stream["positions"][r]),
+            )
 
 
 @ONE
@@ -86,13 +105,15 @@ def test_chain_with_params_at_vocab_128k_equals_the_reference(seed, top_p, top_k
     candidates = torch.cat([torch.zeros(b, 1, dtype=torch.long), target.argmax(-1)[:, :-1]], 1)
     params = SamplingParams.of(b, temperature=[0.9, 0.0], top_k=top_k, top_p=top_p,
                                min_p=min_p)  # fmt: skip
-    coins, final_coins = torch.rand(b, n - 1, generator=gen), torch.rand(b, generator=gen)
+    coins = torch.rand(b, n - 1, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 2**31, (b,), generator=gen)}
     want = verify_chain_with_params_reference(ChainParamsInputs(
         candidates=candidates, target=target, draft=draft, params=params, coins=coins,
-        final_coins=final_coins,
+        **stream,
     ))  # fmt: skip
     got = verify_chain_with_params(candidates, target, draft, params=params, coins=coins,
-                                   final_coins=final_coins)  # fmt: skip
+                                   **stream)  # fmt: skip
     _same(got, want)
 
 
