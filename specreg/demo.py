@@ -12,7 +12,11 @@ algorithm (with the `grammar` extra, xgrammar, installed) decodes under a JSON-s
 with the grammar's token bitmask at every verified node (`specreg.testing.grammar`): every
 emitted token must be accepted by the grammar, greedy must equal plain constrained greedy
 decoding, and the first two sampled tokens must follow non-speculative constrained sampling by
-chi-square. It exits non-zero when any check fails.
+chi-square. The default row of each algorithm (no cache) also runs the drafter-invariant verify
+mode (`verify_mode='invariant'`) on sampled generation with fixed request keys: its tokens must
+equal plain keyed sampling (the same loop with no drafts) token for token, and its acceptance
+per draft is shown beside the standard rule's on the same keys; algorithms whose verifiers do not
+run the mode say so (SR133). It exits non-zero when any check fails.
 """
 
 from __future__ import annotations
@@ -143,13 +147,21 @@ class DemoRow:
     acceptance: AcceptanceSnapshot | None = None  # the greedy run's, per draft position
     drafter: str = ""
     grammar_violations: int | None = None  # emitted tokens the grammar refused (constrained row)
+    #: the invariant verify mode (default rows): tokens equal plain keyed sampling, its accepted
+    #: drafts per draft and the standard rule's on the same keys; or why it does not run
+    invariant_equal: bool | None = None
+    invariant_acceptance: float | None = None
+    standard_acceptance: float | None = None
+    invariant_note: str | None = None
     notice: str | None = None
     error: str | None = None
     seconds: float = 0.0
 
     @property
     def lossless(self) -> bool:
-        return self.error is None and self.greedy_lossless and self.sampling_lossless
+        invariant = self.invariant_equal is not False
+        return (self.error is None and self.greedy_lossless and self.sampling_lossless
+                and invariant)
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -220,6 +232,8 @@ def run_case(
         row.sampling_lossless = sampled.passed
         row.sampling_p_values = tuple(round(p, 4) for p in sampled.p_values)
         row.sampling_checks = ("first token", "second token")
+        if case.label == "default" and not cache:
+            _run_invariant(row, registry, config, target, draft, prompts, num_new, seed=seed)
     except SpecRegError as exc:
         row.error = str(exc)
     except Exception as exc:  # noqa: BLE001 - one broken plugin fails its row, not the demo
@@ -239,6 +253,48 @@ def _fill_metrics(row: DemoRow, result: GenerationResult, num_new: int) -> None:
     if result.reader_stats:
         row.hit_rate = result.reader_stats["hit_rate"]
         row.bytes_copied = result.reader_stats["bytes_copied"]
+
+
+def invariant_bound(standard_rate: float) -> float:
+    """The drafter-invariant rule's guaranteed match rate (1 - d) / (1 + d) for a drafter that
+    races on q with the target's keys, with 1 - d the standard rule's acceptance rate (its
+    acceptance per sampled draft is 1 - TV(p, q)). By convexity in d, the bound at the mean d
+    is a lower bound of the mean match rate."""
+    return standard_rate / (2.0 - standard_rate) if standard_rate < 2.0 else 0.0
+
+
+#: The request keys of the invariant-mode check (one per prompt).
+INVARIANT_KEYS = (101, 202, 303, 404)
+
+
+def _run_invariant(
+    row: DemoRow, registry: Registry, config: dict[str, Any], target: ToyLM, draft: ToyLM,
+    prompts: torch.Tensor, num_new: int, *, seed: int,
+) -> None:
+    """The invariant verify mode on sampled generation: its tokens against plain keyed sampling
+    (every draft length 0), and its acceptance beside the standard rule's on the same keys."""
+    from specreg.testing.loop import SpeculativeLoop
+
+    try:
+        plan = registry.resolve({**config, "verify_mode": "invariant"})
+    except ConfigError as exc:
+        row.invariant_note = "; ".join(p.code for p in exc.problems) + " (" + exc.problems[
+            0].message.split(",")[0] + ")"
+        return
+    standard = registry.resolve(config)
+    keys = torch.tensor(INVARIANT_KEYS[: prompts.shape[0]], dtype=torch.int64)
+
+    def run(chosen: SpecPlan, lengths: Any = None) -> GenerationResult:
+        loop = SpeculativeLoop(chosen, target, draft, sampling=True, seed=seed, keys=keys,
+                               draft_lengths=lengths)
+        return loop.generate(prompts, num_new)
+
+    spec = run(plan)
+    plain = run(plan, [0] * prompts.shape[0])
+    row.invariant_equal = bool(torch.equal(spec.tokens, plain.tokens))
+    row.invariant_acceptance = spec.acceptance.acceptance_rate if spec.acceptance else None
+    base = run(standard).acceptance
+    row.standard_acceptance = base.acceptance_rate if base else None
 
 
 def _run_mixed(
@@ -347,6 +403,16 @@ def format_table(rows: list[DemoRow]) -> str:
                          f"{r.acceptance.draft_tokens} drafts accepted)")
         if r.notice:
             lines.append(f"    notice: {r.notice}")
+        if r.invariant_equal is not None:
+            standard = r.standard_acceptance or 0.0
+            lines.append(
+                f"    invariant mode: tokens equal plain sampling: "
+                f"{'yes' if r.invariant_equal else 'NO'}; accepted per draft "
+                f"{r.invariant_acceptance or 0:.2f} (standard rule {standard:.2f}; bound "
+                f"(1-d)/(1+d) = {invariant_bound(standard):.2f} with 1-d the standard rate)"
+            )
+        elif r.invariant_note:
+            lines.append(f"    invariant mode: not run ({r.invariant_note})")
         if r.case == MIXED_PARAMS_LABEL and r.sampling_checks:
             kinds = "; ".join(
                 f"{k} {_p_text(p)}" for k, p in zip(r.sampling_checks, r.sampling_p_values, strict=True)

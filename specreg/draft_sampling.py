@@ -7,8 +7,12 @@ draw through this module, which computes q with the verifiers' own functions (th
 statistics of `gathered_row_stats`, or `row_stats_triton` on the Triton path as the tree
 verifier does, then `filtered_rows`): the drafter's q row is the verifier's, bit for bit.
 
-- `sample_rows`: one draft per row (chain and block drafters), by the exponential race on q;
-  greedy requests (temperature 0) take the row's argmax, as the greedy drafters do.
+- `sample_rows`: one draft per row (chain and block drafters), by the verifiers' two-level
+  exponential race on q, keyed on the random stream by (request key, SAMPLE role, the draft's
+  absolute position): the very race the target's own draw at that position runs on p, so in the
+  drafter-invariant verify mode a draft matches the target's token with probability
+  >= (1 - d) / (1 + d), d = TV(p, q). Greedy requests (temperature 0) take the row's argmax, as
+  the greedy drafters do.
 - `sample_children`: k distinct children per row (tree drafters), by Gumbel-top-k on q: the k
   largest of log q + Gumbel noise are a draw of k tokens from q WITHOUT replacement, in draw
   order, which is what the tree verifier's recursive rule needs of a node's children (in
@@ -19,10 +23,15 @@ verifier does, then `filtered_rows`): the drafter's q row is the verifier's, bit
   every node keeps a prefix of its draws: the verify rule stays exact. Greedy requests keep the
   deterministic top-k of softmax(logits) and its probabilities, exactly as before.
 
-Draft noise comes from the caller's `generator`, never from the verifier's coins (a draft that
-depends on those coins would bias the rule). Inputs are checked before any work: logits
-[r, V] float, params of r requests on the logits' device (SR910, SR902, SR911-SR915), k in
-[1, V] (SR926).
+Draft noise comes from the random stream in the SAMPLE role, never from the verifier's
+acceptance coins (ACCEPT role) or its corrections (RESIDUAL role): a draft that depended on
+those would bias the standard rule. `keys` [r] are the rows' request keys (a seeded request's
+is its seed, `request_keys`; unseeded rows without `keys` get fresh ones from `generator`),
+`positions` [r] the absolute output position each row drafts. Inputs are checked before any
+work: logits [r, V] float, params of r requests on the logits' device (SR910, SR902,
+SR911-SR915), k in [1, V] (SR926); a row whose logits hold NaN or +inf, or only -inf, is SR904
+with value checks (on by default on CPU), and without them (GPU) that row alone drafts -1 with
+an all-zero q (`RowDraw.invalid`), which no verifier accepts; other rows are unaffected.
 """
 
 from __future__ import annotations
@@ -64,6 +73,7 @@ class RowDraw:
 
     tokens: torch.Tensor
     q: torch.Tensor
+    invalid: torch.Tensor | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -91,9 +101,47 @@ def check_draft_inputs(
                     accepted="[r, V] with V >= 1", fix="pass the draft's full-vocab logits",
                     field="logits")
         )
-    check_params(params, rows, vocab, logits.device,
-                 values=should_check_values(logits.device, check_values))
+    values = should_check_values(logits.device, check_values)
+    check_params(params, rows, vocab, logits.device, values=values)
+    if values:
+        bad = invalid_logit_rows(logits).nonzero().flatten().tolist()
+        if bad:
+            raise KernelInputError(
+                problem(
+                    "SR904",
+                    f"draft logits rows {bad[:8]}{' ...' if len(bad) > 8 else ''} hold NaN or "
+                    "+inf, or only -inf: no token can be drawn from them",
+                    accepted="finite logits (-inf marks a masked token; every row keeps one "
+                    "finite)",
+                    fix="check the draft model output (or the mask) that produced those rows",
+                    field="logits",
+                )
+            )
     return rows, vocab
+
+
+def invalid_logit_rows(logits: torch.Tensor) -> torch.Tensor:
+    """bool [r]: rows with NaN or +inf, or only -inf (their maximum is not finite)."""
+    if logits.shape[-1] == 0:
+        return torch.ones(logits.shape[0], dtype=torch.bool, device=logits.device)
+    return ~torch.isfinite(logits.amax(-1))
+
+
+def _stream_keys(
+    params: SamplingParams, keys: torch.Tensor | None, positions: torch.Tensor | None,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows' request keys (`request_keys`) and positions (default 0), int64 [r]."""
+    from specreg.kernels.sampling import request_keys
+
+    rows = params.batch_size
+    keys = request_keys(params, keys, generator=generator)
+    if positions is None:
+        positions = torch.zeros(rows, dtype=torch.int64, device=keys.device)
+    else:
+        check_shape("positions", positions, (rows,))
+        check_dtype("positions", positions, (torch.int32, torch.int64))
+    return keys, positions.to(torch.int64)
 
 
 def row_params(params: SamplingParams, repeats: int) -> SamplingParams:
@@ -134,37 +182,48 @@ def filtered_q(
                          probabilities=False)
 
 
-def _exponential(shape: tuple[int, ...], device: torch.device,
-                 generator: torch.Generator | None) -> torch.Tensor:
-    """Exp(1) draws, drawn on the generator's device and moved to `device`."""
-    where = generator.device if generator is not None else device
-    noise = torch.empty(shape, dtype=torch.float32, device=where).exponential_(generator=generator)
-    return noise.to(device).clamp_min_(torch.finfo(torch.float32).tiny)
+def _stream_exponentials(lanes: torch.Tensor, vocab: int) -> torch.Tensor:
+    """float32 [k, V] Exp(1) values of every token under the rows' key lanes [k, 2] (the
+    token level of the SAMPLE-role stream), clamped away from 0."""
+    from specreg.kernels.random_stream.torch_impl import exponentials_of, token_words_torch
+
+    tokens = torch.arange(vocab, dtype=torch.int64, device=lanes.device)
+    words = token_words_torch((lanes[:, :1], lanes[:, 1:]), tokens)
+    return exponentials_of(words).clamp_min_(torch.finfo(torch.float32).tiny)
 
 
 def sample_rows(
     logits: torch.Tensor,
     params: SamplingParams,
     *,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
     backend: str | None = None,
     check_values: bool | None = None,
 ) -> RowDraw:
     """One draft per row of `logits` [r, V] under `params` (r requests): see the module."""
+    from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+    from specreg.kernels.random_stream.types import SAMPLE_ROLE
+    from specreg.kernels.sampling.torch_impl import block_race_torch
+
     rows, vocab = check_draft_inputs(logits, params, check_values=check_values)
+    keys, positions = _stream_keys(params, keys, positions, generator)
     device = logits.device
+    invalid = invalid_logit_rows(logits)
     tokens = torch.argmax(logits, dim=-1)
     q = torch.zeros((rows, vocab), dtype=torch.float32, device=device)
-    sampled = (~params.greedy).nonzero().flatten()
+    sampled = (~params.greedy & ~invalid).nonzero().flatten()
     if sampled.numel():
         q_s = filtered_q(logits, params, sampled, filter_order=filter_order, backend=backend)
-        race = q_s / _exponential(tuple(q_s.shape), device, generator)
-        tokens[sampled] = torch.argmax(race, dim=-1)
+        lanes = draw_lanes_torch(keys[sampled], SAMPLE_ROLE, positions[sampled])
+        tokens[sampled] = block_race_torch(q_s, lanes)
         q[sampled] = q_s
-    greedy = params.greedy.nonzero().flatten()
+    greedy = (params.greedy & ~invalid).nonzero().flatten()
     q[greedy, tokens[greedy]] = 1.0
-    return RowDraw(tokens=tokens, q=q)
+    tokens = torch.where(invalid, -1, tokens)
+    return RowDraw(tokens=tokens, q=q, invalid=invalid)
 
 
 def sample_children(
@@ -172,6 +231,8 @@ def sample_children(
     params: SamplingParams,
     k: int,
     *,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
     backend: str | None = None,
@@ -190,6 +251,10 @@ def sample_children(
                 field="k",
             )
         )
+    from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+    from specreg.kernels.random_stream.types import SAMPLE_ROLE
+
+    keys, positions = _stream_keys(params, keys, positions, generator)
     probs = torch.softmax(logits.float(), dim=-1)
     weights, tokens = torch.topk(probs, k, dim=-1)  # the deterministic top-k of greedy rows
     sampled = (~params.greedy).nonzero().flatten()
@@ -197,7 +262,9 @@ def sample_children(
         q_s = filtered_q(logits, params, sampled, filter_order=filter_order, backend=backend)
         # Gumbel-top-k: the k largest q / E (E ~ Exp(1)) are k draws without replacement, in
         # order; the Gumbel key of a child is log(q / E), its weight exp(-E / q) = its CDF.
-        race = q_s / _exponential(tuple(q_s.shape), device=logits.device, generator=generator)
+        # E: the SAMPLE-role stream of each row's (key, position), one value per token.
+        lanes = draw_lanes_torch(keys[sampled], SAMPLE_ROLE, positions[sampled])
+        race = q_s / _stream_exponentials(lanes, vocab)
         keys, drawn = torch.topk(race, k, dim=-1)
         child_weights = torch.exp(-1.0 / keys).clamp_(CHILD_WEIGHT_MIN, CHILD_WEIGHT_MAX)
         rank = torch.arange(k, dtype=torch.float32, device=logits.device)

@@ -26,6 +26,7 @@ from specreg.framework_args.flags import (
     DRAFTER_OPTIONS,
     SGLANG,
     SGLANG_FIELDS,
+    SPECREG,
     VLLM_FIELDS,
     is_framework_key,
     key_of,
@@ -71,6 +72,9 @@ def translate(data: Mapping[str, Any]) -> Translation:
     problems: list[Problem] = []
     framework: dict[str, Any] = {}
     _aliases(raw, fields, notices)
+    for flag in SPECREG:
+        if flag.field is not None and raw.get(flag.key) is not None:
+            fields[flag.field] = raw[flag.key]
     if any(k in raw for k in VLLM_FIELDS):
         _vllm(raw, fields, problems, framework)
     _sglang(raw, data, fields, notices, problems, framework)

@@ -9,8 +9,13 @@ its weights and its KV cache, and passes a runner (`DraftModelRunner`) to `draft
    model's cache reaches the anchor: 1 token after a rejection, 2 after a fully accepted chain
    (the last draft was never fed), the whole prompt for a new request (`cache_lens` 0).
 2. **Draft.** gamma tokens autoregressively: argmax at temperature 0, else drawn from
-   q = softmax(logits / T), and q is returned for the verifier's with-draft rule. Draft i is fed
-   back for draft i + 1; the last one is not.
+   q = softmax(logits / T), and q is returned for the verifier's rejection rule; with `params`
+   (per-request temperature, top-k, top-p, min-p, seed) each request draws from its filtered q
+   (`specreg.draft_sampling`, greedy requests taking the argmax) and the draft logits are
+   returned (`ChainDraft.logits`) for the verifier's with-draft rule, which filters them as it
+   filters the target. Every draw is the SAMPLE-role race on the random stream at
+   (request key, the draft's absolute position `lengths + i`). Draft i is fed back for draft
+   i + 1; the last one is not.
 3. **Roll back.** After verification, `rollback(lengths, num_accepted, gamma)` gives the new
    `cache_lens`: the anchor's position + 1 + the accepted drafts that were fed, i.e.
    `lengths + min(num_accepted, gamma - 1)`. Positions from there on hold rejected drafts; the
@@ -55,13 +60,16 @@ class DraftModelRunner(Protocol):
 @attrs.frozen(kw_only=True)
 class ChainDraft:
     """One step's drafts: `tokens` int64 [b, gamma]; `q` float32 [b, gamma, V] (the
-    distributions they were drawn from; None at temperature 0); `cache_lens` int64 [b], the
-    draft KV after drafting (every position up to the last fed draft)."""
+    distributions they were drawn from; None at temperature 0 and with `params`); `logits`
+    float32 [b, gamma, V] (with `params`: the draft logits the drafts were drawn from, for
+    `verify_from_logits`; else None); `cache_lens` int64 [b], the draft KV after drafting
+    (every position up to the last fed draft)."""
 
     tokens: torch.Tensor
     q: torch.Tensor | None
     cache_lens: torch.Tensor
     gamma: int
+    logits: torch.Tensor | None = None
 
     def candidates(self, anchor: torch.Tensor) -> torch.Tensor:
         """The chain to verify: the anchor [b] (last committed token), then the drafts."""
@@ -154,16 +162,33 @@ class DraftModelDrafter:
     # ------------------------------------------------------------------------------ drafting
     def pick(
         self, logits: torch.Tensor, *, temperature: float = 0.0,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | None = None, params: Any = None,
+        keys: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+        filter_order: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One draft token per request from draft logits [b, V]: (tokens int64 [b], q [b, V] or
-        None). Temperature 0 takes the argmax; otherwise the token is drawn from q."""
+        None). Temperature 0 takes the argmax; otherwise the token is drawn from q by the
+        SAMPLE-role race at (`keys`, `positions`) (missing keys: fresh ones from `generator`).
+        With `params` (a `SamplingParams` of b requests) each request draws from its own
+        filtered q (`specreg.draft_sampling.sample_rows`) and q is that filtered q."""
+        if params is not None:
+            from specreg.draft_sampling import sample_rows
+            from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER
+
+            drawn = sample_rows(
+                logits, params, keys=keys, positions=positions, generator=generator,
+                filter_order=filter_order or DEFAULT_FILTER_ORDER,
+                check_values=self.check_values,
+            )
+            return drawn.tokens, drawn.q
         if temperature <= 0:
             return logits.argmax(-1), None
-        from specreg.kernels.sampling import exponential_race_sample
+        from specreg.kernels.chain import sample_tokens
 
         q = torch.softmax(logits.float() / temperature, dim=-1)
-        return exponential_race_sample(q, generator=generator, check_values=False), q
+        return sample_tokens(
+            q, keys=keys, positions=positions, generator=generator, check_values=False
+        ), q
 
     def draft(
         self,
@@ -176,6 +201,9 @@ class DraftModelDrafter:
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         draft_lengths: Any = None,
+        params: Any = None,
+        keys: torch.Tensor | None = None,
+        filter_order: str | None = None,
     ) -> ChainDraft:
         """Catch the draft KV up to the anchor, then draft `gamma` (default: the largest)
         tokens. `history` int64 [b, L] holds each request's committed tokens (the anchor last,
@@ -184,7 +212,10 @@ class DraftModelDrafter:
         draft_lengths[r] drafts, its anchor filling the rest (q rows there are 0). The draft
         model runs only the steps the longest request needs (the lengths are read on the
         host); when that is fewer than gamma its last draft is fed too, so the draft KV holds
-        every draft `rollback` may keep."""
+        every draft `rollback` may keep. `params` (per-request `SamplingParams`, instead of
+        `temperature`), `keys` [b] (the requests' keys on the random stream; a seeded request's
+        is its seed; missing ones are drawn once from `generator` for this call) and
+        `filter_order` (the plan's) are `pick`'s; draft i sits at position `lengths + i`."""
         if model is None or not callable(model):
             raise _inputs_error(
                 f"draft_model: drafting needs the draft model runner, got {model!r}", "model",
@@ -212,29 +243,47 @@ class DraftModelDrafter:
         feed = history.to(torch.int64).gather(1, cols.clamp(max=max(width - 1, 0)))
         feed = torch.where(cols < lengths[:, None], feed, torch.zeros_like(feed))
         logits = self._logits(model(feed, start, counts), b)
-        tokens, qs = [], []
+        if params is not None:  # a seeded request's key is its seed
+            from specreg.kernels.sampling import request_keys
+
+            keys = request_keys(params, keys, generator=generator)
+        elif keys is None and temperature > 0:
+            from specreg.kernels.random_stream import fresh_keys
+
+            keys = fresh_keys(b, device, generator=generator)
+        tokens, qs, rows = [], [], []
         ones = torch.ones(b, dtype=torch.int64, device=device)
         for j in range(steps):
-            token, q = self.pick(logits, temperature=temperature, generator=generator)
+            token, q = self.pick(
+                logits, temperature=temperature, generator=generator, params=params,
+                keys=keys, positions=lengths + j, filter_order=filter_order,
+            )
             tokens.append(token)
-            qs.append(q)
+            qs.append(None if params is not None else q)
+            rows.append(logits.float())
             if j + 1 < g:
-                logits = self._logits(model(token[:, None], lengths + j, ones), b)
+                logits = self._logits(model(token.clamp_min(0)[:, None], lengths + j, ones), b)
         drafts = torch.stack(tokens, dim=1)
         q_all = None if qs[0] is None else torch.stack(qs, dim=1)  # type: ignore[arg-type]
+        logits_all = torch.stack(rows, dim=1) if params is not None else None
         if capped is None:
-            return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + g - 1, gamma=g)
+            return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + g - 1, gamma=g,
+                              logits=logits_all)
         from specreg.draft_lengths import cut_chain
 
         anchor = history.to(torch.int64).gather(1, (lengths - 1)[:, None])[:, 0]
         pad = g - steps
         drafts = cut_chain(torch.cat([drafts, drafts.new_zeros(b, pad)], 1), capped, anchor)
+        kept = torch.arange(g, device=device)[None, :] < capped[:, None]
         if q_all is not None:
             q_all = torch.cat([q_all, q_all.new_zeros(b, pad, q_all.shape[2])], 1)
-            kept = torch.arange(g, device=device)[None, :] < capped[:, None]
             q_all = torch.where(kept[:, :, None], q_all, torch.zeros_like(q_all))
+        if logits_all is not None:  # rows past a request's length are never read
+            logits_all = torch.cat([logits_all, logits_all.new_zeros(b, pad, logits_all.shape[2])],
+                                   1)
         fed = steps if steps < g else g - 1  # the loop fed drafts 0..steps-1 when steps < g
-        return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + fed, gamma=g)
+        return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + fed, gamma=g,
+                          logits=logits_all)
 
     def propose(
         self,

@@ -118,6 +118,8 @@ class BlockDrafter:
         gamma: int | None = None,
         draft_lengths: Any = None,
         params: SamplingParams | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft tokens [b, gamma] and the logits they were drawn from [b, gamma, V] (None when
         greedy). DSpark walks the Markov `head`; DFlash (no head) samples each slot of the
@@ -128,7 +130,10 @@ class BlockDrafter:
         `SamplingParams` of b requests, instead of `temperature`): request r's drafts are drawn
         from filter(logits / T_r) under its own top-k, top-p and min-p, as the verifier filters
         q (`specreg.draft_sampling`), greedy requests taking the argmax; the logits are always
-        returned (hand them to `verify_sampling_from_logits(..., params=)`)."""
+        returned (hand them to `verify_sampling_from_logits(..., params=)`). Every sampled slot
+        is the SAMPLE-role race on the random stream at (the request's key `keys[r]`, slot k's
+        absolute position `positions[r] + k`); a seeded request's key is its seed, missing keys
+        are drawn once from `generator`, positions default 0."""
         if params is not None and temperature != 0.0:
             raise KernelInputError(
                 problem(
@@ -151,7 +156,7 @@ class BlockDrafter:
             )
             drafts, logits = self.propose(  # every keyword but draft_lengths, forwarded
                 base_logits, anchor, head=head, hidden=hidden, temperature=temperature,
-                generator=generator, gamma=gamma, params=params,
+                generator=generator, gamma=gamma, params=params, keys=keys, positions=positions,
             )
             return cut_chain(drafts, capped, anchor), logits
         wanted = self._gamma(gamma)
@@ -173,12 +178,14 @@ class BlockDrafter:
 
             check_draft_inputs(base_logits[:, 0], params)  # before any head step runs
         greedy = temperature <= 0 and params is None
-        sampler = None if params is None else self._params_sampler(params, generator)
+        if head is not None and greedy:
+            return head.greedy_block(base_logits, anchor, hidden, backend=self.backend), None
+        sampler = None
+        if not greedy:
+            sampler = self._keyed_sampler(
+                anchor.shape[0], anchor.device, temperature, params, keys, positions, generator
+            )
         if head is not None:
-            if greedy:
-                return head.greedy_block(base_logits, anchor, hidden, backend=self.backend), None
-            if sampler is None:
-                sampler = ExponentialRaceSampler(temperature, generator=generator)
             return head.sample_block(base_logits, anchor, hidden, sampler)
         if self.runtime.algorithm == "dspark":
             raise ConfigError(
@@ -194,21 +201,40 @@ class BlockDrafter:
         flat = logits.reshape(-1, logits.shape[-1])
         if greedy:
             return greedy_sampler(flat).view(logits.shape[:2]), None
-        if sampler is not None:  # one position of every request at a time: rows are requests
-            rows = torch.stack([sampler(logits[:, k]) for k in range(wanted)], dim=1)
-            return rows, logits
-        tokens = ExponentialRaceSampler(temperature, generator=generator)(flat)
-        return tokens.view(logits.shape[:2]), logits
+        assert sampler is not None
+        # one position of every request at a time, in slot order: rows are requests
+        rows = torch.stack([sampler(logits[:, k]) for k in range(wanted)], dim=1)
+        return rows, logits
 
-    def _params_sampler(
-        self, params: SamplingParams, generator: torch.Generator | None
+    def _keyed_sampler(
+        self, b: int, device: torch.device, temperature: float, params: SamplingParams | None,
+        keys: torch.Tensor | None, positions: torch.Tensor | None,
+        generator: torch.Generator | None,
     ) -> Callable[[torch.Tensor], torch.Tensor]:
-        """Logits [b, V] of one block position -> tokens [b] from each request's filtered q."""
+        """Logits [b, V] of block slot k (the k-th call) -> tokens [b]: the SAMPLE-role race
+        at (key, positions + k) on softmax(logits / T), or on each request's filtered q with
+        `params`."""
         from specreg.draft_sampling import sample_rows
+        from specreg.kernels.chain import sample_tokens
+        from specreg.kernels.random_stream import fresh_keys
+        from specreg.kernels.sampling import request_keys
+
+        if params is not None:
+            keys = request_keys(params, keys, generator=generator)
+        elif keys is None:
+            keys = fresh_keys(b, device, generator=generator)
+        if positions is None:
+            positions = torch.zeros(b, dtype=torch.int64, device=device)
+        slot = [0]
 
         def sample(logits: torch.Tensor) -> torch.Tensor:
-            return sample_rows(logits, params, generator=generator,
-                               filter_order=self.filter_order, backend=self.backend).tokens
+            at = positions.to(torch.int64) + slot[0]
+            slot[0] += 1
+            if params is not None:
+                return sample_rows(logits, params, keys=keys, positions=at,
+                                   filter_order=self.filter_order, backend=self.backend).tokens
+            q = ExponentialRaceSampler(temperature).probs(logits)
+            return sample_tokens(q, keys=keys, positions=at, check_values=False)
 
         return sample
 

@@ -54,8 +54,13 @@ ALIASES: tuple[Flag, ...] = (
     Flag("speculative_draft_config", "draft_config", real="--speculative-draft-model-path FOLDER"),
     Flag("kv_cache", "cache", real="--enable-hisparse"),
 )
-#: Every spelling of the command line: SGLang's, then specreg's aliases.
-COMMAND_LINE: tuple[Flag, ...] = SGLANG + ALIASES
+#: specreg's own settings, which neither framework has, spelled as their flags are
+#: (`--speculative-verify-mode invariant`; `speculative_verify_mode` in a config dict).
+SPECREG: tuple[Flag, ...] = (
+    Flag("speculative_verify_mode", "verify_mode"),
+)
+#: Every spelling of the command line: SGLang's, then specreg's aliases and own settings.
+COMMAND_LINE: tuple[Flag, ...] = SGLANG + ALIASES + SPECREG
 SGLANG_FIELDS: tuple[str, ...] = tuple(f.key for f in SGLANG)
 #: vLLM speculative-config keys specreg reads.
 VLLM_FIELDS: tuple[str, ...] = (

@@ -87,6 +87,17 @@ def check_same_device(**tensors: torch.Tensor | None) -> torch.device:
                     field=name,
                 )
             )
+    if first.type == "meta":
+        raise KernelInputError(
+            problem(
+                "SR902",
+                f"{first_name} is on the meta device, which holds shapes but no values: no token "
+                "can be computed from it",
+                accepted="tensors with data (cpu, cuda, ...)",
+                fix=f"materialise {first_name} on a real device (e.g. .to('cpu')) before verifying",
+                field=first_name,
+            )
+        )
     return first
 
 

@@ -59,11 +59,14 @@ def draft_with_model(loop: LoopView, batch: Batch, gamma: int) -> tuple[torch.Te
         accepted = batch.lengths - state["lengths"] - 1  # -1: a finished request committed nothing
         cache_lens = drafter.rollback(state["lengths"], accepted, state["gamma"])
     temperature = loop.temperature if loop.sampling else 0.0
+    drawn: dict[str, Any] = {"temperature": temperature}
+    if loop.with_draft:  # each request's drafts from its filtered q; the logits go to verify
+        drawn = {"params": loop.params, "filter_order": loop.plan.config.filter_order}
     draft = drafter.draft(
-        runner, batch.seqs, batch.lengths, cache_lens, gamma=gamma, temperature=temperature,
-        generator=loop.generator, **lengths_keyword(loop),
+        runner, batch.seqs, batch.lengths, cache_lens, gamma=gamma, generator=loop.generator,
+        keys=loop.keys, **drawn, **lengths_keyword(loop),
     )
     loop._draft_model_state = {  # type: ignore[attr-defined]
         "seqs": batch.seqs, "runner": runner, "lengths": batch.lengths.clone(), "gamma": gamma,
     }
-    return draft.candidates(batch.last_tokens()), draft.q
+    return draft.candidates(batch.last_tokens()), draft.logits if loop.with_draft else draft.q

@@ -7,7 +7,8 @@ sampled requests then run one of two rules (`GenerationResult.verify_rule` says 
   parameters (`specreg.draft_sampling`) and the verifier gets the draft logits, so it runs
   rejection sampling against that q (chain and block: the classic rule; tree: the recursive
   rule over children drawn without replacement). Available when the drafts come from the toy
-  draft model step by step (chain), from a block drafter whose `propose` takes `params`, or
+  draft model step by step (chain), from a drafter driving a draft model whose `draft` takes
+  `params` (draft_model), from a block drafter whose `propose` takes `params`, or
   from a tree drafter whose `start` takes `params` and that has `draft_logits`.
 - `target_only`: the drafts are deterministic (greedy draft-model proposals, model-free
   drafters, Medusa heads) and the verifier gets no q; lossless for any proposal drawn
@@ -50,6 +51,8 @@ def can_draw_with_params(plan: SpecPlan, *, history_trees: bool) -> bool:
                 and _takes(drafter, "start", "params") and hasattr(drafter, "draft_logits"))
     if history_trees:
         return False
+    if drafter is not None and _takes(drafter, "draft", "params"):
+        return True  # a drafter driving a draft model (draft_model) draws with params
     return drafter is None  # the loop's own draft-model chain; model-free drafters are fixed
 
 
@@ -81,12 +84,13 @@ def resolve_rule(
 
 def sampled_draft_chain(
     draft: ToyLM, batch: Batch, gamma: int, params: SamplingParams, *,
-    generator: torch.Generator, filter_order: str | None,
+    keys: torch.Tensor | None, filter_order: str | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """gamma drafts per request from the toy draft model, each drawn from the request's
     filtered q (greedy requests: the argmax): (candidates [b, gamma + 1], draft logits
-    [b, gamma, V], the rows the drafts were drawn from). `filter_order`: the plan's (None:
-    the default order, as the verifiers read it)."""
+    [b, gamma, V], the rows the drafts were drawn from). Draft j is the SAMPLE-role race at
+    (the request's key, position lengths + j). `filter_order`: the plan's (None: the default
+    order, as the verifiers read it)."""
     from specreg.draft_sampling import sample_rows
     from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER
 
@@ -98,7 +102,8 @@ def sampled_draft_chain(
     for j in range(gamma):
         lengths = batch.lengths + j
         logits = draft.next_logits(ext, lengths).float()
-        token = sample_rows(logits, params, generator=generator, filter_order=order).tokens
+        token = sample_rows(logits, params, keys=keys, positions=lengths,
+                            filter_order=order).tokens
         ext[torch.arange(b), lengths] = token
         candidates.append(token)
         rows.append(logits)

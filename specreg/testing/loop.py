@@ -86,13 +86,16 @@ def _softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(logits.float() / temperature, dim=-1)
 
 
-def _pick(probs: torch.Tensor, sampling: bool, generator: torch.Generator) -> torch.Tensor:
-    from specreg.kernels.sampling import exponential_race_sample
+def _pick(
+    probs: torch.Tensor, sampling: bool, keys: torch.Tensor | None, positions: torch.Tensor
+) -> torch.Tensor:
+    """The draft of each request [b] from q `probs` [b, V]: its argmax, or the SAMPLE-role race
+    at (its key, the draft's position) when sampling."""
+    from specreg.kernels.chain import sample_tokens
 
     if not sampling:
         return probs.argmax(-1)
-    flat = probs.reshape(-1, probs.shape[-1])
-    return exponential_race_sample(flat, generator=generator).reshape(probs.shape[:-1])
+    return sample_tokens(probs, keys=keys, positions=positions, check_values=False)
 
 
 class SpeculativeLoop:
@@ -220,7 +223,7 @@ class SpeculativeLoop:
         if self.with_draft:
             assert self.params is not None
             return sampled_draft_chain(self.draft, batch, gamma, self.params,
-                                       generator=self.generator,
+                                       keys=self.keys,
                                        filter_order=self.plan.config.filter_order)
         ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
         candidates = [batch.last_tokens()]
@@ -228,7 +231,7 @@ class SpeculativeLoop:
         for j in range(gamma):
             lengths = batch.lengths + j
             q = _softmax(self.draft.next_logits(ext, lengths), self.temperature)
-            token = _pick(q, self.sampling, self.generator)
+            token = _pick(q, self.sampling, self.keys, lengths)
             ext[torch.arange(b), lengths] = token
             candidates.append(token)
             qs.append(q)
@@ -275,6 +278,8 @@ class SpeculativeLoop:
             base_logits = base_logits[:, 1:]  # bonus-anchor layout: the anchor slot conditions only
         drawn = {"params": self.params} if self.with_draft else {
             "temperature": self.temperature if self.sampling else 0.0}
+        if "keys" in inspect.signature(drafter.propose).parameters:
+            drawn.update(keys=self.keys, positions=batch.lengths)  # slot k at lengths + k
         drafts, corrected = drafter.propose(
             base_logits, anchor, head=self.markov_head, generator=self.generator, gamma=gamma,
             **drawn, **lengths_keyword(self),

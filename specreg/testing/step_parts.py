@@ -60,6 +60,7 @@ class LoopView(Protocol):
     params_verify: Callable[..., Any] | None
     sampling: bool
     with_draft: bool  # sampled requests run the with-draft rule (specreg.testing.draft_rules)
+    keys: torch.Tensor | None  # each request's key on the random stream
     temperature: float
     generator: torch.Generator
     draft_lengths: Any

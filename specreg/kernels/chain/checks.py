@@ -107,6 +107,7 @@ def check_chain(
     if not should_check_values(device, check_values):
         return b, n, vocab
 
+    check_position_values(positions)
     if verify_lens is not None:
         check_index_range("verify_lens", verify_lens, 1, n + 1)
     verified = verified_positions(verify_lens, b, n, device)
@@ -141,7 +142,6 @@ def check_chain(
                 )
             )
     check_coin_values(coins)
-    check_position_values(positions)
     return b, n, vocab
 
 

@@ -146,7 +146,7 @@ def prepare_chain_params(
     keys = request_keys(params, keys, generator=generator)
     positions = (
         torch.zeros(b, dtype=torch.int64, device=device) if positions is None
-        else positions.to(torch.int64)
+        else positions.to(torch.int64).contiguous()
     )
     if coins is None:
         coins = accept_coins_torch(keys, positions, candidates[:, 1:])

@@ -165,4 +165,4 @@ def stream_keys(
     keys = fresh_keys(rows, device, generator=generator) if keys is None else keys
     if positions is None:
         positions = torch.zeros(rows, dtype=torch.int64, device=device)
-    return keys.to(torch.int64), positions.to(torch.int64)
+    return keys.to(torch.int64).contiguous(), positions.to(torch.int64).contiguous()

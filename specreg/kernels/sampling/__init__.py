@@ -229,4 +229,5 @@ def request_keys(
         check_shape("keys", keys, (b,))
         check_dtype("keys", keys, (torch.int32, torch.int64))
         check_same_device(seed=params.seed, keys=keys)
-    return torch.where(params.seed >= 0, params.seed.to(torch.int64), keys.to(torch.int64))
+    seeded = params.seed.to(torch.int64)
+    return torch.where(params.seed >= 0, seeded, keys.to(torch.int64)).contiguous()
