@@ -94,6 +94,7 @@ def main() -> None:
 
     from specreg.adapters import sglang_tree_kernels as kernels
     from specreg.adapters import substitution_runtime
+    from specreg.kernels.random_stream import fresh_keys
     from specreg.sampling_params import SamplingParams
     from tests.adapters.sglang_tree_verify import publish_server_args, sampling_info
 
@@ -141,20 +142,21 @@ def main() -> None:
         probs = kernels.top_k_renorm_prob(probs, torch.full((b * n,), top_k))
         probs = kernels.top_p_renorm_prob(probs, torch.full((b * n,), top_p))
         probs = kernels.filter_probs(probs, min_p=torch.full((b * n,), min_p))
-        coins, final = torch.rand(b, n), torch.rand(b)
+        coins = torch.rand(b, n)  # SGLang's acceptance coins; the final draw: a fresh key
         return verify_tree_sampling(*links, probs.view(b, n, vocab), depth=depth, coins=coins,
-                                    final_coins=final)
+                                    keys=fresh_keys(b, "cpu"), positions=seq_lens + 1)
 
     probs = torch.softmax(x.logits / temperature, dim=-1).view(b, n, vocab)
     coins, final = torch.rand(b, n), torch.rand(b)
 
-    def sampling_kernel_sub():
+    def sampling_kernel_sub():  # unseeded: the substitution draws a fresh key per request
         return eu.tree_speculative_sampling_target_only(
             *buffers(), *links, coins, final, probs, None, 1.0, 1.0, True)
 
     def sampling_kernel_direct():
         buffers()
-        return verify_tree_sampling(*links, probs, depth=depth, coins=coins, final_coins=final)
+        return verify_tree_sampling(*links, probs, depth=depth, coins=coins,
+                                    keys=fresh_keys(b, "cpu"), positions=seq_lens + 1)
 
     params = SamplingParams.of(b, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
 

@@ -26,9 +26,6 @@ from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
 from specreg_eagle.runtime import MASK_MODES
 
-#: verify_sampling keywords that per-request seeds replace when `params` is given.
-_COIN_KEYWORDS = ("coins", "final_coins", "seed")
-
 
 class EagleVerifier:
     """Builds EAGLE draft trees and verifies them, from tensors only.
@@ -42,9 +39,12 @@ class EagleVerifier:
        ``seq_lens`` [b] the committed length. ``tree.draft_tokens.view(b, N)`` are the tokens to
        run through the target, at ``tree.positions`` with attention mask ``tree.tree_mask``.
     2. ``out = verifier.verify_greedy(tree, target_logits)`` or
-       ``out = verifier.verify_sampling(tree, target_probs, draft_probs=None, seed=None)`` with
+       ``out = verifier.verify_sampling(tree, target_probs, draft_probs=None, keys=None)`` with
        the target's output for every tree node, [b, N, V] (row i = the next-token distribution
        after node i). ``draft_probs`` [b, N, V] (row i = q of node i's children) is optional.
+       Draws read the random stream keyed by each request's key (``keys`` [b]: its seed, or a
+       key drawn once for the request) and the absolute position of the tree's depth-1 nodes
+       (``positions`` [b], by default the tree's root position + 1).
 
     ``out`` is a `specreg.protocols.VerifyResult`: ``out.output_tokens`` [b, num_steps + 1]
     int64 holds each request's accepted drafts then the bonus token, padded with -1;
@@ -216,23 +216,22 @@ class EagleVerifier:
     ) -> VerifyResult:
         """Lossless tree sampling; `target_probs` [b, N, V], `draft_probs` None or [b, N, V].
 
-        `kwargs`: `verify_tree_sampling`'s (`coins`, `final_coins`, `seed`, `offsets`,
-        `generator`, `block_v`, `draft_lengths`: per request, the deepest node it verifies, 0 =
-        one plain sample from the root's row). With `seed`, coins are a hash of (seed,
-        offsets[r] (default: the tree's root positions), column). With `params`, each request's probabilities are
-        filtered by its own parameters first (greedy ones mixed in, seeds per request, so
-        `coins`, `final_coins` and `seed` are not used; `verify_tree_with_params`)."""
+        `kwargs`: `verify_tree_sampling`'s (`keys`, `positions`, `coins`, `generator`,
+        `block_v`, `draft_lengths`: per request, the deepest node it verifies, 0 = one plain
+        sample from the root's row). Draws are keyed by `keys` [b] (each request's key; missing:
+        fresh keys from `generator`) and `positions` [b] (default: the tree's root positions
+        + 1, the absolute position of the depth-1 nodes). With `params`, each request's
+        probabilities are filtered by its own parameters first (greedy ones mixed in; a seeded
+        request's key is its seed; `verify_tree_with_params`)."""
         candidates = self._links(tree)[0]
         b, n = candidates.shape
-        if (kwargs.get("seed") is not None or params is not None) and kwargs.get("offsets") is None:
-            kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
+        _default_positions(tree, b, n, kwargs)
         if params is not None:
             self._refuse_chain_rule("params=")
-            kept = {k: v for k, v in kwargs.items() if k not in _COIN_KEYWORDS}
             found = verify_tree_with_params(
                 *self._links(tree), target_probs, params=params, draft=draft_probs,
                 probabilities=True, filter_order=self.filter_order, **self._bound(),
-                **self._thresholds(), **kept,
+                **self._thresholds(), **kwargs,
             )
             return _as_result(found, n, self.acceptance.kind)
         if self.topk == 1 and (draft_probs is not None or self._chain_rule):
@@ -254,12 +253,12 @@ class EagleVerifier:
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits [b, N, V]: temperature-0
         requests verify greedily, the others by tree sampling on the filtered p and q.
-        `kwargs`: `verify_tree_with_params`'s (`offsets` (default: the tree's root positions),
-        `generator`, `block_v`, `draft_lengths`)."""
+        `kwargs`: `verify_tree_with_params`'s (`keys` (a seeded request's key is its seed),
+        `positions` (default: the tree's root positions + 1), `coins`, `generator`, `block_v`,
+        `draft_lengths`)."""
         self._refuse_chain_rule("verify_from_logits")
         b, n = tree.retrieve_index.shape
-        if kwargs.get("offsets") is None:
-            kwargs["offsets"] = tree.positions.view(b, n)[:, 0]
+        _default_positions(tree, b, n, kwargs)
         found = verify_tree_with_params(
             *self._links(tree), target_logits, params=params, draft=draft_logits,
             filter_order=self.filter_order, **self._bound(), **self._thresholds(), **kwargs,
@@ -272,29 +271,24 @@ class EagleVerifier:
         target_probs: torch.Tensor,
         draft_probs: torch.Tensor | None,
         *,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
         coins: torch.Tensor | None = None,
-        final_coins: torch.Tensor | None = None,
-        seed: int | None = None,
-        offsets: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
         block_v: int | None = None,
         draft_lengths: Any = None,
     ) -> VerifyResult:
         """topk 1 with a real q (or a chain acceptance rule): chain verification
-        (`ChainVerifier`, under the plan's acceptance rule)."""
-        b, n = candidates.shape
-        if coins is None or final_coins is None:
-            from specreg.kernels.sampling import uniform_coins
-
-            drawn = uniform_coins(
-                (b, n + 1), device=candidates.device, seed=seed, offsets=offsets,
-                generator=generator,
-            )
-            coins = drawn[:, :n] if coins is None else coins
-            final_coins = drawn[:, n] if final_coins is None else final_coins
+        (`ChainVerifier`, under the plan's acceptance rule), on the same stream: the chain's
+        row 0 verifies the tree's depth-1 node, so `keys` and `positions` pass through, and
+        a caller's tree `coins` (SGLang's layout: node c tested with coins[:, c - 1]) are the
+        chain's acceptance coins."""
+        n = candidates.shape[1]
         chain = self._chain(n).verify_sampling(
             candidates, target_probs, None if draft_probs is None else draft_probs[:, : n - 1],
-            coins=coins[:, : n - 1], final_coins=final_coins, draft_lengths=draft_lengths,
+            keys=keys, positions=positions,
+            coins=None if coins is None else coins[:, : n - 1], generator=generator,
+            draft_lengths=draft_lengths,
         )
         return _as_result(chain_to_tree_result(chain, self.num_steps), n, chain.acceptance)
 
@@ -340,6 +334,13 @@ class EagleVerifier:
 
     def __repr__(self) -> str:
         return self.describe()
+
+
+def _default_positions(tree: TreeBuildResult, b: int, n: int, kwargs: dict[str, Any]) -> None:
+    """`positions` (when the caller gave none): the absolute position of each tree's depth-1
+    nodes, its root's position + 1 (`tree.positions` is seq_len + depth)."""
+    if kwargs.get("positions") is None:
+        kwargs["positions"] = tree.positions.view(b, n)[:, 0].to(torch.int64) + 1
 
 
 def chain_to_tree_result(chain: object, num_steps: int) -> TreeVerifyResult:

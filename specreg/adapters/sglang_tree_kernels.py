@@ -9,24 +9,31 @@ SGLang's kernels write them (only the accepted path's `predicts` and `accept_ind
 - `verify_tree_greedy` for `spec_tree.verify_tree_greedy_func`: `verify_greedy` on the target's
   argmax; depth = `accept_index.shape[1] - 1` (SGLang's `max_tree_depth` slots).
 - `tree_sampling_target_only` for `verify_sampling.tree_speculative_sampling_target_only`:
-  `verify_tree_sampling`'s target-only rule on SGLang's coins (seeded per request when the
-  request has a `sampling_seed`: SGLang derives them from the seed and the sequence length, so a
-  seeded request's tokens do not depend on the rest of the batch), after min-p.
+  `verify_tree_sampling`'s target-only rule on SGLang's node coins `uniform_samples` (seeded
+  per request when the request has a `sampling_seed`: SGLang derives them from the seed and the
+  sequence length), after min-p. The final token is specreg's exact race on its random stream
+  (`stream_keys`): keyed by the request's `sampling_seed` and sequence length when SGLang
+  seeds it, so a seeded request's tokens do not depend on the rest of the batch, else by a fresh
+  64-bit key per request. SGLang's `uniform_samples_for_final_sampling` is not read: a draw keyed
+  by one float32 coin can reach at most 2**24 outcomes per row, which is not exact.
 - `top_k_renorm_prob` / `top_p_renorm_prob` for `sampling.renorm`'s: specreg's filtering rule
   (`specreg.kernels.filtering`) on probability rows, renormalised.
 - `chain_sampling` around `reject_sampling.chain_speculative_sampling_triton` (the kernel
   `--speculative-use-rejection-sampling` selects): min-p, then `verify_tree_sampling`'s
-  recursive rejection sampling with SGLang's draft distribution (it equals SGLang's Triton
-  chain kernel on the same uniforms); block verification stays SGLang's kernel, after min-p.
+  recursive rejection sampling with SGLang's draft distribution (its acceptance decisions equal
+  SGLang's Triton chain kernel's on the same uniforms; the correction / bonus token is the
+  stream's race, keyed as above); block verification stays SGLang's kernel, after min-p.
 - `seeded_verify_coins` for `eagle_utils._seeded_verify_coins`: SGLang's own seeded coin stream
   (murmur_hash32 of seed, sequence length and column), computed in torch on a CPU, where SGLang
   needs its compiled `sgl_kernel` for it; SGLang's own function everywhere else.
 
 Min-p: SGLang's `eagle_sample` has no min-p step and passes the kernel no sampling parameters,
-so `verify_call` (an AROUND hook on `eagle_sample`) makes the batch's `SamplingBatchInfo`
-visible to the sampling kernel for the duration of that call only (a context variable; nothing
-outlives the call), and requests with `min_p > 0` have their target rows filtered (keep a token
-whose probability is at least min_p times the largest, renormalise) before verification.
+so `verify_call` (an AROUND hook on `eagle_sample`) makes the batch's `SamplingBatchInfo` and
+`seq_lens` visible to the sampling kernel for the duration of that call only (context
+variables; nothing outlives the call), and requests with `min_p > 0` have their target rows
+filtered (keep a token whose probability is at least min_p times the largest, renormalise)
+before verification. The same context gives the final draw its keys (`sampling_seed`) and
+positions (`seq_lens`).
 """
 
 from __future__ import annotations
@@ -51,11 +58,16 @@ from specreg.kernels.checks import (
 )
 from specreg.kernels.filtering.torch_impl import row_stats, scaled_scores
 from specreg.kernels.filtering.types import FILTER_RULES
+from specreg.kernels.random_stream import fresh_keys
 from specreg.sampling_params import SamplingParams
 
 #: The `SamplingBatchInfo` of the `eagle_sample` call in progress (None outside one).
 CURRENT_SAMPLING_INFO: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "specreg_sglang_sampling_info", default=None
+)
+#: The batch's `seq_lens` [b] of the `eagle_sample` call in progress (None outside one).
+CURRENT_SEQ_LENS: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "specreg_sglang_seq_lens", default=None
 )
 
 #: The plugin whose tree verifier these kernels run (its entry point in the `specreg` group).
@@ -81,13 +93,36 @@ SGLANG_TOP_K_ALL = 1 << 30
 
 def verify_call(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """AROUND hook of `eagle_sample(verify_input, batch, logits_output, ...)`: runs it with the
-    batch's sampling info visible to `tree_sampling_target_only` (for min-p)."""
+    batch's sampling info (for min-p and the seeds) and `seq_lens` (the positions) visible to
+    the sampling kernels."""
     batch = args[1] if len(args) > 1 else kwargs.get("batch")
     token = CURRENT_SAMPLING_INFO.set(getattr(batch, "sampling_info", None))
+    lens = CURRENT_SEQ_LENS.set(getattr(batch, "seq_lens", None))
     try:
         return original(*args, **kwargs)
     finally:
+        CURRENT_SEQ_LENS.reset(lens)
         CURRENT_SAMPLING_INFO.reset(token)
+
+
+def stream_keys(b: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keys, positions) int64 [b] keying the final draws of the `eagle_sample` call in
+    progress. A batch SGLang seeds (`sampling_info.sampling_seed`) is keyed by its seeds, at
+    positions `seq_lens + 1` (SGLang places the tree root at `seq_len`, the depth-1 drafts the
+    root's row verifies at `seq_len + 1`): the same (seed, sequence) gives the same tokens
+    alone, in any batch, on any backend. Otherwise each request gets a fresh 64-bit key from
+    torch's generator (as SGLang's unseeded coins come from `torch.rand`). Outside a call (or
+    without `seq_lens` of the batch's size) the positions are 0."""
+    info, seq_lens = CURRENT_SAMPLING_INFO.get(), CURRENT_SEQ_LENS.get()
+    seeds = getattr(info, "sampling_seed", None)
+    if isinstance(seq_lens, torch.Tensor) and seq_lens.numel() == b:
+        positions = seq_lens.reshape(b).to(device=device, dtype=torch.int64) + 1
+    else:
+        positions = torch.zeros(b, dtype=torch.int64, device=device)
+    if isinstance(seeds, torch.Tensor) and seeds.numel() == b:
+        check_dtype("sampling_seed", seeds, INDEX_DTYPES)
+        return seeds.reshape(b).to(device=device, dtype=torch.int64), positions
+    return fresh_keys(b, device), positions
 
 
 # ------------------------------------------------------------------------------- tree kernels
@@ -170,16 +205,20 @@ def tree_sampling_target_only(
     deterministic: bool = True,
 ) -> None:
     """`tree_speculative_sampling_target_only`'s signature: specreg's target-only tree sampling
-    on SGLang's coins, after min-p for the requests of the `eagle_sample` call that ask for it.
+    on SGLang's node coins, after min-p for the requests of the `eagle_sample` call that ask
+    for it; the final token is the stream's race keyed by `stream_keys`.
 
-    `draft_probs` is SGLang's scratch buffer (zeros) for this rule and is not read."""
+    `draft_probs` is SGLang's scratch buffer (zeros) for this rule and is not read, nor is
+    `uniform_samples_for_final_sampling` (one 24-bit coin cannot key an exact draw)."""
     del draft_probs, deterministic  # target-only; specreg's kernels are deterministic
+    del uniform_samples_for_final_sampling
     b, n = candidates.shape if candidates.dim() == 2 else (0, 0)
     depth = _check_outputs(b, n, predicts, accept_index, accept_token_num)
     probs = with_min_p(target_probs, CURRENT_SAMPLING_INFO.get())
+    keys, positions = stream_keys(b, candidates.device)
     result = eagle_kernels().verify_tree_sampling(
         candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs,
-        depth=depth, coins=uniform_samples, final_coins=uniform_samples_for_final_sampling,
+        depth=depth, coins=uniform_samples, keys=keys, positions=positions,
         threshold_single=threshold_single, threshold_acc=threshold_acc,
     )
     write_outputs(result, predicts, accept_index, accept_token_num)
@@ -206,7 +245,9 @@ def chain_sampling(
 ) -> None:
     """AROUND hook of `chain_speculative_sampling_triton`: rejection sampling of a chain with
     SGLang's draft distribution `draft_probs` ([b, N - 1, V] or [b, N, V]: row i is the q node
-    i + 1 was drawn from), after min-p. Thresholds do not apply to this rule (as in SGLang)."""
+    i + 1 was drawn from), after min-p, on SGLang's acceptance coins; the correction / bonus is
+    the stream's race keyed by `stream_keys` (`uniform_samples_for_final_sampling` is read only
+    by SGLang's block rule). Thresholds do not apply to this rule (as in SGLang)."""
     probs = with_min_p(target_probs, CURRENT_SAMPLING_INFO.get())
     if block_verification:  # SGLang's block rule (specreg has none): its kernel, after min-p
         original(predicts, accept_index, accept_token_num, candidates, retrive_index,
@@ -219,10 +260,10 @@ def chain_sampling(
     check_shape("draft_probs", draft_probs, (b, None, None))
     if draft_probs.shape[1] == n - 1:  # SGLang's drafts have no row for the last node
         draft_probs = torch.cat([draft_probs, draft_probs.new_zeros(b, 1, draft_probs.shape[2])], 1)
+    keys, positions = stream_keys(b, candidates.device)
     result = eagle_kernels().verify_tree_sampling(
         candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs, depth=depth,
-        draft_probs=draft_probs, coins=uniform_samples,
-        final_coins=uniform_samples_for_final_sampling,
+        draft_probs=draft_probs, coins=uniform_samples, keys=keys, positions=positions,
     )
     write_outputs(result, predicts, accept_index, accept_token_num)
 

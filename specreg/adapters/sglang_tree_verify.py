@@ -2,9 +2,11 @@
 
 `install(plan)` puts `specreg.adapters.sglang_tree_kernels`'s functions in place of SGLang
 0.5.23's greedy tree kernel, its target-only tree sampling kernel and the top-k / top-p renorm
-before it, and wraps (AROUND) `eagle_sample` so that the sampling kernel sees the batch's
-min-p, `_seeded_verify_coins` so that seeded requests get SGLang's coins on a CPU too, and the
-chain kernel `--speculative-use-rejection-sampling` selects (min-p there as well).
+before it, and wraps (AROUND) `eagle_sample` so that the sampling kernels see the batch's
+min-p and, for the final token's draw on specreg's random stream, its seeds and `seq_lens`
+(a seeded request's key is its `sampling_seed`), `_seeded_verify_coins` so that seeded
+requests get SGLang's acceptance coins on a CPU too, and the chain kernel
+`--speculative-use-rejection-sampling` selects (min-p there as well).
 
 A seam whose value is a function goes through SGLang's `HookRegistry` (which patches the
 defining module and every module-level copy); a seam whose value is not a function (`None` on
@@ -29,8 +31,9 @@ from typing import Any
 from specreg.adapters import sglang_tree_kernels as kernels
 from specreg.adapters.substitution_runtime import require_applied, seam_missing
 
-#: AROUND hooks: the call site whose kernels are substituted (min-p's sampling info), and its
-#: seeded coins (SGLang's own stream, computed in torch on a CPU).
+#: AROUND hooks: the call site whose kernels are substituted (min-p's sampling info, the seeds
+#: and seq_lens keying the final draws), and its seeded acceptance coins (SGLang's own stream,
+#: computed in torch on a CPU).
 AROUND = {
     "sglang.srt.speculative.eagle_utils.eagle_sample": kernels.verify_call,
     "sglang.srt.speculative.eagle_utils._seeded_verify_coins": kernels.seeded_verify_coins,

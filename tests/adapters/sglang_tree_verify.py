@@ -11,6 +11,12 @@ Payload {"mode": "on" | "off", "model_path": ..., "sizes": {...}}; prints one JS
   on CPU, then the SR182 faults (a missing seam; a hook the registry did not apply).
 - on: the same identities (now specreg's), the oracle comparisons case by case, the
   chi-square counts, the seed checks and the bad-input codes.
+
+Sampling oracles compare acceptance decisions (the accepted path, its count and the accepted
+drafts) on the same uniforms: specreg draws the final token (correction or bonus) by an exact
+race on its own random stream, keyed by the request's seed and sequence length (or a fresh key),
+not by SGLang's one final coin, so SGLang's final token is no oracle for it; the chi-square
+counts check that the emitted tokens follow the target.
 """
 
 from __future__ import annotations
@@ -136,8 +142,10 @@ def sglang_outputs(b: int, n: int, slots: int):
             torch.zeros(b, dtype=torch.int32))
 
 
-def same_outputs(ours, theirs) -> list[bool]:
-    """Per request: the accepted path (accept_index), its count and the predicts on it agree."""
+def same_outputs(ours, theirs, *, final: bool = True) -> list[bool]:
+    """Per request: the accepted path (accept_index), its count and the predicts on it agree;
+    with `final=False` the predicts of the accepted drafts only (the acceptance decisions), not
+    the last node's, which holds the final token."""
     import torch
 
     pred_a, acc_a, num_a = ours
@@ -146,9 +154,16 @@ def same_outputs(ours, theirs) -> list[bool]:
     out = []
     for r in range(b):
         path = acc_a[r][acc_a[r] >= 0].to(torch.int64)
+        if not final:
+            path = path[:-1]
         out.append(bool(torch.equal(acc_a[r], acc_b[r]) and num_a[r] == num_b[r]
                         and torch.equal(pred_a[path], pred_b[path])))
     return out
+
+
+def same_decisions(ours, theirs) -> list[bool]:
+    """Per request: the same acceptance decisions (path, count, accepted drafts)."""
+    return same_outputs(ours, theirs, final=False)
 
 
 # ------------------------------------------------------------------------------- comparisons
@@ -182,10 +197,12 @@ def sglang_chain_kernel():
 
 
 def chain_oracle(gen, b: int, n: int, vocab: int) -> dict:
-    """On the same uniforms, SGLang's Triton chain_speculative_sampling_triton against
-    (a) the substituted target-only kernel (q one-hot: the rules coincide), (b) specreg's
-    recursive rejection sampling with the same general q, and (c) the substituted chain kernel
-    as eagle_sample calls it in rejection-sampling mode (SGLang's [b, N - 1, V] draft rows)."""
+    """On the same uniforms, the acceptance decisions of SGLang's Triton
+    chain_speculative_sampling_triton against (a) the substituted target-only kernel (q
+    one-hot: the rules coincide), (b) specreg's recursive rejection sampling with the same
+    general q, and (c) the substituted chain kernel as eagle_sample calls it in
+    rejection-sampling mode (SGLang's [b, N - 1, V] draft rows). The final tokens are not
+    compared (specreg's own exact draw on its stream)."""
     import sglang.srt.speculative.eagle_utils as eu
     import torch
     from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
@@ -200,7 +217,7 @@ def chain_oracle(gen, b: int, n: int, vocab: int) -> dict:
     ours = sglang_outputs(b, n, n)
     eu.tree_speculative_sampling_target_only(*ours, cand, index, nt, ns, coins, final, p,
                                              torch.zeros_like(p), 1.0, 1.0, True)
-    flags = same_outputs(ours, theirs)
+    flags = same_decisions(ours, theirs)
     out["target_only"] = {"agree": sum(flags), "total": len(flags),
                           "accepted_mean": float(ours[2].float().mean())}
     # general q: drafts drawn from a q of their own
@@ -211,10 +228,10 @@ def chain_oracle(gen, b: int, n: int, vocab: int) -> dict:
     theirs = sglang_outputs(b, n, n)
     theirs_fn(*theirs, cand, index, nt, ns, coins, final, p, q, 1.0, 1.0, True)
     result = verify_tree_sampling(cand, index, nt, ns, p, depth=n - 1, draft_probs=q,
-                                  coins=coins, final_coins=final)
+                                  coins=coins, generator=gen)
     ours = sglang_outputs(b, n, n)
     write_outputs(result, *ours)
-    flags = same_outputs(ours, theirs)
+    flags = same_decisions(ours, theirs)
     out["rejection"] = {"agree": sum(flags), "total": len(flags),
                         "accepted_mean": float(ours[2].float().mean())}
     ours = sglang_outputs(b, n, n)
@@ -224,7 +241,7 @@ def chain_oracle(gen, b: int, n: int, vocab: int) -> dict:
         uniform_samples=coins, uniform_samples_for_final_sampling=final, target_probs=p,
         draft_probs=q[:, :-1].contiguous(), threshold_single=1.0, threshold_acc=1.0,
         deterministic=True)
-    flags = same_outputs(ours, theirs)
+    flags = same_decisions(ours, theirs)
     out["chain_substituted"] = {"agree": sum(flags), "total": len(flags)}
     return out
 
@@ -363,11 +380,16 @@ def eagle_sample_greedy(gen, b: int, n: int, vocab: int, depth: int) -> dict:
 
 def eagle_sample_rejection(gen, b: int, n: int, vocab: int) -> dict:
     """eagle_sample with --speculative-use-rejection-sampling on seeded chains (temperature 0.7,
-    no other filter): what it returns against SGLang's own Triton chain kernel on the same
-    target rows, draft rows and seeded coins (SGLang's hash, as the murmur oracle checks)."""
+    no other filter): its acceptance decisions against SGLang's own Triton chain kernel on the
+    same target rows, draft rows and seeded coins (SGLang's hash, as the murmur oracle checks);
+    its final tokens against specreg's kernel keyed as the substitution documents (key = the
+    request's sampling_seed, positions = seq_lens + 1), so the seeds and lengths reach it."""
     import sglang.srt.speculative.eagle_utils as eu
     import torch
     from sglang.srt.runtime_context import get_spec
+    from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+
+    from specreg.adapters.sglang_tree_kernels import write_outputs
 
     cand, index, nt, ns, p, q, _, _ = chain_inputs(gen, b, n, vocab)
     q = torch.softmax(torch.randn((b, n, vocab), generator=gen) * 2.0, -1)
@@ -388,8 +410,17 @@ def eagle_sample_rejection(gen, b: int, n: int, vocab: int) -> dict:
     theirs = sglang_outputs(b, n, n)
     sglang_chain_kernel()(*theirs, cand, index, nt, ns, coins, final, probs, vi.draft_probs,
                           1.0, 1.0, True)
-    flags = same_outputs((got[0], got[2], got[1] - 1), theirs)
-    return {"agree": sum(flags), "total": b, "accepted_mean": float((got[1] - 1).float().mean())}
+    flags = same_decisions((got[0], got[2], got[1] - 1), theirs)
+    keyed = verify_tree_sampling(
+        cand, index, nt, ns, probs, depth=n - 1,
+        draft_probs=torch.cat([vi.draft_probs, vi.draft_probs.new_zeros(b, 1, vocab)], 1),
+        coins=coins, keys=seeds, positions=seq_lens.to(torch.int64) + 1,
+    )
+    mine = sglang_outputs(b, n, n)
+    write_outputs(keyed, *mine)
+    same_keyed = same_outputs((got[0], got[2], got[1] - 1), mine)
+    return {"agree": sum(flags), "total": b, "keyed_same": sum(same_keyed),
+            "accepted_mean": float((got[1] - 1).float().mean())}
 
 
 def seeded(gen, b: int) -> dict:

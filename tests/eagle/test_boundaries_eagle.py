@@ -2,7 +2,9 @@
 references: a tree deeper than `depth` on the `target_predict` path (every output compared), a
 coin of exactly 0 against a child of probability 0 (both rules: strict inequalities), a child
 whose probability equals `threshold_single` exactly, and final draws whose residual has no
-mass (the fallback to p)."""
+mass (the fallback to p). Acceptance coins are given (SGLang's layout); the final token is the
+race on the stream keyed by each request's key and position (`KEYS`, `POSITIONS`), its known
+answers derived from hand-computed weights with `block_race_reference` and `draw_lanes`."""
 
 import pytest
 import torch
@@ -11,11 +13,19 @@ from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_ref
 from specreg_eagle.kernels.verify_sampling import torch_impl as tree_torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
+from specreg_eagle.kernels.verify_sampling.torch_impl import caller_tree_coins
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+
+from specreg.kernels.random_stream.reference import draw_lanes
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE
+from specreg.kernels.sampling.reference import block_race_reference
 
 BACKENDS = ["torch", "triton"]
 FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
 ALMOST_ONE = 1.0 - 2.0**-24
+#: The two requests' keys and positions (of their depth-1 nodes) on the random stream.
+KEYS = torch.tensor([11, -(2**62) + 5])
+POSITIONS = torch.tensor([0, 123456789])
 
 
 def _same(got, want):
@@ -71,14 +81,15 @@ def _dense(inputs):
         return tree_torch.verify_tree_sampling_torch(inputs)
 
 
-def _sample(backend, candidates, target, draft, coins, final_coins, *, links=(FIRST, SIBLING),
+def _sample(backend, candidates, target, draft, coins, *, keys=KEYS, links=(FIRST, SIBLING),
             reference_links=None, **kwargs):
     """Both backends (and the accelerators' torch branches) against the reference, on the tree
     `links`; the reference walks `reference_links` instead where given (the same nodes)."""
     b = candidates.shape[0]
     retrieve_index, next_token, next_sibling = _links(*links, b)
+    stream = (*caller_tree_coins(coins), keys, POSITIONS)
     inputs = TreeSamplingInputs(
-        candidates, retrieve_index, next_token, next_sibling, target, draft, coins, final_coins,
+        candidates, retrieve_index, next_token, next_sibling, target, draft, *stream,
         depth=2, threshold_single=kwargs.get("threshold_single", 1.0),
         threshold_acc=kwargs.get("threshold_acc", 1.0),
     )
@@ -86,13 +97,14 @@ def _sample(backend, candidates, target, draft, coins, final_coins, *, links=(FI
     if reference_links is not None:
         _, ref_next, ref_sibling = _links(*reference_links, b)
         walked = TreeSamplingInputs(
-            candidates, retrieve_index, ref_next, ref_sibling, target, draft, coins, final_coins,
+            candidates, retrieve_index, ref_next, ref_sibling, target, draft, *stream,
             depth=2, threshold_single=inputs.threshold_single, threshold_acc=inputs.threshold_acc,
         )
     want = verify_tree_sampling_reference(walked)
     got = verify_tree_sampling(candidates, retrieve_index, next_token, next_sibling, target,
-                               depth=2, draft_probs=draft, coins=coins, final_coins=final_coins,
-                               backend=backend, block_v=16, **kwargs)  # fmt: skip
+                               depth=2, draft_probs=draft, coins=coins, keys=keys,
+                               positions=POSITIONS, backend=backend, block_v=16,
+                               **kwargs)  # fmt: skip
     _same(got, want)
     if backend == "torch":  # and the accelerators' branches, run on these CPU tensors
         _same(_dense(inputs), want)
@@ -116,9 +128,9 @@ def test_a_coin_of_zero_never_accepts_a_child_of_probability_zero(backend):
     target = _rows(2, p_root)
     draft = _rows(2, [0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.25, 0.25])
     candidates = torch.tensor([[0, 5, 6, 1]] * 2)
-    coins, final_coins = torch.zeros(2, 4), torch.tensor([0.5, 0.5])
+    coins = torch.zeros(2, 4)
     for q in (None, draft):
-        want = _sample(backend, candidates, target, q, coins, final_coins)
+        want = _sample(backend, candidates, target, q, coins)
         assert want.accept_index[:, 1].tolist() == [2, 6]  # node 2 of each request
 
 
@@ -128,8 +140,8 @@ def test_threshold_single_accepts_a_child_whose_probability_equals_it(backend):
     exactly threshold_single (0.25) is accepted, one with p(c) = 0.125 below it is not."""
     target = _rows(2, [0.25, 0.25, 0.125, 0.375, 0.0, 0.0, 0.0, 0.0])
     candidates = torch.tensor([[0, 1, 2, 3], [0, 2, 4, 3]])
-    coins, final_coins = torch.tensor([[0.9, 0.0, 0.0, 0.0]] * 2), torch.tensor([0.3, 0.3])
-    want = _sample(backend, candidates, target, None, coins, final_coins,
+    coins = torch.tensor([[0.9, 0.0, 0.0, 0.0]] * 2)
+    want = _sample(backend, candidates, target, None, coins,
                    threshold_single=0.25, threshold_acc=1.0)  # fmt: skip
     assert want.accept_token_num.tolist()[0] >= 1 and want.accept_index[0, 1] == 1
     assert want.accept_index[1, 1] == -1  # neither 0.125 nor 0 reaches 0.25
@@ -149,9 +161,8 @@ def test_final_draws_without_residual_mass_fall_back_to_p(backend):
     draft[0, 0] = 0.0  # request 0: no q at the root -> the target-only rule
     candidates = torch.tensor([[0, 4, 4, 1], [0, 3, 5, 1]])
     coins = torch.tensor([[ALMOST_ONE, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0]])
-    final_coins = torch.tensor([0.999, 0.0])
     for q in (None, draft):
-        want = _sample(backend, candidates, target, q, coins, final_coins)
+        want = _sample(backend, candidates, target, q, coins)
         assert want.output_tokens[:, 0].tolist() == [4, 4]
         assert want.accept_token_num.tolist() == [0, 0]
 
@@ -185,9 +196,8 @@ def test_a_token_tried_at_an_earlier_parent_is_not_a_duplicate_at_the_next(backe
     draft = _rows(2, [0.0, 0.5, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0])
     candidates = torch.tensor([[0, 1, 2, 1]] * 2)
     coins = torch.tensor([[0.6, 0.5, 0.1, 0.0]] * 2)
-    final_coins = torch.tensor([0.3, 0.7])
     for q in (None, draft):
-        want = _sample(backend, candidates, target, q, coins, final_coins, links=links)
+        want = _sample(backend, candidates, target, q, coins, links=links)
         assert want.accept_token_num.tolist() == [2, 2]
         assert want.accept_index[:, 1:].tolist() == [[2, 3], [6, 7]]
 
@@ -202,10 +212,17 @@ def test_unchecked_out_of_range_candidates_are_never_accepted(backend):
     without = ([3, -1, -1, -1], [-1, -1, -1, -1])  # root -> 3
     target = _rows(2, [0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.25])
     candidates = torch.tensor([[0, -1, VOCAB, 0]] * 2)
-    coins, final_coins = torch.zeros(2, 4), torch.tensor([0.2, 0.9])
-    want = _sample(backend, candidates, target, None, coins, final_coins, links=links,
+    coins = torch.zeros(2, 4)
+    want = _sample(backend, candidates, target, None, coins, links=links,
                    reference_links=without, check_values=False)  # fmt: skip
     assert want.accept_index[:, 1].tolist() == [3, 7]
+
+
+def _first_key(weights, role, position, token):
+    """The first key 0, 1, ... whose race over `weights` (hand-computed) at (role, position)
+    draws `token` (`block_race_reference` on `draw_lanes`, not the code under test)."""
+    return next(k for k in range(1000)
+                if block_race_reference(weights, draw_lanes(k, role, position)) == token)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -213,13 +230,18 @@ def test_a_child_outside_a_spent_draft_keeps_its_residual_in_the_final_draw(back
     """Recursive rejection with q one-hot at token 1: node 1 (token 1, p = .25, coin .5) is
     rejected, which spends all of q (the residual is p without token 1). Node 2 drafts token 3,
     outside q: with no q mass left it is rejected and the residual stays as it was, so token 3
-    keeps its .25 in the final draw (coin .9 of the mass .75 lands on it). Its frozen
-    coefficient (the current one, 1) must leave p(3) in place, not strike it."""
+    keeps its .25 in the final draw: the residual is [.25, 0, .25, .25, 0, ...], and request 0's
+    key is one whose race over those weights (RESIDUAL role, its depth-1 position) draws token
+    3, request 1's one that draws token 2. Its frozen coefficient (the current one, 1) must
+    leave p(3) in place: a struck token 3 could not be drawn."""
     target = _rows(2, [0.25, 0.25, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0])
     draft = _rows(2, [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     candidates = torch.tensor([[0, 1, 3, 2]] * 2)
-    coins, final_coins = torch.tensor([[0.5, 0.5, 0.0, 0.0]] * 2), torch.tensor([0.9, 0.5])
-    want = _sample(backend, candidates, target, draft, coins, final_coins)
+    coins = torch.tensor([[0.5, 0.5, 0.0, 0.0]] * 2)
+    residual = [0.25, 0.0, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0]
+    keys = torch.tensor([_first_key(residual, RESIDUAL_ROLE, int(POSITIONS[r]), token)
+                         for r, token in enumerate((3, 2))])
+    want = _sample(backend, candidates, target, draft, coins, keys=keys)
     assert want.accept_token_num.tolist() == [0, 0]
     assert want.output_tokens[:, 0].tolist() == [3, 2]
 
@@ -236,8 +258,7 @@ def test_the_residual_mass_after_two_rejections_decides_the_third_child(backend)
     draft = _rows(2, [0.3, 0.05, 0.3, 0.15, 0.2, 0.0, 0.0, 0.0])
     candidates = torch.tensor([[0, 0, 2, 4]] * 2)
     coins = torch.tensor([[0.9, 0.9, 0.75, 0.0], [0.9, 0.9, 0.9, 0.0]])
-    final_coins = torch.tensor([0.5, 0.5])
-    want = _sample(backend, candidates, target, draft, coins, final_coins, links=links)
+    want = _sample(backend, candidates, target, draft, coins, links=links)
     assert want.accept_index[:, 1].tolist() == [3, -1]
 
 
@@ -252,9 +273,9 @@ def test_the_sampling_walk_stops_at_depth_in_a_deeper_tree(backend):
     target[:, 2] = torch.nn.functional.one_hot(torch.tensor(5), VOCAB).float()
     target[:, 3] = torch.nn.functional.one_hot(torch.tensor(6), VOCAB).float()
     candidates = torch.tensor([[0, 1, 2, 5]] * 2)
-    coins, final_coins = torch.zeros(2, 4), torch.tensor([0.5, 0.5])
+    coins = torch.zeros(2, 4)
     for q in (None, target.clone()):
-        want = _sample(backend, candidates, target, q, coins, final_coins, links=links)
+        want = _sample(backend, candidates, target, q, coins, links=links)
         assert want.accept_token_num.tolist() == [2, 2]
         assert want.output_tokens.tolist() == [[1, 2, 5]] * 2
 
@@ -269,8 +290,8 @@ def test_a_draft_row_of_tiny_mass_is_scaled_by_its_own_mass(backend):
     target = _rows(2, [0.2, 0.2, 0.6, 0.0, 0.0, 0.0, 0.0, 0.0])
     draft = _rows(2, [0.0, 5e-31, 1e-30, 0.0, 0.0, 0.0, 0.0, 0.0])
     candidates = torch.tensor([[0, 1, 2, 3]] * 2)
-    coins, final_coins = torch.tensor([[0.9, 0.1, 0.0, 0.0]] * 2), torch.tensor([0.5, 0.99])
-    want = _sample(backend, candidates, target, draft, coins, final_coins)
+    coins = torch.tensor([[0.9, 0.1, 0.0, 0.0]] * 2)
+    want = _sample(backend, candidates, target, draft, coins)
     assert want.accept_token_num.tolist() == [0, 0]
     assert want.output_tokens[:, 0].tolist() == [0, 0]
 
@@ -286,8 +307,7 @@ def test_a_duplicate_child_spends_no_draft_mass(backend):
     draft = _rows(2, [x / 26 for x in (6, 9, 0, 7, 4, 0, 0, 0)])
     candidates = torch.tensor([[0, 0, 0, 4]] * 2)
     coins = torch.tensor([[0.99, 0.9, 0.65, 0.0], [0.99, 0.9, 0.85, 0.0]])
-    final_coins = torch.tensor([0.5, 0.5])
-    want = _sample(backend, candidates, target, draft, coins, final_coins, links=links)
+    want = _sample(backend, candidates, target, draft, coins, links=links)
     assert want.accept_index[:, 1].tolist() == [3, -1]
 
 
@@ -300,8 +320,8 @@ def test_an_accepted_node_without_draft_mass_tries_its_children_by_the_target_on
     draft = target.clone()
     draft[:, 1] = 0.0
     candidates = torch.tensor([[0, 1, 5, 2]] * 2)
-    coins, final_coins = torch.tensor([[0.0, 0.05, 0.0, 0.0]] * 2), torch.tensor([0.3, 0.6])
-    want = _sample(backend, candidates, target, draft, coins, final_coins)
+    coins = torch.tensor([[0.0, 0.05, 0.0, 0.0]] * 2)
+    want = _sample(backend, candidates, target, draft, coins)
     assert want.accept_token_num.tolist() == [2, 2]
 
 
@@ -319,7 +339,7 @@ def test_rows_that_cannot_be_viewed_flat_equal_the_reference(backend):
         target.view(-1, target.shape[-1])
     inputs = TreeSamplingInputs(
         base.candidates, base.retrieve_index, base.next_token, base.next_sibling, target, draft,
-        base.coins, base.final_coins, depth=base.depth,
+        base.coins, base.child_coins, base.keys, base.positions, depth=base.depth,
     )
     want = verify_tree_sampling_reference(inputs)
     assert torch.equal(want.output_tokens, verify_tree_sampling_reference(base).output_tokens)
@@ -327,6 +347,6 @@ def test_rows_that_cannot_be_viewed_flat_equal_the_reference(backend):
     _same(_dense(inputs), want)
     got = verify_tree_sampling(inputs.candidates, inputs.retrieve_index, inputs.next_token,
                                inputs.next_sibling, target, depth=inputs.depth, draft_probs=draft,
-                               coins=inputs.coins, final_coins=inputs.final_coins,
+                               keys=inputs.keys, positions=inputs.positions,
                                backend=backend, block_v=16)  # fmt: skip
     _same(got, want)

@@ -14,15 +14,16 @@ from specreg.sampling_params import SamplingParams
 from tests.eagle.test_eagle_verify import RESULT_FIELDS, links, make_tree
 
 
-def _inputs(topk, seed=5):
-    b, steps, vocab = 6, 3, 11
+def _inputs(topk, seed=5, b=6):
+    steps, vocab = 3, 11
     n = steps + 1 if topk == 1 else 6
     tree, gen = make_tree(b, topk, steps, n, vocab, seed)
     p = torch.softmax(2 * torch.randn(b, n, vocab, generator=gen), -1)
-    coins, final = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
+    keys = torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen)
+    positions = torch.randint(0, 1000, (b,), generator=gen)
     if topk == 1:
         tree.draft_tokens.view(b, n)[:, 1:] = p[:, :-1].argmax(-1)
-    return tree, p, coins, final, steps, n
+    return tree, p, keys, positions, steps, n
 
 
 def _same(a, b):
@@ -32,8 +33,8 @@ def _same(a, b):
 
 @pytest.mark.parametrize("topk", [1, 2])
 def test_defaults_are_the_lossless_verifier_and_thresholds_the_tree_kernels(topk):
-    tree, p, coins, final, steps, n = _inputs(topk)
-    kwargs = dict(coins=coins, final_coins=final)
+    tree, p, keys, positions, steps, n = _inputs(topk, b=32)
+    kwargs = dict(keys=keys, positions=positions)
     plain = EagleVerifier(num_steps=steps, topk=topk, num_draft_tokens=n)
     lossless = EagleVerifier(num_steps=steps, topk=topk, num_draft_tokens=n,
                              acceptance=AcceptanceRule())
@@ -53,11 +54,11 @@ def test_defaults_are_the_lossless_verifier_and_thresholds_the_tree_kernels(topk
 @pytest.mark.parametrize("rule", [AcceptanceRule(posterior_threshold=0.2),
                                   AcceptanceRule(synthetic_rates=(0.9, 0.6, 0.3))])
 def test_chain_rules_on_a_topk1_tree_are_the_chain_verifiers(rule):
-    tree, p, coins, final, steps, n = _inputs(1)
+    tree, p, keys, positions, steps, n = _inputs(1)
     verifier = EagleVerifier(num_steps=steps, topk=1, num_draft_tokens=n, acceptance=rule)
-    out = verifier.verify_sampling(tree, p, coins=coins, final_coins=final)
+    out = verifier.verify_sampling(tree, p, keys=keys, positions=positions)
     chain = ChainVerifier(n, acceptance=rule).verify_sampling(
-        tree.draft_tokens.view(-1, n), p, None, coins=coins[:, : n - 1], final_coins=final)
+        tree.draft_tokens.view(-1, n), p, None, keys=keys, positions=positions)
     assert torch.equal(out.num_accepted, chain.num_accepted)
     assert torch.equal(out.output_tokens[:, :n], chain.output_tokens)
     with pytest.raises(KernelInputError) as info:
@@ -72,7 +73,7 @@ def test_synthetic_length_drives_eagle_greedy_verification():
     tree, p, _, _, steps, n = _inputs(1)
     verifier = EagleVerifier(num_steps=steps, topk=1, num_draft_tokens=n,
                              acceptance=AcceptanceRule(synthetic_length=3))
-    out = verifier.verify_greedy(tree, torch.log(p), seed=1)
+    out = verifier.verify_greedy(tree, torch.log(p), keys=torch.ones(6, dtype=torch.int64))
     assert out.num_accepted.tolist() == [2] * 6
     bonus_rows = p[torch.arange(6), 2].argmax(-1)
     assert torch.equal(out.bonus, bonus_rows)

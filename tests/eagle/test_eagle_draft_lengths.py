@@ -21,13 +21,15 @@ from specreg_eagle.kernels.verify_greedy.reference import greedy_walk
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
 from specreg_eagle.kernels.verify_sampling.reference import (
     sampling_walk,
+    stream_coins_reference,
     verify_tree_with_params_reference,
 )
 from specreg_eagle.verifier import EagleVerifier
 from test_eagle_lossless import pair_pvalue, pairs, pvalue, run
 from test_eagle_verify import links, make_tree
 
-from specreg.kernels.sampling import request_coins
+from specreg.kernels.random_stream import fresh_keys
+from specreg.kernels.sampling import request_keys
 from specreg.sampling_params import SamplingParams
 from tests.support.eagle import random_draft
 
@@ -113,16 +115,19 @@ def test_sampling_walks_each_request_to_its_own_depth(force_backend, backend, us
     cand, _, nt, ns = tree_links
     p = torch.softmax(logits, -1)
     q = torch.softmax(logits + torch.randn(logits.shape, generator=gen), -1) if use_q else None
-    coins = torch.rand(B, N, generator=gen)
-    final = torch.rand(B, generator=gen)
-    out = verify_tree_sampling(*tree_links, p, depth=STEPS, draft_probs=q, coins=coins,
-                               final_coins=final, draft_lengths=lengths)
-    walks = [
-        sampling_walk(cand[r].tolist(), nt[r].tolist(), ns[r].tolist(),
-                      p[r].double().tolist(), None if q is None else q[r].double().tolist(),
-                      coins[r].double().tolist(), float(final[r]), depth=int(lengths[r]))
-        for r in range(B)
-    ]
+    keys = fresh_keys(B, "cpu", generator=gen)
+    positions = torch.randint(0, 1000, (B,), generator=gen)
+    out = verify_tree_sampling(*tree_links, p, depth=STEPS, draft_probs=q, keys=keys,
+                               positions=positions, draft_lengths=lengths)
+    walks = []
+    for r in range(B):  # the full tree's links and stream coins, walked to the request's depth
+        tree = (cand[r].tolist(), nt[r].tolist(), ns[r].tolist())
+        key, position = int(keys[r]), int(positions[r])
+        walks.append(sampling_walk(
+            *tree, p[r].double().tolist(), None if q is None else q[r].double().tolist(),
+            *stream_coins_reference(*tree, key, position), key, position,
+            depth=int(lengths[r]),
+        ))
     _check_walks(out, tree_links, walks, lengths)
 
 
@@ -135,18 +140,17 @@ def test_with_params_walks_each_request_to_its_own_depth(force_backend, backend)
     params = SamplingParams.of(b, temperature=[1.0, 0.8, 0.0, 1.3] * (b // 4),
                                top_k=[0, 4, 0, 0] * (b // 4), top_p=[1.0, 1.0, 1.0, 0.9] * (b // 4),
                                seed=list(range(b)))
-    offsets = torch.arange(b) + 3
+    positions = torch.arange(b) + 3
     out = verify_tree_with_params(*tree_links, logits.clone(), depth=STEPS, params=params,
-                                  draft=draft.clone(), offsets=offsets, draft_lengths=lengths,
+                                  draft=draft.clone(), positions=positions, draft_lengths=lengths,
                                   )
-    coins = request_coins(params, N + 1, offsets=offsets, generator=None)
     cand, ridx, nt, ns = tree_links
     for r in range(b):
         one = torch.tensor([r])
         ref = verify_tree_with_params_reference(
             cand[one], ridx[one] - r * N, nt[one], ns[one], logits[one],
-            depth=int(lengths[r]), params=params.select(one), coins=coins[one],
-            draft=draft[one],
+            depth=int(lengths[r]), params=params.select(one),
+            keys=request_keys(params.select(one)), positions=positions[one], draft=draft[one],
         )
         count = int(ref.accept_token_num[0])
         assert int(out.accept_token_num[r]) == count, r
@@ -169,11 +173,9 @@ def _mixed_run(P, Q, *, use_q, control=False, seed=0):
 
     def with_lengths(*args, **kwargs):
         if control:
-            kwargs.pop("generator")
             coins = torch.rand(b, args[0].shape[1], generator=torch.Generator().manual_seed(seed))
             coins[lengths == 0] = 0.999999  # "opt out" = reject every child of the root
-            kwargs["coins"] = coins
-            kwargs["final_coins"] = torch.rand(b, generator=torch.Generator().manual_seed(seed + 1))
+            kwargs["coins"] = coins  # SGLang's layout: the root's target-only coin is column 0
             out = original(*args, **kwargs, draft_lengths=lengths.clamp(min=1))
         else:
             out = original(*args, **kwargs, draft_lengths=lengths)
@@ -260,5 +262,6 @@ def test_chain_path_of_topk_one_takes_lengths():
     p = torch.full((b, n, VOCAB), 1.0 / VOCAB)
     q = p.clone()  # q = p: every draft is accepted unless capped
     lengths = torch.tensor([0, 1, 2, 3, 0, 2])
-    out = verifier.verify_sampling(tree, p, draft_probs=q, seed=1, draft_lengths=lengths)
+    out = verifier.verify_sampling(tree, p, draft_probs=q, keys=torch.ones(b, dtype=torch.int64),
+                                   draft_lengths=lengths)
     assert torch.equal(out.num_accepted.long(), lengths)

@@ -73,7 +73,7 @@ def test_build_tree_and_verify(data, d, mode):
     links = (cands, tree.retrieve_index, nxt, sib)
     for call in (
         lambda: verify_tree_greedy(*links, depth=s, target_logits=logits),
-        lambda: verify_tree_sampling(*links, logits, depth=s, seed=3,
+        lambda: verify_tree_sampling(*links, logits, depth=s, keys=torch.full((b,), 3),
                                      draft_probs=logits if data.draw(st.booleans()) else None),
     ):  # fmt: skip
         result, error = coded_or_result(call)

@@ -1,5 +1,5 @@
 """Tree verification with a grammar bitmask per node: torch and Triton equal, token for token
-and on the same seeded coins, the plain reference rule verifying scores masked beforehand by the
+and on the same seeded keys, the plain reference rule verifying scores masked beforehand by the
 mask's per-row reference; so the tree rule's exactness and lossless tests carry over to masks."""
 
 import pytest
@@ -9,7 +9,7 @@ from specreg_eagle.kernels.verify_sampling.reference import verify_tree_with_par
 from test_eagle_verify import links, make_tree
 
 from specreg.demo_params import mixed_demo_params
-from specreg.kernels.sampling import request_coins
+from specreg.kernels.sampling import request_keys
 from specreg.kernels.token_mask import bitmask_words
 from specreg.kernels.token_mask.reference import allowed_tokens, masked_row
 
@@ -34,9 +34,11 @@ def test_masked_tree_equals_premasked_scores(backend):
                                       for i in range(n)]) for r in range(b)])
     pre_d = torch.stack([torch.stack([masked_row(draft[r, i], words[r, i], probabilities=False)
                                       for i in range(n)]) for r in range(b)])
-    coins = request_coins(params, n + 1, offsets=None, generator=None)  # seeded, as above
+    keys = request_keys(params)  # every request seeded: its key is its seed
+    positions = torch.zeros(b, dtype=torch.int64)
     want = verify_tree_with_params_reference(*tree_links, pre_t, depth=steps, params=params,
-                                             coins=coins, draft=pre_d)
+                                             keys=keys, positions=positions,
+                                             draft=pre_d)
     assert torch.equal(got.output_tokens, want.output_tokens)
     assert torch.equal(got.accept_index, want.accept_index)
     assert int(got.accept_token_num.max()) >= 1

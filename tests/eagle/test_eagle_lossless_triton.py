@@ -3,14 +3,18 @@
 The interpreter runs one request per program at tens of milliseconds each, so the trees are
 small: root 0 with children 1 and 2 (depth 1), V = 4, drafted without replacement from q. The
 first emitted token must be distributed as p; with the q used for acceptance differing from the
-q the children were drawn from, the chi-square must reject (negative control). Every run also
-equals the torch implementation token for token on the same coins.
+q the children were drawn from, the chi-square must reject (negative control). Every request
+has its own fresh 64-bit key (and a random position), so its acceptance coins and its final
+race are independent stream values; every run also equals the torch implementation token for
+token on the same keys.
 """
 
 import pytest
 import torch
 from scipy.stats import chisquare
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+
+from specreg.kernels.random_stream import fresh_keys
 
 V = 4
 SAMPLES = 120
@@ -32,11 +36,11 @@ def first_tokens(drawn_from, verified_with, *, use_q, seed):
     )
     target = P.expand(SAMPLES, 3, V).contiguous()
     draft = verified_with.expand(SAMPLES, 3, V).contiguous() if use_q else None
-    coins = torch.rand(SAMPLES, 3, generator=gen)
-    final_coins = torch.rand(SAMPLES, generator=gen)
+    keys = fresh_keys(SAMPLES, "cpu", generator=gen)
+    positions = torch.randint(0, 1 << 30, (SAMPLES,), generator=gen)
     outs = [
         verify_tree_sampling(candidates, *links, target, depth=1, draft_probs=draft,
-                             coins=coins, final_coins=final_coins, backend=backend)
+                             keys=keys, positions=positions, backend=backend)
         for backend in ("triton", "torch")
     ]  # fmt: skip
     assert torch.equal(outs[0].output_tokens, outs[1].output_tokens)

@@ -10,9 +10,11 @@ import pytest
 import torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
+from specreg_eagle.kernels.verify_sampling.torch_impl import stream_tree_coins
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 from specreg.draft_sampling import sample_children
+from specreg.kernels.random_stream import fresh_keys
 from specreg.sampling_params import SamplingParams
 from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
 
@@ -38,9 +40,10 @@ def _peaked_tree(b: int, seed: int = 0):
     target = p.expand(b, n, V).contiguous()
     draft = torch.zeros(b, n, V)
     draft[:, 0] = drawn.q
-    coins = torch.rand(b, n + 1, generator=g)
+    stream = dict(keys=fresh_keys(b, "cpu", generator=g),
+                  positions=torch.randint(0, 1 << 20, (b,), generator=g))
     links = (candidates, torch.arange(b * n).view(b, n), next_token, next_sibling)
-    return links, target, draft, coins, p
+    return links, target, draft, stream, p
 
 
 def _first_tokens(result, candidates):
@@ -50,9 +53,8 @@ def _first_tokens(result, candidates):
 
 
 def test_emitted_tokens_follow_p_with_a_peaked_draft():
-    links, target, draft, coins, p = _peaked_tree(20000)
-    result = verify_tree_sampling(*links, target, depth=1, draft_probs=draft,
-                                  coins=coins[:, :-1].contiguous(), final_coins=coins[:, -1])
+    links, target, draft, stream, p = _peaked_tree(20000)
+    result = verify_tree_sampling(*links, target, depth=1, draft_probs=draft, **stream)
     first = _first_tokens(result, links[0])
     assert float((result.accept_token_num > 0).float().mean()) > 0.05  # children accepted
     assert chi_square_p_value(torch.bincount(first, minlength=V), p) > P_VALUE_THRESHOLD
@@ -60,11 +62,11 @@ def test_emitted_tokens_follow_p_with_a_peaked_draft():
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_torch_and_triton_equal_the_reference_with_a_peaked_draft(backend):
-    links, target, draft, coins, _ = _peaked_tree(48, seed=3)
-    node_coins, final = coins[:, :-1].contiguous(), coins[:, -1].contiguous()
-    got = verify_tree_sampling(*links, target, depth=1, draft_probs=draft, coins=node_coins,
-                               final_coins=final, backend=backend)
+    links, target, draft, stream, _ = _peaked_tree(48, seed=3)
+    got = verify_tree_sampling(*links, target, depth=1, draft_probs=draft, **stream,
+                               backend=backend)
+    coins = stream_tree_coins(links[0], links[2], links[3], stream["keys"], stream["positions"])
     want = verify_tree_sampling_reference(TreeSamplingInputs(
-        *links, target, draft, node_coins, final, depth=1))
+        *links, target, draft, *coins, stream["keys"], stream["positions"], depth=1))
     assert torch.equal(got.accept_index, want.accept_index)
     assert torch.equal(got.bonus, want.bonus)

@@ -1,6 +1,6 @@
 """Tree verification with penalties: every node is penalised counting the drafts on its path
 (found here by walking the links by hand). Torch and Triton equal, token for token on the same
-seeded coins, the plain reference rule verifying scores penalised beforehand by the
+seeded keys, the plain reference rule verifying scores penalised beforehand by the
 per-position reference."""
 
 import pytest
@@ -12,7 +12,7 @@ from test_eagle_verify import links, make_tree
 from specreg.demo_params import mixed_demo_params
 from specreg.kernels.penalties import Penalties, tree_context
 from specreg.kernels.penalties.reference import penalised_row
-from specreg.kernels.sampling import request_coins
+from specreg.kernels.sampling import request_keys
 
 
 def _paths(cand, next_token, next_sibling):
@@ -55,9 +55,10 @@ def test_penalised_tree_equals_prepenalised_scores(backend):
     for r in range(b):
         for node, path in paths[r].items():
             pre[r, node] = penalised_row(target[r, node], pen, r, path)
-    coins = request_coins(params, n + 1, offsets=None, generator=None)  # seeded, as above
+    keys = request_keys(params)  # every request seeded: its key is its seed
+    positions = torch.zeros(b, dtype=torch.int64)
     want = verify_tree_with_params_reference(cand, ridx, nt, ns, pre, depth=steps, params=params,
-                                             coins=coins)
+                                             keys=keys, positions=positions)
     assert torch.equal(got.output_tokens, want.output_tokens)
     assert torch.equal(got.accept_index, want.accept_index)
     assert int(got.accept_token_num.max()) >= 1

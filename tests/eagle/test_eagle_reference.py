@@ -1,5 +1,6 @@
 """Every EAGLE kernel family against its plain `reference.py`: the torch implementation and the
-Triton one (interpreter) on the same inputs, exactly (sampling given the same coins)."""
+Triton one (interpreter) on the same inputs, exactly (sampling given the same keys, positions
+and coins: the stream's, or a caller's in SGLang's layout)."""
 
 import functools
 
@@ -28,16 +29,22 @@ from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_t
 from specreg_eagle.kernels.verify_sampling import torch_impl as sampling_torch_impl
 from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
 from specreg_eagle.kernels.verify_sampling.reference import (
+    stream_coins_reference,
     verify_tree_sampling_reference,
     verify_tree_with_params_reference,
 )
-from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.torch_impl import (
+    caller_tree_coins,
+    stream_tree_coins,
+    verify_tree_sampling_torch,
+)
 from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 from specreg.errors import KernelInputError
 from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
-from specreg.kernels.sampling import request_coins
+from specreg.kernels.random_stream import fresh_keys
+from specreg.kernels.sampling import request_keys
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 from specreg.sampling_params import SamplingParams
 from tests.support.eagle import random_draft
@@ -203,7 +210,10 @@ def test_greedy_from_logits_matches_reference(vocab, dtype):
 # ----------------------------------------------------------------------------- verify_sampling
 
 
-def sampling_inputs(shape, vocab, seed, *, with_q, zero_q_rows=0, **thresholds):
+def sampling_inputs(shape, vocab, seed, *, with_q, zero_q_rows=0, caller_coins=False,
+                    **thresholds):
+    """Random trees, rows, 64-bit keys and positions; the stream's coins (or, with
+    `caller_coins`, uniforms laid out as SGLang's)."""
     b, topk, steps, n = shape
     links, gen = tree_case(b, topk, steps, n, vocab, seed)
     p = torch.softmax(torch.randn(b, n, vocab, generator=gen) * 2, -1)
@@ -211,22 +221,42 @@ def sampling_inputs(shape, vocab, seed, *, with_q, zero_q_rows=0, **thresholds):
     if q is not None:
         q[:zero_q_rows, 0] = 0.0  # these roots use the target-only rule
     cand = steer(links, torch.argmax(p, -1), gen, share=0.5)
-    coins = torch.rand(b, n, generator=gen)
-    final = torch.rand(b, generator=gen)
-    return TreeSamplingInputs(cand, *links[1:], p, q, coins, final, depth=steps, **thresholds)
+    keys = fresh_keys(b, "cpu", generator=gen)
+    positions = torch.randint(0, 1 << 40, (b,), generator=gen)
+    if caller_coins:
+        coins = caller_tree_coins(torch.rand(b, n, generator=gen))
+    else:
+        coins = stream_tree_coins(cand, links[2], links[3], keys, positions)
+    return TreeSamplingInputs(cand, *links[1:], p, q, *coins, keys, positions, depth=steps,
+                              **thresholds)
 
 
 SAMPLING_SHAPES = [(6, 2, 3, 7), (5, 3, 2, 9), (4, 1, 3, 4), (3, 4, 3, 14)]
 
 
+@pytest.mark.parametrize("caller_coins", [False, True])
 @pytest.mark.parametrize("with_q", [False, True])
 @pytest.mark.parametrize("shape", SAMPLING_SHAPES)
-def test_sampling_matches_reference(shape, with_q):
-    inputs = sampling_inputs(shape, 13, sum(shape), with_q=with_q, zero_q_rows=1)
+def test_sampling_matches_reference(shape, with_q, caller_coins):
+    inputs = sampling_inputs(shape, 13, sum(shape), with_q=with_q, zero_q_rows=1,
+                             caller_coins=caller_coins)
     ref = verify_tree_sampling_reference(inputs)
     assert int(ref.accept_token_num.sum()) > 0
     assert_same(ref, verify_tree_sampling_torch(inputs), VERIFY_FIELDS)
     assert_same(ref, verify_tree_sampling_triton(inputs, block_v=16), VERIFY_FIELDS)
+
+
+@pytest.mark.parametrize("shape", SAMPLING_SHAPES)
+def test_stream_coins_match_the_node_by_node_reference(shape):
+    """The wrapper's stream coins (depths by pointer jumping, hashed in torch) against the
+    reference's (depths by walking the links, `accept_coin` per node), bit for bit."""
+    inputs = sampling_inputs(shape, 13, sum(shape), with_q=False)
+    for r in range(inputs.candidates.shape[0]):
+        links = (inputs.candidates[r].tolist(), inputs.next_token[r].tolist(),
+                 inputs.next_sibling[r].tolist())
+        coins, child = stream_coins_reference(*links, int(inputs.keys[r]),
+                                              int(inputs.positions[r]))
+        assert inputs.coins[r].tolist() == coins and inputs.child_coins[r].tolist() == child
 
 
 @pytest.mark.parametrize("thresholds", [dict(threshold_acc=0.5), dict(threshold_single=0.3)])
@@ -284,14 +314,15 @@ def test_params_path_matches_reference(probabilities):
         seed=[1, 2, 3, 4, 5, 6],
     )
     tree = (cand, *links[1:])
-    coins = request_coins(params, n + 1, offsets=None, generator=None)
+    positions = torch.arange(b) * 1000 + 7
     ref = verify_tree_with_params_reference(*tree, target, depth=steps, params=params,
-                                            coins=coins, draft=draft,
-                                            probabilities=probabilities)
+                                            keys=request_keys(params), positions=positions,
+                                            draft=draft, probabilities=probabilities)
     assert int(ref.accept_token_num.sum()) > 0
     for backend in ("torch", "triton"):
         got = verify_tree_with_params(*tree, target, depth=steps, params=params, draft=draft,
-                                      probabilities=probabilities, backend=backend, block_v=16)
+                                      probabilities=probabilities, positions=positions,
+                                      backend=backend, block_v=16)
         assert_same(ref, got, (*VERIFY_FIELDS, "param_error"))
 
 
@@ -302,9 +333,9 @@ def test_params_path_invalid_requests_match_reference():
     target = torch.randn(b, n, vocab, generator=gen)
     params = SamplingParams.of(3, temperature=[0.0, -1.0, 1.0], top_p=[1.0, 1.0, 0.0],
                                seed=[1, 2, 3])
-    coins = request_coins(params, n + 1, offsets=None, generator=None)
     ref = verify_tree_with_params_reference(*links, target, depth=steps, params=params,
-                                            coins=coins)
+                                            keys=request_keys(params),
+                                            positions=torch.zeros(b, dtype=torch.int64))
     for backend in ("torch", "triton"):
         got = verify_tree_with_params(*links, target, depth=steps, params=params,
                                       check_values=False, backend=backend)

@@ -25,15 +25,15 @@ _COMPILE_SCRIPT = textwrap.dedent(
     triton.compile(ASTSource(greedy._tree_greedy_kernel, signature, constexprs={"N": 16}),
                    target=target)
     signature = {**links, "p_ptr": "*fp32", "q_ptr": "*fp32", "coins_ptr": "*fp32",
-                 "final_ptr": "*fp32", **outputs, "sums_ptr": "*fp32", "vocab": "i32",
-                 "depth": "i32", "thr_single": "fp32", "thr_acc": "fp32", "N": "constexpr",
-                 "HAS_Q": "constexpr", "CAP": "constexpr", "BLOCK_V": "constexpr",
-                 "DRAW_BLOCK": "constexpr", "DRAW_TILE": "constexpr"}
+                 "child_ptr": "*fp32", "keys_ptr": "*i64", "positions_ptr": "*i64", **outputs,
+                 "vocab": "i32", "depth": "i32", "thr_single": "fp32", "thr_acc": "fp32",
+                 "N": "constexpr", "HAS_Q": "constexpr", "CAP": "constexpr",
+                 "BLOCK_V": "constexpr", "DRAW_TILE": "constexpr"}
     for arch in (80, 90):
         for has_q in (False, True):
             triton.compile(ASTSource(sampling._tree_sampling_kernel, signature, constexprs={
-                "N": 16, "HAS_Q": has_q, "CAP": 16, "BLOCK_V": 1024, "DRAW_BLOCK": 128,
-                "DRAW_TILE": 1024}), target=GPUTarget("cuda", arch, 32))
+                "N": 16, "HAS_Q": has_q, "CAP": 16, "BLOCK_V": 1024, "DRAW_TILE": 1024}),
+                target=GPUTarget("cuda", arch, 32))
     print("ok")
     """
 )

@@ -5,13 +5,17 @@ from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
 from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.torch_impl import (
+    stream_tree_coins,
+    verify_tree_sampling_torch,
+)
 from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 from specreg_eagle.verifier import EagleVerifier
 
 from specreg.errors import KernelInputError
-from specreg.kernels.chain import verify_chain_sampling
+from specreg.kernels.chain import verify_chain_sampling, verify_chain_target_only
+from specreg.kernels.random_stream import fresh_keys
 from tests.support.eagle import random_draft
 
 RESULT_FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
@@ -95,9 +99,11 @@ def test_sampling_triton_matches_torch(shape, with_q):
     if with_q:
         q[0, 0] = 0.0  # one node uses the target-only rule
     cand = torch.randint(0, 4, (b, n), generator=gen)  # low ids: many acceptances
-    coins = torch.rand(b, n, generator=gen)
-    final = torch.rand(b, generator=gen)
-    args = (cand, *links(tree, n)[1:], p, q, coins, final)
+    keys = fresh_keys(b, "cpu", generator=gen)
+    positions = torch.randint(0, 500, (b,), generator=gen)
+    _, _, nt, ns = links(tree, n)
+    coins = stream_tree_coins(cand, nt, ns, keys, positions)
+    args = (cand, *links(tree, n)[1:], p, q, *coins, keys, positions)
     inputs = TreeSamplingInputs(*args, depth=steps)
     ref = verify_tree_sampling_torch(inputs)
     got = verify_tree_sampling_triton(inputs, block_v=16)
@@ -111,49 +117,122 @@ def test_sampling_does_not_mutate_inputs():
     p = torch.softmax(torch.randn(b, n, vocab, generator=gen), -1)
     q = torch.softmax(torch.randn(b, n, vocab, generator=gen), -1)
     p0, q0 = p.clone(), q.clone()
-    verify_tree_sampling(*links(tree, n), p, depth=3, draft_probs=q, seed=1)
+    verify_tree_sampling(*links(tree, n), p, depth=3, draft_probs=q,
+                         keys=torch.ones(b, dtype=torch.int64))
     assert torch.equal(p, p0) and torch.equal(q, q0)
 
 
 def test_topk1_chain_matches_chain_verifier():
-    b, steps, vocab = 6, 3, 11
+    """A topk-1 tree with a q goes to the chain verifier; the tree kernel on the same chain
+    reads the same stream: node c's acceptance uniform is the chain's uniform of the same
+    (position, token), and the final race has the same key, role and position. So both give
+    the same accepted path and the same bonus (the residual weights differ only in rounding,
+    max(p - q, 0) against max(p - (P/Q) q, 0) with masses P, Q = 1 up to rounding: no race at
+    these inputs is that close)."""
+    b, steps, vocab = 12, 3, 11
     n = steps + 1
     tree, gen = make_tree(b, 1, steps, n, vocab, 5)
     p = torch.softmax(torch.randn(b, n, vocab, generator=gen), -1)
     q = torch.softmax(torch.randn(b, n, vocab, generator=gen), -1)
-    coins, final = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
+    keys = fresh_keys(b, "cpu", generator=gen)
+    positions = torch.randint(0, 100, (b,), generator=gen)
     verifier = EagleVerifier(num_steps=steps, topk=1, num_draft_tokens=n)
     cand = tree.draft_tokens.view(b, n)
-    # make drafts likely under p so several get accepted
-    cand[:, 1:] = p[:, :-1].argmax(-1)
-    chain = verifier.verify_sampling(tree, p, draft_probs=q, coins=coins, final_coins=final)
-    direct = verify_tree_sampling(*links(tree, n), p, depth=steps, draft_probs=q, coins=coins,
-                                  final_coins=final)
-    # The same coins decide the same accepted path under both rules...
-    for f in ("accept_index", "accept_token_num"):
+    # make most drafts likely under p so several get accepted
+    likely = torch.rand(b, n - 1, generator=gen) < 0.7
+    cand[:, 1:] = torch.where(likely, p[:, :-1].argmax(-1), cand[:, 1:])
+    stream = dict(keys=keys, positions=positions)
+    chain = verifier.verify_sampling(tree, p, draft_probs=q, **stream)
+    direct = verify_tree_sampling(*links(tree, n), p, depth=steps, draft_probs=q, **stream)
+    for f in ("accept_index", "accept_token_num", "output_tokens"):
         assert torch.equal(getattr(chain, f), getattr(direct, f)), f
     accepted = torch.arange(n)[None, :] < direct.accept_token_num[:, None].long()
-    assert torch.equal(chain.output_tokens[accepted], direct.output_tokens[accepted])
     assert int(accepted.sum()) > b  # several drafts were accepted: the comparison has content
-    # ...and the token after it is the chain family's draw (an exponential race, issue #22),
-    # where the tree kernel draws by inverse CDF: each is lossless in its own tests.
-    own = verify_chain_sampling(cand, p, q[:, : n - 1], coins=coins[:, : n - 1],
-                                final_coins=final)
+    assert int((direct.accept_token_num < steps).sum()) > 0  # and some corrections were drawn
+    own = verify_chain_sampling(cand, p, q[:, : n - 1], **stream)
     assert torch.equal(chain.bonus, own.bonus.to(chain.bonus.dtype))
-    last = direct.accept_token_num.long()
-    assert torch.equal(chain.output_tokens.gather(1, last[:, None]).squeeze(1), chain.bonus)
+    # The verifier's default positions are the tree's: root position + 1.
+    default = verifier.verify_sampling(tree, p, draft_probs=q, keys=keys)
+    root = tree.positions.view(b, n)[:, 0] + 1
+    again = verify_chain_sampling(cand, p, q[:, : n - 1], keys=keys, positions=root)
+    assert torch.equal(default.bonus, again.bonus.to(default.bonus.dtype))
 
 
-def test_seeded_coins_are_deterministic():
+def test_topk1_target_only_tree_is_the_chain_target_only_rule():
+    """Without q, a chain-shaped tree under the target-only rule reads exactly the chain's
+    draws: the one coin of a parent is its (only) child's uniform, the draft's chain coin, and
+    the correction is p without that draft, raced with the chain's key: the same tokens."""
+    b, steps, vocab = 16, 3, 300  # three race blocks
+    n = steps + 1
+    tree, gen = make_tree(b, 1, steps, n, vocab, 9)
+    p = torch.softmax(torch.randn(b, n, vocab, generator=gen) * 3, -1)
+    cand = tree.draft_tokens.view(b, n)
+    cand[:, 1:] = torch.where(torch.rand(b, n - 1, generator=gen) < 0.7, p[:, :-1].argmax(-1),
+                              cand[:, 1:])
+    keys = fresh_keys(b, "cpu", generator=gen)
+    positions = torch.randint(0, 100, (b,), generator=gen)
+    want = verify_chain_target_only(cand, p, keys=keys, positions=positions)
+    assert 0 < int(want.accept_len.sum()) < b * steps
+    for backend in ("torch", "triton"):
+        got = verify_tree_sampling(*links(tree, n), p, depth=steps, keys=keys,
+                                   positions=positions, backend=backend)
+        assert torch.equal(got.accept_token_num, want.accept_len), backend
+        assert torch.equal(got.output_tokens, want.output_tokens), backend
+
+
+def test_keyed_draws_are_deterministic():
     b, n, vocab = 8, 7, 9
     tree, gen = make_tree(b, 2, 3, n, vocab, 4)
     p = torch.softmax(torch.randn(b, n, vocab, generator=gen), -1)
     verifier = EagleVerifier(num_steps=3, topk=2, num_draft_tokens=n)
-    one = verifier.verify_sampling(tree, p, seed=11)
-    two = verifier.verify_sampling(tree, p, seed=11)
-    assert torch.equal(one.output_tokens, two.output_tokens)
-    outs = {tuple(verifier.verify_sampling(tree, p, seed=s).bonus.tolist()) for s in range(6)}
-    assert len(outs) > 1
+
+    def keyed(key):
+        return verifier.verify_sampling(tree, p, keys=torch.full((b,), key))
+
+    assert torch.equal(keyed(11).output_tokens, keyed(11).output_tokens)
+    assert len({tuple(keyed(s).bonus.tolist()) for s in range(6)}) > 1
+    with_gen = [verifier.verify_sampling(tree, p, generator=torch.Generator().manual_seed(3))
+                for _ in range(2)]
+    assert torch.equal(with_gen[0].output_tokens, with_gen[1].output_tokens)
+
+
+def test_a_request_gets_the_same_tree_tokens_alone_in_a_batch_and_on_both_backends():
+    """One request (its key, positions, tree and rows) verified alone, then at row 5 of a
+    batch of 8 others, with and without q, on torch and on Triton: the same path and tokens."""
+    b, topk, steps, n, vocab = 8, 2, 3, 7, 300
+    tree, gen = make_tree(b, topk, steps, n, vocab, 12)
+    cand, ridx, nt, ns = links(tree, n)
+    p = torch.softmax(torch.randn(b, n, vocab, generator=gen) * 3, -1)
+    q = torch.softmax(torch.randn(b, n, vocab, generator=gen) * 3, -1)
+    cand = torch.where(torch.rand(b, n, generator=gen) < 0.6, p.argmax(-1), cand)
+    keys = fresh_keys(b, "cpu", generator=gen)
+    positions = torch.randint(0, 1 << 20, (b,), generator=gen)
+    # request `r` of the batch is the lone request, moved to row 5
+    r, row = 2, 5
+    order = torch.tensor([0, 1, 3, 4, 6, 2, 5, 7])
+    assert int(order[row]) == r
+    flat = (order[:, None] * n + torch.arange(n)).flatten()
+    moved = (cand[order], torch.arange(b * n).view(b, n), nt[order], ns[order])
+    for draft in (None, q):
+        alone_args = (cand[r:r + 1], torch.arange(n)[None], nt[r:r + 1], ns[r:r + 1])
+        kwargs = dict(depth=steps, keys=keys[r:r + 1], positions=positions[r:r + 1])
+        alone = verify_tree_sampling(*alone_args, p[r:r + 1], backend="torch",
+                                     draft_probs=None if draft is None else draft[r:r + 1],
+                                     **kwargs)
+        for backend in ("torch", "triton"):
+            batch = verify_tree_sampling(
+                *moved, p.view(b * n, vocab)[flat].view(b, n, vocab), depth=steps,
+                draft_probs=None if draft is None else draft[order], keys=keys[order],
+                positions=positions[order], backend=backend,
+            )
+            assert batch.output_tokens[row].tolist() == alone.output_tokens[0].tolist()
+            assert int(batch.accept_token_num[row]) == int(alone.accept_token_num[0])
+            assert (batch.accept_index[row] - row * n).clamp_min(-1).tolist() == \
+                alone.accept_index[0].tolist()
+            single = verify_tree_sampling(*alone_args, p[r:r + 1], backend=backend,
+                                          draft_probs=None if draft is None else draft[r:r + 1],
+                                          **kwargs)
+            assert torch.equal(single.output_tokens, alone.output_tokens), backend
 
 
 def test_verifier_end_to_end_api():
@@ -176,7 +255,8 @@ def test_verifier_end_to_end_api():
     logits = torch.randn(b, n, vocab, generator=gen)
     out = verifier.verify_greedy(tree, logits)
     assert out.output_tokens.shape == (b, steps + 1)
-    out = verifier.verify_sampling(tree, torch.softmax(logits, -1), seed=3)
+    out = verifier.verify_sampling(tree, torch.softmax(logits, -1),
+                                   keys=torch.tensor([3, 4]))
     assert bool((out.accept_len >= 0).all()) and out.bonus.shape == (b,)
 
 
@@ -197,6 +277,9 @@ def _sampling_args():
         (lambda a: a.update(target_probs=a["target_probs"] * float("nan")), "SR904"),
         (lambda a: a.update(threshold_acc=0.0), "SR904"),
         (lambda a: a.update(coins=torch.full((2, 7), 1.5)), "SR904"),
+        (lambda a: a.update(keys=torch.zeros(3, dtype=torch.int64)), "SR900"),
+        (lambda a: a.update(keys=torch.zeros(2)), "SR901"),
+        (lambda a: a.update(positions=torch.tensor([4, -1])), "SR904"),
     ],
 )
 def test_sampling_input_errors(mutate, code):

@@ -1,18 +1,20 @@
-"""`final_tokens`: the final token of tree sampling, drawn from the residual row in two levels.
+"""`final_tokens`: the final token of tree sampling, raced from the residual row.
 
-The rule is the reference's inverse CDF over the residual weights w (p without the tried
-tokens for the target-only rule, max(p - a q, 0) with frozen coefficients at the tried tokens
-for recursive rejection): the first token with w > 0 whose running sum exceeds
-`coin * sum(w)`, or the last positive token when rounding leaves none. It is taken in two
-levels: the sums of `DRAW_BLOCK`-token blocks (one pass over the row), the first block whose
-running sum (float64) passes the target, then the running sum inside that block. In exact
-arithmetic that is the flat inverse CDF; no pass runs a cumulative sum over the whole row, and
-a Triton program can draw it from one streamed read (block sums, then one block again).
-`reference.two_level_draw_reference` is the per-row oracle; rows without mass fall back to p.
+The weights w are the residual at the last accepted node: p without the tried tokens for the
+target-only rule, max(p - a q, 0) with frozen coefficients at the tried tokens for recursive
+rejection; a row without mass falls back to p. The token is the chain family's two-level
+exponential race on the counter-based random stream (`specreg.kernels.sampling`'s
+`block_race_torch` and `reference.block_race_reference`): the block of `RACE_BLOCK` = 128
+tokens with the largest mass / E, then the token of that block with the largest w / E, every
+E ~ Exp(1) an independent value of the stream keyed by (request key, role, absolute position)
+(`specreg.kernels.random_stream`). It is exact (P(token) = w / sum(w)) with one read of the
+row, and the same key gives the same token on every backend and in every batch.
+`reference.final_token_reference` is the per-row oracle.
 """
 
 from __future__ import annotations
 
-from specreg_eagle.kernels.residual_draw.torch_impl import DRAW_BLOCK, final_tokens
+from specreg.kernels.random_stream.types import RACE_BLOCK
+from specreg_eagle.kernels.residual_draw.torch_impl import final_tokens
 
-__all__ = ["DRAW_BLOCK", "final_tokens"]
+__all__ = ["RACE_BLOCK", "final_tokens"]

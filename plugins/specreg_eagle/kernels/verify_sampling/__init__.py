@@ -7,29 +7,46 @@ links (-1 = none), children in ascending local index, parents before children. R
 `target_logits` / `target_probs` [b, N, V] is the target's distribution for the token FOLLOWING
 node i; row i of `draft_probs` [b, N, V] is q, the distribution node i's children were drawn from.
 
-The wrappers validate, draw missing coins, pick the backend and dispatch to
+The wrappers validate, fill in the stream's keys and coins, pick the backend and dispatch to
 `torch_impl.verify_tree_sampling_torch` or `triton_impl.verify_tree_sampling_triton` (both take
 one `TreeSamplingInputs`); `reference` is the plain per-request walk the tests hold both to.
 `verify_tree_with_params` mixes greedy requests (`verify_greedy`) and sampled ones on filtered
 rows (`specreg.kernels.filtering`), a chunk of requests at a time.
 
+Randomness: every draw reads the counter-based random stream (`specreg.kernels.random_stream`)
+keyed by (request key, role, absolute position). Node c at depth d (the root 0) sits at
+absolute position `positions + d - 1` (`positions`: the position of the depth-1 children, the
+token the root's row verifies), and its acceptance uniform is the stream's uniform of (key,
+ACCEPT role, that position, its token): one independent value per (position, draft token), the
+chain family's acceptance coins at tree positions. Under recursive rejection child c is tested
+with its own uniform; under the target-only rule the children of P share one coin, the uniform
+of P's first child. The walk tries the children of one node per position, so no two decisions
+of a walk read the same value, but for a repeated sibling token under recursive rejection,
+which is rejected whatever its coin (its residual is 0 once it was rejected). A
+caller's `coins` [b, N] (SGLang's uniforms, for parity) replace them in SGLang's layout: P's
+target-only coin `coins[:, P]`, child c's coin `coins[:, c - 1]`. The final token is a race in
+the RESIDUAL role when a child of the last accepted node was tried (and rejected), else the
+SAMPLE role, at the position of that node's children: nothing depends on the request's row,
+the batch, chunking or the backend.
+
 Sampling, per parent node P (reset whenever a child is accepted):
 - Target-only (no `draft_probs`, or P's q row is all zero): children c_1 < c_2 < ... are tried
-  with P's coin u = coins[:, P]; accept c_i when `u < (p(c_1) + ... + p(c_i)) / threshold_acc`
+  with P's coin u; accept c_i when `u < (p(c_1) + ... + p(c_i)) / threshold_acc`
   or `p(c_i) >= threshold_single`, counting a token already tried at P as 0. With thresholds 1.0
   a child is accepted with probability exactly p(c_i) and otherwise the residual is p with the
   tried tokens removed: the emitted token is distributed as p for any fixed set of children.
 - Recursive rejection sampling (P's q row has mass; thresholds are not used): the children must
   have been drawn from q WITHOUT replacement, in sibling order. With residual target p_i
   (p_1 = p) and q_i = q without the tokens drawn before c_i, renormalised, c_i is accepted when
-  `coins[:, c_i - 1] * q_i(c_i) < p_i(c_i)`; on rejection p_{i+1} = norm(max(p_i - q_i, 0)).
+  `u(c_i) * q_i(c_i) < p_i(c_i)`; on rejection p_{i+1} = norm(max(p_i - q_i, 0)).
   Each step emits exactly p_i, so the node emits exactly p. p_i is never materialised: it equals
   max(p - a_i q, 0) / W_i with a scalar a_i for untried tokens and a frozen coefficient per tried
   token (at most N - 1 per node, kept sparsely), and W_i is one reduction over the row.
-- Final token: drawn by inverse CDF (`final_coins`) from the residual at the last accepted node
-  (p itself when no child was tried); a residual with no mass (rounding) falls back to p. The
-  draw is taken in two levels (`specreg_eagle.kernels.residual_draw`: block sums, then one
-  block), so both implementations read that row once and no cumsum runs over it.
+- Final token: raced from the residual at the last accepted node (p itself when no child was
+  tried); a residual with no mass (rounding) falls back to p. The race is the chain family's
+  two-level exponential race (`specreg_eagle.kernels.residual_draw`: the block masses, then one
+  block's 128 weights), so both implementations read that row once, and it is exact: no 24-bit
+  coin limits the tokens it can reach.
 
 The torch walk decides the target-only rule for every node at once (a parent's decisions depend
 only on its children and coin) and follows the accepted children for `depth` levels; with q it
@@ -47,6 +64,7 @@ import torch
 
 from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
+from specreg.kernels.chain.checks import check_position_values, check_stream_keys
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
     check_dtype,
@@ -64,7 +82,8 @@ from specreg.kernels.filtering.types import (
     filter_rule,
 )
 from specreg.kernels.penalties import Penalties, apply_penalties_, tree_context
-from specreg.kernels.sampling import request_coins
+from specreg.kernels.random_stream import stream_keys
+from specreg.kernels.sampling import request_keys
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.tree_lengths import cut_below
 from specreg_eagle.kernels.verify_greedy.checks import (
@@ -75,7 +94,11 @@ from specreg_eagle.kernels.verify_greedy.checks import (
 )
 from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
-from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.torch_impl import (
+    caller_tree_coins,
+    stream_tree_coins,
+    verify_tree_sampling_torch,
+)
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 
@@ -88,12 +111,11 @@ def verify_tree_sampling(
     *,
     depth: int,
     draft_probs: torch.Tensor | None = None,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
     coins: torch.Tensor | None = None,
-    final_coins: torch.Tensor | None = None,
     threshold_single: float = 1.0,
     threshold_acc: float = 1.0,
-    seed: int | None = None,
-    offsets: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     check_values: bool | None = None,
     block_v: int | None = None,
@@ -103,10 +125,12 @@ def verify_tree_sampling(
     """Tree speculative sampling (see the module docstring for both rules).
 
     `target_probs` [b, N, V] float; `draft_probs` None (target-only) or [b, N, V] (row i = q of
-    node i's children; all-zero rows use the target-only rule). `coins` [b, N] and
-    `final_coins` [b] float32 in [0, 1); missing ones come from
-    `specreg.kernels.sampling.uniform_coins((b, N + 1), seed=seed, offsets=offsets)` (columns
-    0..N-1 the node coins, column N the final coin), or `torch.rand` with `generator` when no seed.
+    node i's children; all-zero rows use the target-only rule). Draws are keyed by `keys`
+    int64 [b] (each request's key: its seed, or a key drawn once for the request; missing ones
+    are fresh keys from `generator`) and `positions` int64 [b] (the absolute output position of
+    the depth-1 children, the token the root's row verifies; default 0): see the module
+    docstring. `coins` [b, N] float in [0, 1) replaces the acceptance uniforms with a caller's
+    (SGLang's layout: `coins[:, P]` parent P's target-only coin, `coins[:, c - 1]` child c's).
     Thresholds in (0, 1] apply to the target-only rule; 1.0 keeps it lossless. `backend`:
     'auto' | 'torch' | 'triton' | None (None reads SPECREG_KERNEL_BACKEND).
     `draft_lengths` [b] (0..depth; `specreg.draft_lengths`): request r verifies only the nodes
@@ -123,9 +147,7 @@ def verify_tree_sampling(
     if coins is not None:
         check_shape("coins", coins, (b, n))
         check_dtype("coins", coins, FLOAT_DTYPES)
-    if final_coins is not None:
-        check_shape("final_coins", final_coins, (b,))
-        check_dtype("final_coins", final_coins, FLOAT_DTYPES)
+    check_stream_keys(keys, positions, b)
     for name, value in (("threshold_single", threshold_single), ("threshold_acc", threshold_acc)):
         if not isinstance(value, (int, float)) or not 0.0 < float(value) <= 1.0:
             raise KernelInputError(
@@ -135,7 +157,8 @@ def verify_tree_sampling(
     device = check_same_device(
         candidates=candidates, retrieve_index=retrieve_index,
         retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
-        target_probs=target_probs, draft_probs=draft_probs, coins=coins, final_coins=final_coins,
+        target_probs=target_probs, draft_probs=draft_probs, coins=coins, keys=keys,
+        positions=positions,
     )
     if should_check_values(device, check_values):
         check_tree_values(
@@ -144,26 +167,38 @@ def verify_tree_sampling(
         check_probabilities("target_probs", target_probs)
         if draft_probs is not None:
             check_probabilities("draft_probs", draft_probs, allow_zero_rows=True)
-        for name, tensor in (("coins", coins), ("final_coins", final_coins)):
-            if tensor is not None and not bool(((tensor >= 0) & (tensor < 1)).all()):
-                raise KernelInputError(
-                    problem("SR904", f"{name} holds values outside [0, 1)", accepted="[0, 1)",
-                            fix="draw coins with torch.rand or uniform_coins", field=name)
-                )
-    if coins is None or final_coins is None:
-        from specreg.kernels.sampling import uniform_coins
-
-        drawn = uniform_coins(
-            (b, n + 1), device=device, seed=seed, offsets=offsets, generator=generator
-        )
-        coins = drawn[:, :n] if coins is None else coins
-        final_coins = drawn[:, n] if final_coins is None else final_coins
+        if coins is not None and not bool(((coins >= 0) & (coins < 1)).all()):
+            raise KernelInputError(
+                problem("SR904", "coins holds values outside [0, 1)", accepted="[0, 1)",
+                        fix="leave them out: they come from the random stream keyed by keys= "
+                        "and positions=", field="coins")
+            )
+        check_position_values(positions)
+    keys, positions = stream_keys(b, device, keys, positions, generator=generator)
+    parent_coins, child_coins = tree_coins(
+        candidates, retrieve_next_token, retrieve_next_sibling, keys, positions, coins
+    )
     inputs = TreeSamplingInputs(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, target_probs,
-        draft_probs, coins, final_coins, depth=depth, threshold_single=threshold_single,
-        threshold_acc=threshold_acc,
+        draft_probs, parent_coins, child_coins, keys, positions, depth=depth,
+        threshold_single=threshold_single, threshold_acc=threshold_acc,
     )
     return _sample(inputs, select_backend(candidates, requested=backend) == "triton", block_v)
+
+
+def tree_coins(
+    candidates: torch.Tensor,
+    next_token: torch.Tensor,
+    next_sibling: torch.Tensor,
+    keys: torch.Tensor,
+    positions: torch.Tensor,
+    coins: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(coins, child_coins) [b, N] of `TreeSamplingInputs`: a caller's SGLang-layout `coins`
+    (`caller_tree_coins`), else the stream's acceptance uniforms (`stream_tree_coins`)."""
+    if coins is not None:
+        return caller_tree_coins(coins)
+    return stream_tree_coins(candidates, next_token, next_sibling, keys, positions)
 
 
 def _sample(inputs: TreeSamplingInputs, triton_path: bool, block_v: int | None) -> TreeVerifyResult:
@@ -194,7 +229,9 @@ def verify_tree_with_params(
     params: SamplingParams,
     draft: torch.Tensor | None = None,
     probabilities: bool = False,
-    offsets: torch.Tensor | None = None,
+    keys: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
+    coins: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     threshold_single: float = 1.0,
     threshold_acc: float = 1.0,
@@ -213,8 +250,12 @@ def verify_tree_with_params(
     others get `verify_tree_sampling` on p = filter(target / T) and q = filter(draft / T)
     (`specreg.kernels.filtering`; the children must have been drawn from that filtered q).
     Filtered rows exist only for a chunk of requests at a time (`PARAMS_CHUNK_DIVISOR`).
-    Coins: `request_coins(params, N + 1, offsets=...)` (columns 0..N-1 the node coins, column N
-    the final draw), so a seeded request's tokens do not depend on the rest of the batch.
+    Draws read the random stream keyed by each request's key (`request_keys(params, keys,
+    generator=generator)`: `params.seed` for a seeded request, else `keys[r]`, else a fresh key)
+    and `positions` [b] (the absolute output position of the depth-1 children; default 0), as
+    in `verify_tree_sampling`, so a seeded request's tokens depend on its seed and positions
+    alone, not on the rest of the batch. `coins` [b, N] replaces the acceptance uniforms
+    (SGLang's layout).
     `retrieve_index[r]` must address request r's own rows (r*N .. r*N + N - 1), as `build_tree`
     makes it. Bad parameters: SR910-SR915 with value checks, else `result.param_error`.
     `backend` as in `verify_tree_sampling`. `filter_order` ('specreg', 'vllm' or 'sglang';
@@ -237,15 +278,26 @@ def verify_tree_with_params(
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     b, n = check_tree_inputs(*links, depth)
     vocab = check_tree_rows(b, n, target=target, draft=draft)
+    if coins is not None:
+        check_shape("coins", coins, (b, n))
+        check_dtype("coins", coins, FLOAT_DTYPES)
+    check_stream_keys(keys, positions, b)
     device = check_same_device(
         candidates=candidates, retrieve_index=retrieve_index,
         retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
-        target=target, draft=draft,
+        target=target, draft=draft, keys=keys, positions=positions, coins=coins,
     )
     values = should_check_values(device, check_values)
     check_params(params, b, vocab, device, values=values)
     if values:
         check_tree_values(*links, vocab)
+        check_position_values(positions)
+        if coins is not None and not bool(((coins >= 0) & (coins < 1)).all()):
+            raise KernelInputError(
+                problem("SR904", "coins holds values outside [0, 1)", accepted="[0, 1)",
+                        fix="leave them out: they come from the random stream keyed by keys= "
+                        "and positions=", field="coins")
+            )
         for name, scores in (("target", target), ("draft", draft)):
             if scores is None:
                 continue
@@ -264,7 +316,9 @@ def verify_tree_with_params(
     if penalties is not None:
         context = tree_context(candidates, retrieve_next_token, retrieve_next_sibling, depth)
         apply_penalties_(target, penalties, context, check_values=values, backend=backend)
-    drawn = request_coins(params, n + 1, offsets=offsets, generator=generator)
+    keys = request_keys(params, keys, generator=generator)
+    positions = (torch.zeros(b, dtype=torch.int64, device=device) if positions is None
+                 else positions.to(torch.int64))
     triton_path = select_backend(candidates, requested=backend) == "triton"
     if triton_path:
         from specreg.kernels.argmax.triton_impl import row_argmax_triton
@@ -285,7 +339,7 @@ def verify_tree_with_params(
     for start in range(0, requests.shape[0], chunk):
         chunk_requests = requests[start:start + chunk]
         local = _sampled_chunk(
-            links, target, draft, params, drawn, chunk_requests, depth=depth,
+            links, target, draft, params, (keys, positions, coins), chunk_requests, depth=depth,
             probabilities=probabilities, triton_path=triton_path, block_v=block_v,
             thresholds=(threshold_single, threshold_acc), rule=rule,
         )
@@ -307,7 +361,7 @@ def _sampled_chunk(
     target: torch.Tensor,
     draft: torch.Tensor | None,
     params: SamplingParams,
-    drawn: torch.Tensor,
+    stream: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None],
     requests: torch.Tensor,
     *,
     depth: int,
@@ -317,7 +371,8 @@ def _sampled_chunk(
     thresholds: tuple[float, float],
     rule: FilterRule,
 ) -> TreeVerifyResult:
-    """Tree sampling of `requests` on their filtered rows (local row numbering)."""
+    """Tree sampling of `requests` on their filtered rows (local row numbering); `stream` the
+    batch's (keys, positions, caller coins or None)."""
     candidates, _, next_token, next_sibling = links
     count = requests.shape[0]
     n, vocab = target.shape[1], target.shape[2]
@@ -335,10 +390,12 @@ def _sampled_chunk(
         .view(count, n, vocab) if scores is not None else None
         for scores in (target, draft)
     ]
+    keys, positions, coins = (None if t is None else t[requests] for t in stream)
+    cand, nt, ns = candidates[requests], next_token[requests], next_sibling[requests]
+    parent_coins, child_coins = tree_coins(cand, nt, ns, keys, positions, coins)
     inputs = TreeSamplingInputs(
-        candidates[requests], local_index, next_token[requests], next_sibling[requests],
-        filtered[0], filtered[1], drawn[requests, :n], drawn[requests, n], depth=depth,
-        threshold_single=thresholds[0], threshold_acc=thresholds[1],
+        cand, local_index, nt, ns, filtered[0], filtered[1], parent_coins, child_coins, keys,
+        positions, depth=depth, threshold_single=thresholds[0], threshold_acc=thresholds[1],
     )
     return _sample(inputs, triton_path, block_v)
 

@@ -6,14 +6,18 @@ Per parent node P (fresh whenever a child is accepted), children tried in siblin
   already tried at P counting 0; the final token is drawn from p without the tried tokens.
 - recursive rejection sampling (P's q row has mass): with the residual target r (r = p at
   first) and the draft q without the tokens tried before, accept c when
-  `coins[c - 1] * q(c) / sum(q) < r(c) / sum(r)`; on rejection
+  `child_coins[c] * q(c) / sum(q) < r(c) / sum(r)`; on rejection
   `r = max(r / sum(r) - q / sum(q), 0)` and c leaves q. The final token is drawn from r.
-- the final draw (coin `final_coins`) is by inverse CDF: the first token with positive weight
-  whose cumulative weight exceeds `coin * total`; a residual without mass falls back to p.
+- the final draw is the two-level race on the random stream (`block_race_reference`) keyed by
+  (request key, RESIDUAL role if a child of the last accepted node was tried else SAMPLE role,
+  positions + depth of that node); a residual without mass falls back to p.
 The walk stops at a node no child of which is accepted, after `depth` accepted drafts, or after
 N - 1 node visits. Residuals are kept as whole rows (no sparse coefficients).
+`stream_coins_reference` computes one request's stream coins node by node (depth by walking
+the links from the root, `accept_coin` per node): the oracle of the wrapper's coins.
 `verify_tree_with_params_reference` adds the per-request parameters: greedy requests walk on
-the raw argmax, the others on the filtered rows of `specreg.kernels.filtering.reference`.
+the raw argmax, the others on the filtered rows of `specreg.kernels.filtering.reference`, with
+the stream coins of each request's key.
 """
 
 from __future__ import annotations
@@ -23,22 +27,13 @@ import torch
 from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder
+from specreg.kernels.random_stream.reference import accept_coin, draw_lanes
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.sampling_params import SamplingParams
+from specreg_eagle.kernels.residual_draw.reference import final_token_reference
 from specreg_eagle.kernels.verify_greedy.reference import greedy_walk, path_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
-
-
-def _inverse_cdf(weights: list[float], coin: float) -> int:
-    target = coin * sum(weights)
-    running, last_positive = 0.0, 0
-    for token, weight in enumerate(weights):
-        running += weight
-        if weight > 0:
-            if running > target:
-                return token
-            last_positive = token
-    return last_positive
 
 
 class _Parent:
@@ -74,14 +69,12 @@ class _Parent:
             self.tried.append(token)
         return accepted
 
-    def final(self, coin: float) -> int:
+    def final(self, lanes: tuple[int, int]) -> int:
         if self.rejection:
             weights = self.residual
         else:
             weights = [0.0 if v in self.tried else w for v, w in enumerate(self.p)]
-        if not sum(weights) > 0:
-            weights = self.p
-        return _inverse_cdf(weights, coin)
+        return final_token_reference(weights, self.p, lanes)
 
 
 def sampling_walk(
@@ -91,27 +84,55 @@ def sampling_walk(
     p_rows: list[list[float]],
     q_rows: list[list[float]] | None,
     coins: list[float],
-    final_coin: float,
+    child_coins: list[float],
+    key: int,
+    position: int,
     *,
     depth: int,
     thresholds: tuple[float, float] = (1.0, 1.0),
 ) -> tuple[list[int], int]:
-    """One request's (accepted local path, final token)."""
+    """One request's (accepted local path, final token): `coins[P]` the target-only coin of
+    parent P, `child_coins[c]` the coin child c is tested with under recursive rejection;
+    the final race keyed by (`key`, role, `position` + accepted drafts)."""
     def parent(node: int) -> _Parent:
         return _Parent(p_rows[node], q_rows[node] if q_rows is not None else None, coins[node])
 
     path, state, child = [0], parent(0), first[0]
+    tried = False  # a child of the last accepted node was tried (and rejected)
     for _ in range(len(tokens) - 1):
         if child < 0 or len(path) - 1 >= depth:
             break
         token = tokens[child]
         assert 0 <= token < len(p_rows[0]), "candidates outside the vocabulary"
-        if state.accepts(token, coins[child - 1], thresholds):
+        if state.accepts(token, child_coins[child], thresholds):
             path.append(child)
-            state, child = parent(child), first[child]
+            state, child, tried = parent(child), first[child], False
         else:
+            child, tried = sibling[child], True
+    role = RESIDUAL_ROLE if tried else SAMPLE_ROLE
+    return path, state.final(draw_lanes(key, role, position + len(path) - 1))
+
+
+def stream_coins_reference(
+    tokens: list[int], first: list[int], sibling: list[int], key: int, position: int
+) -> tuple[list[float], list[float]]:
+    """One request's (coins, child_coins) from the stream: node c at depth d (the root 0) sits
+    at absolute position `position + d - 1` and is tested with `accept_coin(key, that position,
+    its token)`; the target-only coin of parent P is the coin of its first child. Values never
+    read (a node not linked below the root, taken at depth 0; a leaf's parent coin, the
+    root's coin) are filled as the torch wrapper fills them, so whole rows compare."""
+    n = len(tokens)
+    node = [accept_coin(key, position - 1, token) for token in tokens]
+    stack = [(0, 0)]
+    while stack:
+        at, depth = stack.pop()
+        node[at] = accept_coin(key, position + depth - 1, tokens[at])
+        child = first[at]
+        while child >= 0:
+            stack.append((child, depth + 1))
             child = sibling[child]
-    return path, state.final(final_coin)
+    coins = [node[max(first[at], 0)] for at in range(n)]
+    return coins, node
 
 
 def _rows(tensor: torch.Tensor | None, r: int) -> list[list[float]] | None:
@@ -119,13 +140,15 @@ def _rows(tensor: torch.Tensor | None, r: int) -> list[list[float]] | None:
 
 
 def verify_tree_sampling_reference(inputs: TreeSamplingInputs) -> TreeVerifyResult:
-    """Tree sampling of `inputs` (same outputs as `verify_tree_sampling` given its coins)."""
+    """Tree sampling of `inputs` (same outputs as `verify_tree_sampling` given its coins,
+    keys and positions)."""
     x = inputs
     walks = [
         sampling_walk(
             x.candidates[r].tolist(), x.next_token[r].tolist(), x.next_sibling[r].tolist(),
             _rows(x.target_probs, r), _rows(x.draft_probs, r),
-            x.coins[r].to(torch.float64).tolist(), float(x.final_coins[r]), depth=x.depth,
+            x.coins[r].to(torch.float64).tolist(), x.child_coins[r].to(torch.float64).tolist(),
+            int(x.keys[r]), int(x.positions[r]), depth=x.depth,
             thresholds=(x.threshold_single, x.threshold_acc),
         )
         for r in range(x.candidates.shape[0])
@@ -142,14 +165,16 @@ def verify_tree_with_params_reference(
     *,
     depth: int,
     params: SamplingParams,
-    coins: torch.Tensor,
+    keys: torch.Tensor,
+    positions: torch.Tensor,
     draft: torch.Tensor | None = None,
     probabilities: bool = False,
     thresholds: tuple[float, float] = (1.0, 1.0),
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
 ) -> TreeVerifyResult:
-    """`verify_tree_with_params` given the coins [b, N + 1] (`request_coins`: columns 0..N-1
-    the node coins, column N the final draw). Requests with invalid parameters emit -1."""
+    """`verify_tree_with_params` given each request's key [b] (`request_keys`: its seed when it
+    has one) and positions [b]: the stream coins of `stream_coins_reference`. Requests with
+    invalid parameters emit -1."""
     b, n, vocab = target.shape
     invalid = params.invalid_rows(vocab).tolist()
     walks: list[tuple[list[int], int] | None] = []
@@ -170,8 +195,9 @@ def verify_tree_with_params_reference(
         q_rows = None if draft is None else [
             filtered_distribution(draft[r, i], **rule).tolist() for i in range(n)
         ]
-        row_coins = coins[r].to(torch.float64).tolist()
-        walks.append(sampling_walk(*links, p_rows, q_rows, row_coins[:n], row_coins[n],
+        key, position = int(keys[r]), int(positions[r])
+        coins, child_coins = stream_coins_reference(*links, key, position)
+        walks.append(sampling_walk(*links, p_rows, q_rows, coins, child_coins, key, position,
                                    depth=depth, thresholds=thresholds))
     result = path_result(candidates, retrieve_index, walks, depth)
     return TreeVerifyResult(

@@ -4,8 +4,12 @@ without Triton).
 Target-only: `sibling_order` ranks the sibling chains by pointer jumping, and
 `target_only_walk` decides every parent's children at once (a parent's decisions depend only on
 its own children and coin, not on the path), then follows the first accepted child per level:
-`depth` small steps instead of N - 1 walk steps. The final token is drawn from one read of its
-row (`specreg_eagle.kernels.residual_draw`).
+`depth` small steps instead of N - 1 walk steps. The final token is raced from one read of its
+row (`specreg_eagle.kernels.residual_draw`), keyed by (request key, role, absolute position):
+`final_lanes`.
+
+`stream_tree_coins` gives the acceptance coins of the random stream (one per
+(position, draft token) in the ACCEPT role); `caller_tree_coins` lays out a caller's coins.
 
 Per parent node, the target-only rule or recursive rejection sampling (see the package
 docstring). The residual p_i is never materialised: it is max(p - a_i q, 0) / W_i with a scalar
@@ -20,8 +24,16 @@ from __future__ import annotations
 
 import torch
 
+from specreg.kernels.random_stream.torch_impl import (
+    draw_lanes_torch,
+    key_words_torch,
+    token_words_torch,
+    uniforms_of,
+)
+from specreg.kernels.random_stream.types import ACCEPT_ROLE, MASK32, RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks, take_rows_float32
 from specreg_eagle.kernels.residual_draw.torch_impl import final_tokens
+from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
 from specreg_eagle.kernels.verify_greedy.torch_impl import assemble_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
@@ -39,11 +51,63 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
             inputs.coins, depth=inputs.depth, thresholds=thresholds,
         )
         tokens = candidates.to(torch.int64)
-        bonus = final_tokens(
-            inputs.target_probs, None, last, None, None, tokens, None, tried, inputs.final_coins
-        )
+        lanes = final_lanes(inputs, last, count)
+        bonus = final_tokens(inputs.target_probs, None, last, None, None, tokens, None, tried, lanes)
         return assemble_result(candidates, retrieve_index, path, count, bonus)
     return _rejection_walk(inputs)
+
+
+def final_lanes(inputs: TreeSamplingInputs, last: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """int64 [b, 2] key lanes of each request's final draw: (its key, RESIDUAL role when a child
+    of its last accepted node was tried (and so rejected), else SAMPLE role, positions + depth
+    of that node). A child was tried exactly when the walk stopped above the depth limit at a
+    node with children: the walk tries every child of a node before it gives up there."""
+    below = inputs.next_token.to(torch.int64).gather(1, last.unsqueeze(1)).squeeze(1)
+    rejected = (count < inputs.depth) & (below >= 0)
+    role = torch.where(rejected, RESIDUAL_ROLE, SAMPLE_ROLE)
+    return draw_lanes_torch(inputs.keys, role, inputs.positions.to(torch.int64) + count)
+
+
+def stream_node_coins(
+    candidates: torch.Tensor,
+    next_token: torch.Tensor,
+    next_sibling: torch.Tensor,
+    keys: torch.Tensor,
+    positions: torch.Tensor,
+) -> torch.Tensor:
+    """float32 [b, N]: the stream's acceptance uniform of every node c, one per (absolute
+    position, draft token) in the ACCEPT role: (keys[r], ACCEPT, positions[r] + depth(c) - 1)
+    at token candidates[r, c] (the chain family's `accept_coins_torch`, at tree positions)."""
+    depth = node_depths(next_token, next_sibling)
+    where = positions.to(torch.int64).unsqueeze(1) + depth - 1
+    role = torch.full_like(where, ACCEPT_ROLE)
+    lanes = key_words_torch(keys.to(torch.int64).unsqueeze(1), role, where)
+    return uniforms_of(token_words_torch(lanes, candidates.to(torch.int64) & MASK32))
+
+
+def stream_tree_coins(
+    candidates: torch.Tensor,
+    next_token: torch.Tensor,
+    next_sibling: torch.Tensor,
+    keys: torch.Tensor,
+    positions: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(coins, child_coins) [b, N] from the stream: child c is tested with its own uniform
+    (`stream_node_coins`) under recursive rejection, and the target-only rule's one coin of
+    parent P is the uniform of P's first child. Every decision of one walk reads a different
+    (position, token): the walk tries the children of one node per position, and under the
+    target-only rule only their shared coin."""
+    node = stream_node_coins(candidates, next_token, next_sibling, keys, positions)
+    first = next_token.to(torch.int64).clamp_min(0)
+    return node.gather(1, first), node
+
+
+def caller_tree_coins(coins: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(coins, child_coins) [b, N] from a caller's coins [b, N] in SGLang's layout: the
+    target-only coin of parent P is coins[:, P]; child c is tested with coins[:, c - 1] (the
+    coin of chain step c in SGLang's chain kernel)."""
+    shift = (torch.arange(coins.shape[1], device=coins.device) - 1).clamp_min(0)
+    return coins, coins[:, shift]
 
 
 def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
@@ -52,7 +116,7 @@ def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
     candidates, retrieve_index = inputs.candidates, inputs.retrieve_index
     next_token, next_sibling = inputs.next_token, inputs.next_sibling
     target_probs, draft_probs = inputs.target_probs, inputs.draft_probs
-    coins, depth = inputs.coins, inputs.depth
+    coins, child_coins, depth = inputs.coins, inputs.child_coins, inputs.depth
     threshold_single, threshold_acc = inputs.threshold_single, inputs.threshold_acc
     b, n, vocab = target_probs.shape
     device = candidates.device
@@ -60,7 +124,7 @@ def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
     rows = torch.arange(b, device=device)
     cand = candidates.to(torch.int64)
     nt, ns = next_token.to(torch.int64), next_sibling.to(torch.int64)
-    coins = coins.to(f32)
+    coins, child_coins = coins.to(f32), child_coins.to(f32)
     cap = max(n - 1, 1)
     slot_ids = torch.arange(cap, device=device).unsqueeze(0)
     # Masses only of the nodes the walk looks below (the root here, accepted nodes below).
@@ -100,7 +164,7 @@ def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         a_x = torch.where(dup, (dup_hits * tried_val).sum(1), coef)
         r_x = (p_x - a_x * q_x).clamp_min(0)
         q_eff = torch.where(dup | (q_left <= 0), 0.0, q_x)
-        u_child = coins.gather(1, (safe - 1).clamp_min(0).unsqueeze(1)).squeeze(1)
+        u_child = child_coins.gather(1, safe.unsqueeze(1)).squeeze(1)
         accept_rrs = u_child * q_eff * norm < r_x * q_left
         accept = active & x_ok & torch.where(rrs, accept_rrs, accept_to)
         reject = active & ~accept
@@ -146,7 +210,7 @@ def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:
         rrs = torch.where(accept, q_left > 0, rrs)
     live = slot_ids < tried_cnt.unsqueeze(1)
     bonus = final_tokens(target_probs, draft_probs, last, rrs, coef, tried_tok, tried_val, live,
-                         inputs.final_coins)  # fmt: skip
+                         final_lanes(inputs, last, count))  # fmt: skip
     return assemble_result(candidates, retrieve_index, path, count, bonus)
 
 

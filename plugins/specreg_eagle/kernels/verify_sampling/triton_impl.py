@@ -2,23 +2,31 @@
 BLOCK_V tiles, no host synchronisation.
 
 A residual mass is summed only where a next sibling will test it, a node's masses only where
-the walk goes on below it, and the final token is drawn in two levels
-(`specreg_eagle.kernels.residual_draw`) from one read of its row plus one block.
+the walk goes on below it, and the final token is raced in two levels on the random stream
+(`specreg_eagle.kernels.residual_draw`; the chain kernels' block sums and race) from one read
+of its row plus one block, its key lanes computed in-kernel from (request key, role, absolute
+position).
 """
 
 from __future__ import annotations
 
 import torch
 
+from specreg.kernels.random_stream.types import RACE_BLOCK
 from specreg.kernels.triton_shim import tl, triton
-from specreg_eagle.kernels.residual_draw import DRAW_BLOCK
 from specreg_eagle.kernels.verify_greedy.checks import verify_tile
 from specreg_eagle.kernels.verify_greedy.triton_impl import triton_outputs, triton_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 if triton is not None:
+    from specreg.kernels.chain.triton_impl import block_sums, first_best
+    from specreg.kernels.random_stream.triton_impl import exponential_of, key_words, token_word
     from specreg_eagle.kernels.verify_greedy.triton_impl import walk_step, write_bonus
+
+    BLOCK_KEY_BASE: tl.constexpr = tl.constexpr(1 << 31)
+    SAMPLE_ROLE: tl.constexpr = tl.constexpr(0)
+    RESIDUAL_ROLE: tl.constexpr = tl.constexpr(1)
 
     @triton.jit
     def _row_sums(p_ptr, q_ptr, row, vocab, HAS_Q: tl.constexpr, BLOCK_V: tl.constexpr):
@@ -47,74 +55,49 @@ if triton is not None:
         return pv, w
 
     @triton.jit
-    def _two_level_draw(p_ptr, q_ptr, row, vocab, coef, rrs, tried_tok, live, delta, sums,
-                        coin, HAS_Q: tl.constexpr, DRAW_BLOCK: tl.constexpr,
-                        DRAW_TILE: tl.constexpr):
-        """The inverse-CDF draw of `specreg_eagle.kernels.residual_draw` from one streamed read
-        of the row: the block sums of the weights (and of p, the fallback) go to `sums`
-        ([2, blocks] float32), then the first block whose float64 running sum passes the
-        target, then the running sum inside that block alone."""
-        blocks = tl.cdiv(vocab, DRAW_BLOCK)
-        per_tile: tl.constexpr = DRAW_TILE // DRAW_BLOCK
+    def _race_draw(p_ptr, q_ptr, row, vocab, coef, rrs, tried_tok, live, delta, k0, k1,
+                   HAS_Q: tl.constexpr, DRAW_TILE: tl.constexpr):
+        """The final token by the two-level exponential race on the random stream under the
+        key lanes (k0, k1) (`specreg_eagle.kernels.residual_draw`): one streamed read of the
+        row races the blocks of the weights and of p (the fallback) at once, with the chain
+        kernels' block sums and running race; then the winning block's 128 weights are read
+        again and raced. A residual without mass draws from p."""
+        NBT: tl.constexpr = DRAW_TILE // 128
         offs = tl.arange(0, DRAW_TILE)
-        ids = tl.arange(0, per_tile)
-        total_w = tl.full([], 0.0, tl.float64)
-        total_p = tl.full([], 0.0, tl.float64)
+        block_ids = tl.arange(0, NBT).to(tl.int64)
+        best_p = tl.sum(tl.zeros([NBT], tl.float64), axis=0) - 1.0
+        best_w = best_p
+        best_pj = tl.sum(tl.zeros([NBT], tl.int64), axis=0)
+        best_wj = best_pj
+        any_w = best_pj != 0
         for v0 in range(0, vocab, DRAW_TILE):
             v = v0 + offs
             pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta,
                                 HAS_Q)
-            w_sums = tl.sum(tl.reshape(w, [per_tile, DRAW_BLOCK]), axis=1)
-            p_sums = tl.sum(tl.reshape(pv, [per_tile, DRAW_BLOCK]), axis=1)
-            at = v0 // DRAW_BLOCK + ids
-            tl.store(sums + at, w_sums, mask=at < blocks)
-            tl.store(sums + blocks + at, p_sums, mask=at < blocks)
-            total_w += tl.sum(w_sums.to(tl.float64), axis=0)
-            total_p += tl.sum(p_sums.to(tl.float64), axis=0)
-        # Other threads of this program read the block sums back: order the stores first.
-        tl.debug_barrier()
-        use_p = total_w <= 0
-        sums += tl.where(use_p, blocks, 0)
-        target = coin * tl.where(use_p, total_p, total_w)
-        running = tl.full([], 0.0, tl.float64)
-        found = tl.full([], -1, tl.int64)
-        before = tl.full([], 0.0, tl.float64)
-        last_pos = tl.full([], -1, tl.int64)
-        last_before = tl.full([], 0.0, tl.float64)
-        for b0 in range(0, blocks, DRAW_TILE):
-            at = b0 + offs
-            s = tl.load(sums + at, mask=at < blocks, other=0.0)
-            cum = tl.cumsum(s.to(tl.float64), axis=0) + running
-            ok = (cum > target) & (s > 0)
-            first = tl.min(tl.where(ok, at, blocks), axis=0).to(tl.int64)
-            first_before = tl.sum(tl.where(at < first, s.to(tl.float64), 0.0), axis=0) + running
-            take = (found < 0) & (first < blocks)
-            before = tl.where(take, first_before, before)
-            found = tl.where(take, first, found)
-            tile_last = tl.max(tl.where(s > 0, at, -1), axis=0).to(tl.int64)
-            tile_before = tl.sum(tl.where(at < tile_last, s.to(tl.float64), 0.0), axis=0) + running
-            last_before = tl.where(tile_last >= 0, tile_before, last_before)
-            last_pos = tl.maximum(last_pos, tile_last)
-            running += tl.sum(s.to(tl.float64), axis=0)
-        before = tl.where(found >= 0, before, last_before)
-        block = tl.where(found >= 0, found, tl.maximum(last_pos, 0))
-        slots = tl.arange(0, DRAW_BLOCK)
-        v = block * DRAW_BLOCK + slots
-        pv, w = _final_tile(p_ptr, q_ptr, row, v, vocab, coef, rrs, tried_tok, live, delta, HAS_Q)
-        w = tl.where(use_p, pv, w)
-        cum = tl.cumsum(w.to(tl.float64), axis=0) + before
-        ok = (cum > target) & (w > 0)
-        first = tl.min(tl.where(ok, slots, DRAW_BLOCK), axis=0).to(tl.int64)
-        last_in = tl.maximum(tl.max(tl.where(w > 0, slots, -1), axis=0).to(tl.int64), 0)
-        return block * DRAW_BLOCK + tl.where(first < DRAW_BLOCK, first, last_in)
+            j = v0 // 128 + block_ids
+            noise = exponential_of(token_word(k0, k1, j + BLOCK_KEY_BASE)).to(tl.float64)
+            p_mass = block_sums(pv, NBT)
+            w_mass = block_sums(w, NBT)
+            best_p, best_pj = first_best(p_mass.to(tl.float64) / noise, j, best_p, best_pj)
+            best_w, best_wj = first_best(w_mass.to(tl.float64) / noise, j, best_w, best_wj)
+            any_w = any_w | (tl.max(w_mass, axis=0) > 0)
+        block = tl.where(any_w, best_wj, best_pj)
+        cols = block * 128 + tl.arange(0, 128).to(tl.int64)
+        inside = cols < vocab
+        pv, w = _final_tile(p_ptr, q_ptr, row, cols, vocab, coef, rrs, tried_tok, live, delta,
+                            HAS_Q)
+        weights = tl.where(inside, tl.where(any_w, w, pv), 0.0)
+        scores = weights.to(tl.float64) / exponential_of(token_word(k0, k1, cols)).to(tl.float64)
+        top = tl.max(scores, axis=0)
+        return tl.min(tl.where(scores == top, cols, 1 << 62), axis=0)
 
     @triton.jit
     def _tree_sampling_kernel(
-        cand_ptr, ridx_ptr, nt_ptr, ns_ptr, p_ptr, q_ptr, coins_ptr, final_ptr,
-        predicts_ptr, acc_ptr, num_ptr, bonus_ptr, out_ptr, sums_ptr,
+        cand_ptr, ridx_ptr, nt_ptr, ns_ptr, p_ptr, q_ptr, coins_ptr, child_ptr, keys_ptr,
+        positions_ptr, predicts_ptr, acc_ptr, num_ptr, bonus_ptr, out_ptr,
         vocab, depth, thr_single, thr_acc,
         N: tl.constexpr, HAS_Q: tl.constexpr, CAP: tl.constexpr, BLOCK_V: tl.constexpr,
-        DRAW_BLOCK: tl.constexpr, DRAW_TILE: tl.constexpr,
+        DRAW_TILE: tl.constexpr,
     ):
         r = tl.program_id(0).to(tl.int64)
         base = r * N
@@ -160,7 +143,7 @@ if triton is not None:
                 a_x = tl.where(dup, dup_val, coef)
                 r_x = tl.maximum(p_x - a_x * q_x, 0.0)
                 q_eff = tl.where(dup | (q_left <= 0), 0.0, q_x)
-                u_child = tl.load(coins_ptr + base + tl.maximum(safe - 1, 0)).to(tl.float32)
+                u_child = tl.load(child_ptr + base + safe).to(tl.float32)
                 accept_rrs = u_child * q_eff * norm < r_x * q_left
                 accept = tl.where(rrs, accept_rrs, accept)
                 new_coef = tl.where(q_left > 0, coef + norm / tl.maximum(q_left, 1e-30), coef)
@@ -210,8 +193,13 @@ if triton is not None:
                     norm, q_left = _row_sums(p_ptr, q_ptr, (base + last) * vocab, vocab, HAS_Q, BLOCK_V)
                 rrs = tl.where(accept, grows & (q_left > 0), rrs)
 
-        # Final draw from the residual at `last` by inverse CDF.
+        # Final draw from the residual at `last`, keyed by (key, RESIDUAL role when a child of
+        # `last` was tried (the walk stopped above the depth at a node with children) else
+        # SAMPLE role, absolute position of the children of `last`).
         row = (base + last) * vocab
+        rejected = (count < depth) & (tl.load(nt_ptr + base + last) >= 0)
+        k0, k1 = key_words(tl.load(keys_ptr + r), tl.where(rejected, RESIDUAL_ROLE, SAMPLE_ROLE),
+                           tl.load(positions_ptr + r) + count)
         live = idx < cnt
         if HAS_Q:
             frozen = tl.maximum(tried_p - tried_val * tried_q, 0.0)
@@ -220,11 +208,8 @@ if triton is not None:
         else:
             delta = -tried_p
         delta = tl.where(live, delta, 0.0)
-        bonus = _two_level_draw(
-            p_ptr, q_ptr, row, vocab, coef, rrs, tried_tok, live, delta,
-            sums_ptr + r * 2 * tl.cdiv(vocab, DRAW_BLOCK), tl.load(final_ptr + r).to(tl.float64),
-            HAS_Q, DRAW_BLOCK, DRAW_TILE,
-        )
+        bonus = _race_draw(p_ptr, q_ptr, row, vocab, coef, rrs, tried_tok, live, delta, k0, k1,
+                           HAS_Q, DRAW_TILE)
         write_bonus(
             ridx_ptr, predicts_ptr, out_ptr, num_ptr, bonus_ptr, base, r, r * slots, last, count,
             bonus,
@@ -238,9 +223,6 @@ def verify_tree_sampling_triton(
     candidates, depth, draft_probs = inputs.candidates, inputs.depth, inputs.draft_probs
     b, n, vocab = inputs.target_probs.shape
     parts = triton_outputs(b, n, depth, candidates.device)
-    # Scratch: the block sums of each request's final draw (weights, then p), [b, 2, blocks].
-    sums = torch.empty(b, 2 * -(-vocab // DRAW_BLOCK), dtype=torch.float32,
-                       device=candidates.device)
     p = inputs.target_probs.contiguous()
     q = draft_probs.contiguous() if draft_probs is not None else p
     tile = verify_tile(vocab, block_v)
@@ -248,10 +230,11 @@ def verify_tree_sampling_triton(
         _tree_sampling_kernel[(b,)](
             candidates.contiguous(), inputs.retrieve_index.contiguous(),
             inputs.next_token.contiguous(), inputs.next_sibling.contiguous(), p, q,
-            inputs.coins.contiguous(), inputs.final_coins.contiguous(),
-            *parts, sums, vocab, depth, float(inputs.threshold_single),
+            inputs.coins.contiguous(), inputs.child_coins.contiguous(),
+            inputs.keys.to(torch.int64).contiguous(), inputs.positions.to(torch.int64).contiguous(),
+            *parts, vocab, depth, float(inputs.threshold_single),
             float(inputs.threshold_acc), N=n, HAS_Q=draft_probs is not None,
             CAP=max(triton.next_power_of_2(max(n - 1, 1)), 2), BLOCK_V=tile,
-            DRAW_BLOCK=DRAW_BLOCK, DRAW_TILE=max(tile, DRAW_BLOCK),
+            DRAW_TILE=max(tile, RACE_BLOCK),
         )
     return triton_result(parts)
