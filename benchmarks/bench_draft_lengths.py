@@ -130,7 +130,8 @@ def run_cpu(b: int, n: int, vocab: int, repeats: int) -> None:
                                             backend="torch", draft_lengths=lengths),
     }, repeats))
     tree_coins = dict(coins=torch.rand(b, width, generator=gen),
-                      final_coins=torch.rand(b, generator=gen), backend="torch")
+                      keys=torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+                      backend="torch")
     report("tree sampling (torch)", interleaved_best({
         "padded": lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins),
         "mixed": lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins,
@@ -157,7 +158,8 @@ def run_traffic(b: int, n: int, vocab: int) -> None:
     steps, width = 4, 2 * n
     links, _, p, lengths, gen = tree_inputs(b, width, vocab, steps, seed=1)
     tree_coins = dict(coins=torch.rand(b, width, generator=gen),
-                      final_coins=torch.rand(b, generator=gen), backend="triton")
+                      keys=torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+                      backend="triton")
     kernel = "_tree_sampling_kernel"
     padded = loaded(kernel, lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins))
     mixed = loaded(kernel, lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins,

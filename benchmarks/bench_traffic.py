@@ -168,9 +168,11 @@ def tree_inputs(b: int, vocab: int, seed: int = 0):
     for node, parent in ((1, 0), (4, 1)):
         best, worst = p[:, parent].argmax(-1, keepdim=True), p[:, parent].argmin(-1, keepdim=True)
         candidates[:, node] = torch.where(even, best, worst)[:, 0]
-    coins, final = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
+    coins = torch.rand(b, n, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 4096, (b,), generator=gen)}
     links = (candidates, retrieve_index, next_token, next_sibling)
-    return links, p, q, coins, final, n
+    return links, p, q, coins, stream, n
 
 
 def tree_rule(result, links, vocab: int, has_q: bool) -> int:
@@ -195,7 +197,7 @@ def tree_rule(result, links, vocab: int, has_q: bool) -> int:
 
 
 def run_tree(b: int, vocab: int) -> None:
-    links, p, q, coins, final, n = tree_inputs(b, vocab)
+    links, p, q, coins, stream, n = tree_inputs(b, vocab)
     result = verify_tree_greedy(*links, depth=2, target_logits=torch.log(p), backend="triton")
     # The logits path reads rows through the argmax kernel, then walks the tree.
     argmax = TRAFFIC.loaded["_row_argmax_kernel"] + TRAFFIC.loaded["_tree_greedy_kernel"]
@@ -207,7 +209,7 @@ def run_tree(b: int, vocab: int) -> None:
     for label, draft in (("EAGLE tree sampling, with q", q),
                          ("EAGLE tree sampling, target-only", None)):  # fmt: skip
         result = verify_tree_sampling(*links, p, depth=2, draft_probs=draft, coins=coins,
-                                      final_coins=final, backend="triton")  # fmt: skip
+                                      **stream, backend="triton")  # fmt: skip
         report(label, "_tree_sampling_kernel",
                tree_rule(result, links, vocab, draft is not None))
 

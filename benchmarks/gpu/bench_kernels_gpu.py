@@ -344,7 +344,8 @@ def eagle_tree(ctx: Ctx) -> list[Case]:
     logits = ctx.randn(b, n, v)
     p = torch.softmax(logits, -1)
     q = torch.softmax(ctx.randn(b, n, v), -1)
-    coins, final = ctx.rand(b, n), ctx.rand(b)
+    coins = ctx.rand(b, n)
+    stream = {"keys": ctx.randint(2**62, (b,)), "positions": ctx.randint(4096, (b,))}
     cases = [
         Case("EAGLE build_tree", lambda: build("triton"), lambda: build("torch"),
              _eq("tree_mask", "positions", "retrieve_index", "retrieve_next_token",
@@ -362,7 +363,7 @@ def eagle_tree(ctx: Ctx) -> list[Case]:
     for label, draft in (("with q", q), ("target-only", None)):
         def run(backend, draft=draft):
             return verify_tree_sampling(*links, p, depth=steps, draft_probs=draft, coins=coins,
-                                        final_coins=final, backend=backend)
+                                        **stream, backend=backend)
 
         def rule(result, draft=draft) -> int:
             # the accepted path's p(x) (and q(x)), the rows where it stops (twice with q)
