@@ -88,24 +88,7 @@ def specreg_validate_config(
             problems += _candidate_problems(candidate.steps, candidate.config, algorithm)
     if cache is not None:
         problems += _cache_option_problems(config, cache)
-    return (problems + _acceptance_problems(config, algorithm, resolution)
-            + _verify_mode_problems(config, algorithm))
-
-
-def _verify_mode_problems(config: SpecConfig, algorithm: AlgorithmSpec) -> list[Problem]:
-    """SR133: the invariant verify mode on a tree algorithm, whose verifiers run the standard
-    rule only: running it there would be a silent fallback."""
-    if config.verify_mode != "invariant" or algorithm.drafting != "tree":
-        return []
-    return [problem(
-        "SR133",
-        f"{algorithm.name} verifies draft trees, and specreg's tree verifiers do not run the "
-        "invariant verify mode",
-        accepted="verify_mode='invariant' with a chain or block algorithm (dspark, dflash, "
-        "draft_model, ngram or suffix chains)",
-        fix="leave verify_mode unset for this algorithm (rejection sampling), or draft chains",
-        field="verify_mode",
-    )]
+    return problems + _acceptance_problems(config, algorithm, resolution)
 
 
 def _acceptance_problems(

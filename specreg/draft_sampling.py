@@ -27,7 +27,9 @@ Draft noise comes from the random stream in the SAMPLE role, never from the veri
 acceptance coins (ACCEPT role) or its corrections (RESIDUAL role): a draft that depended on
 those would bias the standard rule. `keys` [r] are the rows' request keys (a seeded request's
 is its seed, `request_keys`; unseeded rows without `keys` get fresh ones from `generator`),
-`positions` [r] the absolute output position each row drafts. Inputs are checked before any
+`positions` [r] the absolute output position each row drafts (without it each row draws
+under a fresh key: a seed or key is only used with the positions that make its draws differ
+step by step). Inputs are checked before any
 work: logits [r, V] float, params of r requests on the logits' device (SR910, SR902,
 SR911-SR915), k in [1, V] (SR926); a row whose logits hold NaN or +inf, or only -inf, is SR904
 with value checks (on by default on CPU), and without them (GPU) that row alone drafts -1 with
@@ -131,16 +133,21 @@ def _stream_keys(
     params: SamplingParams, keys: torch.Tensor | None, positions: torch.Tensor | None,
     generator: torch.Generator | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rows' request keys (`request_keys`) and positions (default 0), int64 [r]."""
+    """The rows' request keys (`request_keys`) and positions, int64 [r]. Without `positions`
+    every row gets a fresh key from `generator` (its seed and `keys` unused): a key reused at
+    one position step after step would repeat the same draws, and the drafts of a step must be
+    fresh given the past."""
+    from specreg.kernels.random_stream import fresh_keys
     from specreg.kernels.sampling import request_keys
 
     rows = params.batch_size
-    keys = request_keys(params, keys, generator=generator)
     if positions is None:
-        positions = torch.zeros(rows, dtype=torch.int64, device=keys.device)
-    else:
-        check_shape("positions", positions, (rows,))
-        check_dtype("positions", positions, (torch.int32, torch.int64))
+        device = params.seed.device
+        return (fresh_keys(rows, device, generator=generator),
+                torch.zeros(rows, dtype=torch.int64, device=device))
+    keys = request_keys(params, keys, generator=generator)
+    check_shape("positions", positions, (rows,))
+    check_dtype("positions", positions, (torch.int32, torch.int64))
     return keys, positions.to(torch.int64)
 
 

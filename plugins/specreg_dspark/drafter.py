@@ -133,7 +133,8 @@ class BlockDrafter:
         returned (hand them to `verify_sampling_from_logits(..., params=)`). Every sampled slot
         is the SAMPLE-role race on the random stream at (the request's key `keys[r]`, slot k's
         absolute position `positions[r] + k`); a seeded request's key is its seed, missing keys
-        are drawn once from `generator`, positions default 0."""
+        are drawn once from `generator`; without `positions` every request draws under a fresh
+        key (a key reused at one position would repeat its draws step after step)."""
         if params is not None and temperature != 0.0:
             raise KernelInputError(
                 problem(
@@ -219,12 +220,13 @@ class BlockDrafter:
         from specreg.kernels.random_stream import fresh_keys
         from specreg.kernels.sampling import request_keys
 
-        if params is not None:
+        if positions is None:  # a key reused at one position would repeat its draws each step
+            keys = fresh_keys(b, device, generator=generator)
+            positions = torch.zeros(b, dtype=torch.int64, device=device)
+        elif params is not None:
             keys = request_keys(params, keys, generator=generator)
         elif keys is None:
             keys = fresh_keys(b, device, generator=generator)
-        if positions is None:
-            positions = torch.zeros(b, dtype=torch.int64, device=device)
         slot = [0]
 
         def sample(logits: torch.Tensor) -> torch.Tensor:

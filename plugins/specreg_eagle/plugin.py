@@ -192,6 +192,7 @@ def specreg_make_verifier(
     return EagleVerifier(
         num_steps=max(table), topk=config.topk or DEFAULT_TOPK, num_draft_tokens=max(table.values()),
         widths_by_steps=table, filter_order=config.filter_order, acceptance=config.acceptance,
+        verify_mode=config.verify_mode,
     )
 
 

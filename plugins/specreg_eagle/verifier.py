@@ -80,8 +80,11 @@ class EagleVerifier:
         widths_by_steps: Mapping[int, int] | None = None,
         filter_order: str | None = None,
         acceptance: AcceptanceRule | None = None,
+        verify_mode: str | None = None,
     ) -> None:
         from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
+
+        self.verify_mode = verify_mode or "standard"
 
         self.acceptance = acceptance or LOSSLESS
         if self.acceptance.kind == "relaxed_thresholds":
@@ -226,6 +229,15 @@ class EagleVerifier:
         candidates = self._links(tree)[0]
         b, n = candidates.shape
         _default_positions(tree, b, n, kwargs)
+        if self._invariant(kwargs.pop("invariant", None)):
+            if params is None:  # p itself: the rows at temperature 1, unfiltered
+                params = SamplingParams.of(b, temperature=1.0, device=candidates.device)
+            kwargs.pop("coins", None)
+            found = verify_tree_with_params(
+                *self._links(tree), target_probs, params=params, probabilities=True,
+                filter_order=self.filter_order, invariant=True, **self._bound(), **kwargs,
+            )
+            return _as_result(found, n)
         if params is not None:
             self._refuse_chain_rule("params=")
             found = verify_tree_with_params(
@@ -259,9 +271,14 @@ class EagleVerifier:
         self._refuse_chain_rule("verify_from_logits")
         b, n = tree.retrieve_index.shape
         _default_positions(tree, b, n, kwargs)
+        invariant = self._invariant(kwargs.pop("invariant", None))
+        if invariant:
+            kwargs.pop("coins", None)
         found = verify_tree_with_params(
-            *self._links(tree), target_logits, params=params, draft=draft_logits,
-            filter_order=self.filter_order, **self._bound(), **self._thresholds(), **kwargs,
+            *self._links(tree), target_logits, params=params,
+            draft=None if invariant else draft_logits, filter_order=self.filter_order,
+            invariant=invariant, **self._bound(),
+            **({} if invariant else self._thresholds()), **kwargs,
         )
         return _as_result(found, n, self.acceptance.kind)
 
@@ -291,6 +308,25 @@ class EagleVerifier:
             draft_lengths=draft_lengths,
         )
         return _as_result(chain_to_tree_result(chain, self.num_steps), n, chain.acceptance)
+
+    def _invariant(self, invariant: bool | None) -> bool:
+        """Whether a sampling call runs the drafter-invariant rule: the call's `invariant`, else
+        the plan's verify mode; SR133 beside a lossy acceptance rule."""
+        chosen = self.verify_mode == "invariant" if invariant is None else invariant
+        if chosen is not True and chosen is not False:
+            raise KernelInputError(problem(
+                "SR133", f"invariant={invariant!r} is not a bool",
+                accepted="True, False or None (the plan's verify mode)",
+                fix="pass invariant=True for tokens equal to plain sampling", field="invariant",
+            ))
+        if chosen and self.acceptance.lossy:
+            raise KernelInputError(problem(
+                "SR133", f"the invariant rule was asked for under the plan's lossy "
+                f"{self.acceptance.kind} acceptance rule",
+                accepted="the invariant rule with lossless acceptance",
+                fix="resolve the plan without the lossy acceptance setting", field="invariant",
+            ))
+        return chosen
 
     def _chain(self, width: int) -> Any:
         """The `ChainVerifier` of one chain width, built once per width (under the plan's rule)."""

@@ -82,11 +82,11 @@ def verify_tree(
     capped = lengths_keyword(loop)
     if loop.params_verify is not None:
         q_source = {} if draft_logits is None else {"draft_logits": draft_logits}
-        out = loop.params_verify(tree, logits, params=loop.params, **capped, **q_source,
-                                 **loop.mask_inputs(paths, depths))
+        out = loop.params_verify(tree, logits, params=loop.params, keys=loop.keys, **capped,
+                                 **q_source, **loop.mask_inputs(paths, depths))
     elif loop.sampling:
         probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
-        out = verifier.verify_sampling(tree, probs, generator=loop.generator, **capped)
+        out = verifier.verify_sampling(tree, probs, keys=loop.keys, **capped)
     else:
         out = verifier.verify_greedy(tree, logits, **capped)
     return out.output_tokens, out.num_accepted.long() + 1

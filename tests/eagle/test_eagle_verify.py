@@ -125,10 +125,18 @@ def test_sampling_does_not_mutate_inputs():
 def test_topk1_chain_matches_chain_verifier():
     """A topk-1 tree with a q goes to the chain verifier; the tree kernel on the same chain
     reads the same stream: node c's acceptance uniform is the chain's uniform of the same
-    (position, token), and the final race has the same key, role and position. So both give
-    the same accepted path and the same bonus (the residual weights differ only in rounding,
-    max(p - q, 0) against max(p - (P/Q) q, 0) with masses P, Q = 1 up to rounding: no race at
-    these inputs is that close)."""
+    (position, token), and a correction after a rejection races with the same key, role
+    (RESIDUAL) and position. So both accept the same path and draw the same corrections (the
+    residual weights differ only in rounding, max(p - q, 0) against max(p - (P/Q) q, 0) with
+    masses P, Q = 1 up to rounding: no race at these inputs is that close). After a fully
+    accepted chain they differ by design: the chain's bonus races in the SAMPLE role (no chain
+    drafter draws at that position), the tree's final draw always in the RESIDUAL role (a tree
+    drafter's SAMPLE-role draws at that position may have shaped the tree); the tree's is
+    checked against the race written out by hand."""
+    from specreg.kernels.random_stream.reference import draw_lanes
+    from specreg.kernels.random_stream.types import RESIDUAL_ROLE
+    from specreg.kernels.sampling.reference import block_race_reference
+
     b, steps, vocab = 12, 3, 11
     n = steps + 1
     tree, gen = make_tree(b, 1, steps, n, vocab, 5)
@@ -144,11 +152,18 @@ def test_topk1_chain_matches_chain_verifier():
     stream = dict(keys=keys, positions=positions)
     chain = verifier.verify_sampling(tree, p, draft_probs=q, **stream)
     direct = verify_tree_sampling(*links(tree, n), p, depth=steps, draft_probs=q, **stream)
-    for f in ("accept_index", "accept_token_num", "output_tokens"):
+    for f in ("accept_index", "accept_token_num"):
         assert torch.equal(getattr(chain, f), getattr(direct, f)), f
+    stopped = direct.accept_token_num < steps
+    assert torch.equal(chain.output_tokens[stopped], direct.output_tokens[stopped])
     accepted = torch.arange(n)[None, :] < direct.accept_token_num[:, None].long()
     assert int(accepted.sum()) > b  # several drafts were accepted: the comparison has content
-    assert int((direct.accept_token_num < steps).sum()) > 0  # and some corrections were drawn
+    assert int(stopped.sum()) > 0  # and some corrections were drawn
+    full = (~stopped).nonzero().flatten().tolist()
+    assert full  # and some chains were accepted whole
+    for r in full:
+        lanes = draw_lanes(int(keys[r]), RESIDUAL_ROLE, int(positions[r]) + steps)
+        assert int(direct.bonus[r]) == block_race_reference(p[r, steps].tolist(), lanes)
     own = verify_chain_sampling(cand, p, q[:, : n - 1], **stream)
     assert torch.equal(chain.bonus, own.bonus.to(chain.bonus.dtype))
     # The verifier's default positions are the tree's: root position + 1.

@@ -1,5 +1,5 @@
-"""The drafter-invariant verify mode end to end through the reference loop, for the chain and block
-algorithms: with `verify_mode='invariant'` the tokens equal plain keyed sampling token for token
+"""The drafter-invariant verify mode end to end through the reference loop, for every built-in
+algorithm (chains, blocks, EAGLE chains and trees, Medusa's heads): with `verify_mode='invariant'` the tokens equal plain keyed sampling token for token
 (the same loop with every draft length 0, i.e. one plain SAMPLE-role draw per step), for any
 drafter, alone or in a batch, with per-request sampling parameters too; a request's tokens are a
 function of its key alone. The standard rule keeps its own (lossless, different) tokens, so the
@@ -27,12 +27,17 @@ CASES = {
     "ngram": {"algorithm": "ngram", "num_steps": 3, "draft_config": LOOKUP},
     "suffix": {"algorithm": "suffix", "num_steps": 3, "draft_config": {"max_tree_depth": 16}},
     "draft_model": {"algorithm": "draft_model", "num_steps": 3},
+    "eagle-chain": {"algorithm": "eagle", "num_steps": 3, "topk": 1},
+    "eagle-tree": {"algorithm": "eagle", "num_steps": 3, "topk": 4, "num_draft_tokens": 8},
+    "medusa": {"algorithm": "medusa", "num_steps": 3},
 }
 
 
 @pytest.fixture(scope="module")
 def registry():
-    return Registry.load(allowlist={"dspark", "lookup", "draft_model"}, fresh=True)
+    return Registry.load(
+        allowlist={"dspark", "lookup", "draft_model", "eagle", "medusa"}, fresh=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +92,7 @@ def test_standard_rule_is_not_drafter_invariant(registry, models):
     assert not torch.equal(spec.tokens, plain.tokens)
 
 
-@pytest.mark.parametrize("case", ["dspark", "draft_model", "ngram"])
+@pytest.mark.parametrize("case", ["dspark", "draft_model", "ngram", "eagle-tree", "medusa"])
 def test_invariant_mode_with_request_parameters(registry, models, case):
     """Mixed greedy and sampled requests with their own top-k/top-p/min-p and seeds: each
     request's tokens equal plain keyed sampling of its processed rows."""
@@ -103,3 +108,13 @@ def test_invariant_mode_with_request_parameters(registry, models, case):
     plain = _generate(registry, models, case, mode="invariant", keys=keys, prompts=prompts,
                       params=params, lengths=[0] * b)
     assert torch.equal(spec.tokens, plain.tokens)
+
+
+def test_history_trees_refuse_the_invariant_mode(registry):
+    """ngram's SGLang-style trees run the standard rule only: resolve refuses (SR133) instead of
+    running it silently."""
+    from specreg.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="SR133"):
+        registry.resolve({**CASES["ngram"], "draft_config": {**LOOKUP, "proposals": "tree"},
+                          "verify_mode": "invariant"})

@@ -25,9 +25,10 @@ of a walk read the same value, but for a repeated sibling token under recursive 
 which is rejected whatever its coin (its residual is 0 once it was rejected). A
 caller's `coins` [b, N] (SGLang's uniforms, for parity) replace them in SGLang's layout: P's
 target-only coin `coins[:, P]`, child c's coin `coins[:, c - 1]`. The final token is a race in
-the RESIDUAL role when a child of the last accepted node was tried (and rejected), else the
-SAMPLE role, at the position of that node's children: nothing depends on the request's row,
-the batch, chunking or the backend.
+the RESIDUAL role at the position of the last accepted node's children, whether a child was
+tried there or not: a tree drafter draws children from the SAMPLE role at that position, and a
+tree pruned by those draws may stop at a leaf because of them, so the final draw never reads
+them. Nothing depends on the request's row, the batch, chunking or the backend.
 
 Sampling, per parent node P (reset whenever a child is accepted):
 - Target-only (no `draft_probs`, or P's q row is all zero): children c_1 < c_2 < ... are tried
@@ -242,6 +243,7 @@ def verify_tree_with_params(
     token_bitmask: torch.Tensor | None = None,
     penalties: Penalties | None = None,
     draft_lengths: Any = None,
+    invariant: bool = False,
 ) -> TreeVerifyResult:
     """Tree verification of a batch whose requests carry their own sampling parameters.
 
@@ -265,6 +267,10 @@ def verify_tree_with_params(
     so greedy and sampled requests alike pick only allowed tokens. `penalties`
     (`specreg.kernels.penalties`) penalise `target` IN PLACE at every node, counting the drafts
     on the node's path as output. `draft_lengths` [b] as in `verify_tree_sampling`.
+    `invariant=True`: the drafter-invariant rule for sampled requests: the target's token after
+    node i is the SAMPLE-role race of its processed row at (key, positions + depth(i)), the
+    walk follows the child equal to it and emits the first one no child matches, so the tokens
+    equal plain keyed sampling of the processed rows whatever the tree (`draft` is not read).
     """
     from specreg.kernels.chain_params.checks import check_scores
     from specreg.kernels.token_mask import apply_token_bitmask_
@@ -319,6 +325,9 @@ def verify_tree_with_params(
     keys = request_keys(params, keys, generator=generator)
     positions = (torch.zeros(b, dtype=torch.int64, device=device) if positions is None
                  else positions.to(torch.int64))
+    if invariant:
+        return _invariant_walk(links, target, params, keys, positions, depth=depth,
+                               probabilities=probabilities, rule=rule)
     triton_path = select_backend(candidates, requested=backend) == "triton"
     if triton_path:
         from specreg.kernels.argmax.triton_impl import row_argmax_triton
@@ -353,6 +362,43 @@ def verify_tree_with_params(
         predicts=predicts, accept_index=accept_index,
         accept_token_num=torch.where(invalid, 0, num).to(torch.int32),
         bonus=torch.where(invalid, -1, bonus), output_tokens=out, param_error=invalid,
+    )
+
+
+def _invariant_walk(
+    links: tuple[torch.Tensor, ...], target: torch.Tensor, params: SamplingParams,
+    keys: torch.Tensor, positions: torch.Tensor, *, depth: int, probabilities: bool,
+    rule: Any,
+) -> TreeVerifyResult:
+    """The drafter-invariant walk: every node's prediction is the target's own token there
+    (the argmax for greedy requests, the SAMPLE-role race of the processed row at the position
+    of the node's children for sampled ones), then the greedy tree walk on those predictions.
+    Rows are processed a chunk of requests at a time."""
+    from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+    from specreg.kernels.random_stream.types import SAMPLE_ROLE
+    from specreg.kernels.relaxed import filtered_probabilities
+    from specreg.kernels.sampling.torch_impl import block_race_torch
+    from specreg_eagle.kernels.tree_lengths import node_depths
+
+    b, n, vocab = target.shape
+    invalid = params.invalid_rows(vocab)
+    predict = torch.argmax(target, dim=-1)
+    depths = node_depths(links[2], links[3])
+    sampled = (~params.greedy & ~invalid).nonzero().flatten()
+    chunk = max(1, b // PARAMS_CHUNK_DIVISOR)
+    for start in range(0, sampled.shape[0], chunk):
+        rows = sampled[start:start + chunk]
+        p = filtered_probabilities(target[rows], params.select(rows), probabilities=probabilities,
+                                   rule=rule)
+        lanes = draw_lanes_torch(keys[rows, None], SAMPLE_ROLE, positions[rows, None] + depths[rows])
+        predict[rows] = block_race_torch(p.reshape(-1, vocab), lanes.reshape(-1, 2)).view(-1, n)
+    found = verify_tree_greedy_torch(*links, predict, depth=depth)
+    out = torch.where(invalid[:, None], -1, found.output_tokens)
+    return TreeVerifyResult(
+        predicts=torch.where(invalid.repeat_interleave(n), -1, found.predicts),
+        accept_index=torch.where(invalid[:, None], -1, found.accept_index),
+        accept_token_num=torch.where(invalid, 0, found.accept_token_num).to(torch.int32),
+        bonus=torch.where(invalid, -1, found.bonus), output_tokens=out, param_error=invalid,
     )
 
 

@@ -9,8 +9,9 @@ Per parent node P (fresh whenever a child is accepted), children tried in siblin
   `child_coins[c] * q(c) / sum(q) < r(c) / sum(r)`; on rejection
   `r = max(r / sum(r) - q / sum(q), 0)` and c leaves q. The final token is drawn from r.
 - the final draw is the two-level race on the random stream (`block_race_reference`) keyed by
-  (request key, RESIDUAL role if a child of the last accepted node was tried else SAMPLE role,
-  positions + depth of that node); a residual without mass falls back to p.
+  (request key, RESIDUAL role, positions + depth of the last accepted node), tried child or
+  not: a tree drafter's SAMPLE-role draws at that position may have shaped the tree; a residual
+  without mass falls back to p.
 The walk stops at a node no child of which is accepted, after `depth` accepted drafts, or after
 N - 1 node visits. Residuals are kept as whole rows (no sparse coefficients).
 `stream_coins_reference` computes one request's stream coins node by node (depth by walking
@@ -28,7 +29,7 @@ from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder
 from specreg.kernels.random_stream.reference import accept_coin, draw_lanes
-from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE
 from specreg.sampling_params import SamplingParams
 from specreg_eagle.kernels.residual_draw.reference import final_token_reference
 from specreg_eagle.kernels.verify_greedy.reference import greedy_walk, path_result
@@ -98,7 +99,6 @@ def sampling_walk(
         return _Parent(p_rows[node], q_rows[node] if q_rows is not None else None, coins[node])
 
     path, state, child = [0], parent(0), first[0]
-    tried = False  # a child of the last accepted node was tried (and rejected)
     for _ in range(len(tokens) - 1):
         if child < 0 or len(path) - 1 >= depth:
             break
@@ -106,11 +106,12 @@ def sampling_walk(
         assert 0 <= token < len(p_rows[0]), "candidates outside the vocabulary"
         if state.accepts(token, child_coins[child], thresholds):
             path.append(child)
-            state, child, tried = parent(child), first[child], False
+            state, child = parent(child), first[child]
         else:
-            child, tried = sibling[child], True
-    role = RESIDUAL_ROLE if tried else SAMPLE_ROLE
-    return path, state.final(draw_lanes(key, role, position + len(path) - 1))
+            child = sibling[child]
+    # always the RESIDUAL role: the drafter's SAMPLE-role draws at this position may have
+    # shaped the tree (`torch_impl.final_lanes`)
+    return path, state.final(draw_lanes(key, RESIDUAL_ROLE, position + len(path) - 1))
 
 
 def stream_coins_reference(

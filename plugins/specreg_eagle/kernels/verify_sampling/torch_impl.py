@@ -30,7 +30,7 @@ from specreg.kernels.random_stream.torch_impl import (
     token_words_torch,
     uniforms_of,
 )
-from specreg.kernels.random_stream.types import ACCEPT_ROLE, MASK32, RESIDUAL_ROLE, SAMPLE_ROLE
+from specreg.kernels.random_stream.types import ACCEPT_ROLE, MASK32, RESIDUAL_ROLE
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks, take_rows_float32
 from specreg_eagle.kernels.residual_draw.torch_impl import final_tokens
 from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
@@ -58,14 +58,12 @@ def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
 
 
 def final_lanes(inputs: TreeSamplingInputs, last: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """int64 [b, 2] key lanes of each request's final draw: (its key, RESIDUAL role when a child
-    of its last accepted node was tried (and so rejected), else SAMPLE role, positions + depth
-    of that node). A child was tried exactly when the walk stopped above the depth limit at a
-    node with children: the walk tries every child of a node before it gives up there."""
-    below = inputs.next_token.to(torch.int64).gather(1, last.unsqueeze(1)).squeeze(1)
-    rejected = (count < inputs.depth) & (below >= 0)
-    role = torch.where(rejected, RESIDUAL_ROLE, SAMPLE_ROLE)
-    return draw_lanes_torch(inputs.keys, role, inputs.positions.to(torch.int64) + count)
+    """int64 [b, 2] key lanes of each request's final draw: (its key, the RESIDUAL role, positions
+    + depth of its last accepted node), whether a child was tried there or not. Never the SAMPLE
+    role: a tree drafter draws its children from that role's values at the same position, and a
+    tree pruned by those draws may end at a leaf because of them, so the final draw must not
+    read them (`last` is unused: the position is the walk's depth)."""
+    return draw_lanes_torch(inputs.keys, RESIDUAL_ROLE, inputs.positions.to(torch.int64) + count)
 
 
 def stream_node_coins(

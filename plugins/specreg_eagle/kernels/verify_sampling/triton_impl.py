@@ -25,7 +25,6 @@ if triton is not None:
     from specreg_eagle.kernels.verify_greedy.triton_impl import walk_step, write_bonus
 
     BLOCK_KEY_BASE: tl.constexpr = tl.constexpr(1 << 31)
-    SAMPLE_ROLE: tl.constexpr = tl.constexpr(0)
     RESIDUAL_ROLE: tl.constexpr = tl.constexpr(1)
 
     @triton.jit
@@ -193,12 +192,10 @@ if triton is not None:
                     norm, q_left = _row_sums(p_ptr, q_ptr, (base + last) * vocab, vocab, HAS_Q, BLOCK_V)
                 rrs = tl.where(accept, grows & (q_left > 0), rrs)
 
-        # Final draw from the residual at `last`, keyed by (key, RESIDUAL role when a child of
-        # `last` was tried (the walk stopped above the depth at a node with children) else
-        # SAMPLE role, absolute position of the children of `last`).
+        # Final draw from the residual at `last`, keyed by (key, always the RESIDUAL role:
+        # torch_impl.final_lanes, absolute position of the children of `last`).
         row = (base + last) * vocab
-        rejected = (count < depth) & (tl.load(nt_ptr + base + last) >= 0)
-        k0, k1 = key_words(tl.load(keys_ptr + r), tl.where(rejected, RESIDUAL_ROLE, SAMPLE_ROLE),
+        k0, k1 = key_words(tl.load(keys_ptr + r), count * 0 + RESIDUAL_ROLE,
                            tl.load(positions_ptr + r) + count)
         live = idx < cnt
         if HAS_Q:
