@@ -108,8 +108,6 @@ def test_synthetic_coins_default_to_the_first_drafts_acceptance_uniform():
         assert err.value.code == code
 
 
-@pytest.mark.xfail(strict=True, reason="check_chain returns before check_position_values for "
-                   "logits (probabilities=False), the path verify_chain_synthetic_greedy takes")
 def test_synthetic_greedy_rejects_negative_positions():
     from specreg.errors import KernelInputError
 
