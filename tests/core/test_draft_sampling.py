@@ -173,3 +173,47 @@ def test_bad_input_is_a_coded_error_before_any_draw():
         sample_rows(logits.long(), _params(6), generator=generator)
     assert integer_logits.value.problems[0].code.startswith("SR9")
     assert torch.equal(generator.get_state(), state)  # nothing was drawn
+
+
+@pytest.mark.parametrize("vocab", [200, 300])  # both sides of the 256-token boundary
+def test_a_nan_row_is_refused_or_drafts_nothing_and_other_rows_are_unaffected(vocab):
+    """The drafters' sampler at top_p < 1: a NaN row is SR904 with value checks (the default
+    on CPU), never a raw RuntimeError and never a silent token 0; without value checks that row
+    alone drafts -1 with an all-zero q (`invalid`), and every other row draws exactly what it
+    draws in a batch without the bad row."""
+    g = torch.Generator().manual_seed(vocab)
+    logits = torch.randn(5, vocab, generator=g)
+    params = SamplingParams.of(5, temperature=1.0, top_p=0.8)
+    keys, positions = torch.arange(5) + 40, torch.arange(5) * 3
+    clean = sample_rows(logits, params, keys=keys, positions=positions)
+    bad = logits.clone()
+    bad[2, 7] = float("nan")
+    with pytest.raises(KernelInputError) as refused:
+        sample_rows(bad, params, keys=keys, positions=positions)
+    assert refused.value.problems[0].code == "SR904" and "[2]" in str(refused.value)
+    drawn = sample_rows(bad, params, keys=keys, positions=positions, check_values=False)
+    assert drawn.tokens[2] == -1 and not bool(drawn.q[2].any())
+    assert drawn.invalid.tolist() == [False, False, True, False, False]
+    others = [0, 1, 3, 4]
+    assert torch.equal(drawn.tokens[others], clean.tokens[others])
+    assert torch.equal(drawn.q[others], clean.q[others])
+    for row in (torch.full((vocab,), float("inf")), torch.full((vocab,), float("-inf"))):
+        bad[2] = row
+        with pytest.raises(KernelInputError, match="SR904"):
+            sample_rows(bad, params, keys=keys, positions=positions)
+
+
+def test_a_keyed_draft_is_the_targets_own_draw_when_q_equals_p():
+    """The drafter draws by the verifiers' race on the same stream (SAMPLE role at the draft's
+    position): where q equals the target's p the draft is exactly the token the invariant rule
+    and plain sampling take there, so it is accepted; at another key it is a different draw."""
+    from specreg.kernels.chain import sample_tokens
+
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(64, 500, generator=g) * 2
+    params = SamplingParams.of(64, temperature=0.9, top_k=40)
+    keys, positions = torch.arange(64) * 11 + 5, torch.arange(64) + 100
+    drawn = sample_rows(logits, params, keys=keys, positions=positions)
+    assert torch.equal(drawn.tokens, sample_tokens(drawn.q, keys=keys, positions=positions))
+    other = sample_tokens(drawn.q, keys=keys + 1, positions=positions)
+    assert int((other != drawn.tokens).sum()) > 20
