@@ -74,7 +74,8 @@ def without(x: dict[str, torch.Tensor], params: SamplingParams):
     t = temperatures(params)
     p = torch.softmax(x["target"] / t, -1)
     q = torch.softmax(x["draft"] / t, -1)
-    return verify_chain_sampling(x["candidates"], p, q, seed=0)
+    return verify_chain_sampling(x["candidates"], p, q,
+                                 keys=torch.arange(x["candidates"].shape[0]))
 
 
 def sort_filter(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -101,7 +102,8 @@ def sort_filter(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 def filter_then_verify(x: dict[str, torch.Tensor], params: SamplingParams):
     p = sort_filter(x["target"], params)
     q = sort_filter(x["draft"], params)
-    return verify_chain_sampling(x["candidates"], p, q, seed=0)
+    return verify_chain_sampling(x["candidates"], p, q,
+                                 keys=torch.arange(x["candidates"].shape[0]))
 
 
 def with_params(x: dict[str, torch.Tensor], params: SamplingParams):
