@@ -47,7 +47,8 @@ from specreg.kernels.chain import (
     verify_chain_sampling,
 )
 from specreg.kernels.chain.types import ChainVerifyResult
-from specreg.kernels.random_stream.torch_impl import coin_lanes_torch
+from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import block_race_torch
 
 
@@ -63,13 +64,13 @@ def make_inputs(b: int, n: int, vocab: int, seed: int) -> dict[str, torch.Tensor
     candidates = torch.randint(0, vocab, (b, n), generator=gen)
     agree = torch.rand(b, n - 1, generator=gen) < 0.7
     candidates[:, 1:] = torch.where(agree, p[:, :-1].argmax(-1), candidates[:, 1:])
-    coins = torch.rand(b, n, generator=gen)
     return {
         "candidates": candidates,
         "p": p,
         "q": q,
-        "coins": coins[:, : n - 1].contiguous(),
-        "final": coins[:, n - 1].contiguous(),
+        "coins": torch.rand(b, n - 1, generator=gen),
+        "keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+        "positions": torch.randint(0, 4096, (b,), generator=gen),
     }
 
 
@@ -103,13 +104,15 @@ def naive_sampling(x: dict[str, torch.Tensor]) -> list[list[int]]:
                 i += 1
             else:
                 break
+        role = SAMPLE_ROLE
         if i < candidates.shape[1] - 1:
+            role = RESIDUAL_ROLE
             weights = (p[r, i] - q[r, i]).clamp_min(0)
             if float(weights.sum()) <= 0:
                 weights = p[r, i]
         else:
             weights = p[r, i]
-        lanes = coin_lanes_torch(x["final"][r : r + 1])
+        lanes = draw_lanes_torch(x["keys"][r : r + 1], role, x["positions"][r : r + 1] + i)
         tokens.append(int(block_race_torch(weights[None].float(), lanes)[0]))
         out.append(tokens)
     return out
@@ -147,7 +150,8 @@ with open('/proc/self/clear_refs', 'w') as f:
     f.write('5')  # reset the peak RSS (VmHWM) to the current RSS
 before = status('VmHWM')
 current = status('VmRSS')
-verify_chain_sampling(x['candidates'], x['p'], x['q'], coins=x['coins'], final_coins=x['final'],
+verify_chain_sampling(x['candidates'], x['p'], x['q'], coins=x['coins'], keys=x['keys'],
+                      positions=x['positions'],
                       check_values=CHECK)
 after = status('VmHWM')
 inputs = sum(t.numel() * t.element_size() for t in x.values())
@@ -184,13 +188,13 @@ def print_floors(x: dict[str, torch.Tensor], repeats: int, profile: bool = False
                          "read of all the logits, logits.sum()"))  # fmt: skip
 
     sampled = verify_chain_sampling(x["candidates"], x["p"], x["q"], coins=x["coins"],
-                                    final_coins=x["final"], check_values=False)  # fmt: skip
+                                    keys=x["keys"], positions=x["positions"], check_values=False)  # fmt: skip
     rejected = int((sampled.accept_len < n - 1).sum())
     p_rows, q_rows = read_rows(x["p"], b), read_rows(x["q"], rejected)
     times = interleaved_best(
         {
             "sampling": lambda: verify_chain_sampling(
-                x["candidates"], x["p"], x["q"], coins=x["coins"], final_coins=x["final"],
+                x["candidates"], x["p"], x["q"], coins=x["coins"], keys=x["keys"], positions=x["positions"],
                 check_values=False,
             ),
             "floor": lambda: (p_rows(), q_rows()),
@@ -203,7 +207,7 @@ def print_floors(x: dict[str, torch.Tensor], repeats: int, profile: bool = False
         for name, fn in (
             ("chain greedy verify", lambda: verify_chain_greedy(x["candidates"], x["p"], check_values=False)),
             ("chain sampling verify", lambda: verify_chain_sampling(
-                x["candidates"], x["p"], x["q"], coins=x["coins"], final_coins=x["final"],
+                x["candidates"], x["p"], x["q"], coins=x["coins"], keys=x["keys"], positions=x["positions"],
                 check_values=False)),
         ):  # fmt: skip
             print(f"profile of {name}: {write_profile(name, fn)}")
@@ -239,7 +243,7 @@ def main() -> None:
 
     def run_vec():
         return verify_chain_sampling(
-            x["candidates"], x["p"], x["q"], coins=x["coins"], final_coins=x["final"],
+            x["candidates"], x["p"], x["q"], coins=x["coins"], keys=x["keys"], positions=x["positions"],
             check_values=False,
         )
 
@@ -252,7 +256,7 @@ def main() -> None:
 
     t_checked, _ = timed(
         lambda: verify_chain_sampling(
-            x["candidates"], x["p"], x["q"], coins=x["coins"], final_coins=x["final"]
+            x["candidates"], x["p"], x["q"], coins=x["coins"], keys=x["keys"], positions=x["positions"]
         ),
         args.repeats,
     )

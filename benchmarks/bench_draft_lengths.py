@@ -48,9 +48,10 @@ def chain_inputs(b: int, n: int, vocab: int, seed: int = 0) -> dict[str, torch.T
     candidates[:, 1:] = torch.where(agree, p[:, :-1].argmax(-1), candidates[:, 1:])
     lengths = torch.randint(0, n, (b,), generator=gen)
     lengths[0] = n - 1
-    coins = torch.rand(b, n, generator=gen)
     return dict(candidates=candidates, logits=logits, p=p, q=q, lengths=lengths,
-                coins=coins[:, : n - 1].contiguous(), final=coins[:, n - 1].contiguous())
+                coins=torch.rand(b, n - 1, generator=gen),
+                keys=torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+                positions=torch.randint(0, 4096, (b,), generator=gen))
 
 
 def grouped(x: dict[str, torch.Tensor], sampling: bool) -> None:
@@ -61,8 +62,8 @@ def grouped(x: dict[str, torch.Tensor], sampling: bool) -> None:
         candidates = x["candidates"][rows, :width]
         if sampling:
             verify_chain_sampling(candidates, x["p"][rows, :width], x["q"][rows, :length],
-                                  coins=x["coins"][rows, :length], final_coins=x["final"][rows],
-                                  backend="torch")
+                                  coins=x["coins"][rows, :length], keys=x["keys"][rows],
+                                  positions=x["positions"][rows], backend="torch")
         else:
             verify_chain_greedy(candidates, x["logits"][rows, :width], backend="torch")
 
@@ -113,7 +114,7 @@ def run_cpu(b: int, n: int, vocab: int, repeats: int) -> None:
                                                 draft_lengths=x["lengths"]),
         "grouped": lambda: grouped(x, False),
     }, repeats))
-    coins = dict(coins=x["coins"], final_coins=x["final"])
+    coins = dict(coins=x["coins"], keys=x["keys"], positions=x["positions"])
     report("chain sampling (torch)", interleaved_best({
         "padded": lambda: verifier.verify_sampling(x["candidates"], x["p"], x["q"], **coins),
         "mixed": lambda: verifier.verify_sampling(x["candidates"], x["p"], x["q"], **coins,
@@ -129,7 +130,8 @@ def run_cpu(b: int, n: int, vocab: int, repeats: int) -> None:
                                             backend="torch", draft_lengths=lengths),
     }, repeats))
     tree_coins = dict(coins=torch.rand(b, width, generator=gen),
-                      final_coins=torch.rand(b, generator=gen), backend="torch")
+                      keys=torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+                      backend="torch")
     report("tree sampling (torch)", interleaved_best({
         "padded": lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins),
         "mixed": lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins,
@@ -146,7 +148,7 @@ def loaded(kernel: str, fn) -> int:
 def run_traffic(b: int, n: int, vocab: int) -> None:
     _install()
     x = chain_inputs(b, n, vocab, seed=1)
-    coins = dict(coins=x["coins"], final_coins=x["final"], backend="triton")
+    coins = dict(coins=x["coins"], keys=x["keys"], positions=x["positions"], backend="triton")
     kernel = "_chain_sampling_kernel"
     padded = loaded(kernel, lambda: verify_chain_sampling(x["candidates"], x["p"], x["q"], **coins))
     mixed = loaded(kernel, lambda: verify_chain_sampling(
@@ -156,7 +158,8 @@ def run_traffic(b: int, n: int, vocab: int) -> None:
     steps, width = 4, 2 * n
     links, _, p, lengths, gen = tree_inputs(b, width, vocab, steps, seed=1)
     tree_coins = dict(coins=torch.rand(b, width, generator=gen),
-                      final_coins=torch.rand(b, generator=gen), backend="triton")
+                      keys=torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+                      backend="triton")
     kernel = "_tree_sampling_kernel"
     padded = loaded(kernel, lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins))
     mixed = loaded(kernel, lambda: verify_tree_sampling(*links, p, depth=steps, **tree_coins,

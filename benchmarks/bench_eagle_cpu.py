@@ -34,8 +34,15 @@ from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.torch_impl import (
+    caller_tree_coins,
+    verify_tree_sampling_torch,
+)
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+
+from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
+from specreg.kernels.sampling.torch_impl import block_race_torch
 
 
 def draft(b, topk, steps, n, vocab, gen):
@@ -83,24 +90,29 @@ def naive_walk(cand, nt, ns, accept_fn):
     return outs
 
 
-def naive_sampling(cand, nt, ns, p, coins, final):
+def naive_sampling(cand, nt, ns, p, coins, keys, positions):
+    """The target-only walk one node at a time, then the final race on the keyed stream
+    (RESIDUAL role after a tried child, SAMPLE otherwise, at the stopping depth's position)."""
     results = []
     for r in range(cand.shape[0]):
-        last, cur, acc, removed = 0, int(nt[r, 0]), 0.0, []
+        last, cur, acc, removed, depth = 0, int(nt[r, 0]), 0.0, [], 0
         while cur != -1:
             x = int(cand[r, cur])
             px = float(p[r, last, x]) if x not in removed else 0.0
             acc += px
             if float(coins[r, last]) < acc:
-                last, cur, acc, removed = cur, int(nt[r, cur]), 0.0, []
+                last, cur, acc, removed, depth = cur, int(nt[r, cur]), 0.0, [], depth + 1
             else:
                 removed.append(x)
                 cur = int(ns[r, cur])
         w = p[r, last].clone()
         if removed:
             w[removed] = 0
-        cdf = torch.cumsum(w, 0)
-        results.append(int(torch.searchsorted(cdf, float(final[r]) * float(cdf[-1]))))
+        if float(w.sum()) <= 0:
+            w = p[r, last]
+        role = RESIDUAL_ROLE if removed else SAMPLE_ROLE
+        lanes = draw_lanes_torch(keys[r : r + 1], role, positions[r : r + 1] + depth)
+        results.append(int(block_race_torch(w[None].float(), lanes)[0]))
     return results
 
 
@@ -113,7 +125,8 @@ def timeit(fn, repeat=3):
     return best
 
 
-def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, final, repeats=9, profile=False):
+def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, stream, repeats=9,
+                 profile=False):
     """Both verifies, called as a user calls them (value checks off), against their floors."""
     b, n, _ = logits.shape
     tree = (cand, ridx, nt, ns)
@@ -122,7 +135,7 @@ def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, final, repe
 
     def sample(q_probs):
         return verify_tree_sampling(*tree, probs, depth=depth, draft_probs=q_probs, coins=coins,
-                                    final_coins=final, check_values=False)  # fmt: skip
+                                    **stream, check_values=False)  # fmt: skip
 
     times = interleaved_best(
         {
@@ -199,19 +212,25 @@ def main():
     print(f"greedy verify   torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
 
     probs = torch.softmax(logits, -1)
-    coins, final = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
-    target_only = TreeSamplingInputs(cand, ridx, nt, ns, probs, None, coins, final, depth=s)
+    coins = torch.rand(b, n, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 4096, (b,), generator=gen)}
+    keyed = (*caller_tree_coins(coins), stream["keys"], stream["positions"])
+    target_only = TreeSamplingInputs(cand, ridx, nt, ns, probs, None, *keyed, depth=s)
     t_fast = timeit(lambda: verify_tree_sampling_torch(target_only))
-    t_naive = timeit(lambda: naive_sampling(cand, nt, ns, probs, coins, final), 1)
-    print(f"sampling verify torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x")
+    t_naive = timeit(lambda: naive_sampling(cand, nt, ns, probs, coins, **stream), 1)
+    same = verify_tree_sampling_torch(target_only).bonus.tolist() == naive_sampling(
+        cand, nt, ns, probs, coins, **stream)
+    print(f"sampling verify torch {t_fast * 1e3:8.2f} ms  naive {t_naive * 1e3:8.2f} ms  ratio {t_naive / t_fast:6.1f}x"
+          f"  same final tokens: {same}")
 
     q = torch.softmax(torch.randn(b, n, v, generator=gen), -1)
-    print_floors(cand, ridx, nt, ns, s, logits, probs, q, coins, final, profile=a.profile)
+    print_floors(cand, ridx, nt, ns, s, logits, probs, q, coins, stream, profile=a.profile)
     for name, draft_probs in (("target-only", None), ("with q", q)):
         inputs = probs.numel() * 4 + (0 if draft_probs is None else q.numel() * 4)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
             verify_tree_sampling_torch(
-                TreeSamplingInputs(cand, ridx, nt, ns, probs, draft_probs, coins, final, depth=s)
+                TreeSamplingInputs(cand, ridx, nt, ns, probs, draft_probs, *keyed, depth=s)
             )
         peak = max(e.cpu_memory_usage for e in prof.events())  # per call, not summed
         print(f"sampling verify ({name}) largest single allocation {peak / 2**20:7.2f} MiB = "

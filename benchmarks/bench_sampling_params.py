@@ -74,12 +74,8 @@ def without(x: dict[str, torch.Tensor], params: SamplingParams):
     t = temperatures(params)
     p = torch.softmax(x["target"] / t, -1)
     q = torch.softmax(x["draft"] / t, -1)
-    return verify_chain_sampling(x["candidates"], p, q, keys=_keys(x))
-
-
-def _keys(x: dict[str, torch.Tensor]) -> torch.Tensor:
-    """One fixed key per request (the baselines' draws; `verify_chain_sampling` takes keys)."""
-    return torch.arange(x["candidates"].shape[0], dtype=torch.int64)
+    return verify_chain_sampling(x["candidates"], p, q,
+                                 keys=torch.arange(x["candidates"].shape[0]))
 
 
 def sort_filter(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -106,7 +102,8 @@ def sort_filter(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 def filter_then_verify(x: dict[str, torch.Tensor], params: SamplingParams):
     p = sort_filter(x["target"], params)
     q = sort_filter(x["draft"], params)
-    return verify_chain_sampling(x["candidates"], p, q, keys=_keys(x))
+    return verify_chain_sampling(x["candidates"], p, q,
+                                 keys=torch.arange(x["candidates"].shape[0]))
 
 
 def with_params(x: dict[str, torch.Tensor], params: SamplingParams):

@@ -43,6 +43,7 @@ def verify_inputs(b: int, n: int, vocab: int, seed: int) -> dict[str, torch.Tens
 def bench_verify(registry: Registry, args: argparse.Namespace) -> None:
     b, n, vocab = args.b, args.n, args.v
     x = verify_inputs(b, n, vocab, 0)
+    keys = torch.arange(b) + 1  # one stream key per request, the same every call
     lossless = registry.resolve({"algorithm": "draft_model", "num_draft_tokens": n}).verifier
     lossless.check_values = False  # time the rule, not the CPU value checks (both paths alike)
     print(f"verify: b={b}, n={n}, V={vocab}, best of {args.repeats}")
@@ -54,10 +55,10 @@ def bench_verify(registry: Registry, args: argparse.Namespace) -> None:
         synthetic.check_values = False
 
         def run(verifier=synthetic):
-            return verifier.verify_sampling(x["candidates"], x["p"], x["q"], seed=1)
+            return verifier.verify_sampling(x["candidates"], x["p"], x["q"], keys=keys)
 
         def base():
-            return lossless.verify_sampling(x["candidates"], x["p"], x["q"], seed=1)
+            return lossless.verify_sampling(x["candidates"], x["p"], x["q"], keys=keys)
 
         found = run().num_accepted
         assert found.tolist() == [length - 1] * b, found

@@ -117,30 +117,33 @@ def chain_inputs(b: int, n: int, vocab: int, seed: int = 0):
     candidates = torch.randint(0, vocab, (b, n), generator=gen)
     agree = torch.rand(b, n - 1, generator=gen) < 0.7  # partly accepted chains
     candidates[:, 1:] = torch.where(agree, p[:, :-1].argmax(-1), candidates[:, 1:])
-    coins = torch.rand(b, n, generator=gen)
-    return candidates, p, q, coins[:, : n - 1].contiguous(), coins[:, n - 1].contiguous()
+    coins = torch.rand(b, n - 1, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 4096, (b,), generator=gen)}
+    return candidates, p, q, coins, stream
 
 
 def chain_sampling_rule(accept: torch.Tensor, n: int, vocab: int, has_q: bool) -> int:
-    """Bytes of p and q the chain rule reads (float32), plus candidates and coins (int64, f32)."""
+    """Bytes of p and q the chain rule reads (float32), plus candidates, coins, the request's
+    key and position (int64, f32, int64)."""
     total = 0
     for a in accept.tolist():
         tested = min(a + 1, n - 1)  # drafts whose coin was tossed (the last one rejected, if any)
         total += tested * 4 * (2 if has_q else 1)  # p(x), q(x) per tested draft
         rows = (2 if has_q else 1) if a < n - 1 else 1  # residual rows, or the bonus row
         total += rows * vocab * 4
-        total += n * 8 + n * 4  # candidates, coins
+        total += n * 8 + (n - 1) * 4 + 2 * 8  # candidates, coins, key and position
     return total
 
 
 def run_chain(b: int, n: int, vocab: int) -> None:
-    candidates, p, q, coins, final = chain_inputs(b, n, vocab)
+    candidates, p, q, coins, stream = chain_inputs(b, n, vocab)
     logits = torch.log(p)
     result = verify_chain_greedy(candidates, logits, backend="triton")
     rows = sum(min(a + 1, n) for a in result.accept_len.tolist())
     report("chain greedy", "_chain_greedy_kernel", rows * vocab * 4 + b * n * 8)
     for label, draft in (("chain sampling, with q", q), ("chain sampling, target-only", None)):
-        result = verify_chain_sampling(candidates, p, draft, coins=coins, final_coins=final,
+        result = verify_chain_sampling(candidates, p, draft, coins=coins, **stream,
                                        backend="triton")  # fmt: skip
         rule = chain_sampling_rule(result.accept_len, n, vocab, draft is not None)
         report(label, "_chain_sampling_kernel", rule)
@@ -165,9 +168,11 @@ def tree_inputs(b: int, vocab: int, seed: int = 0):
     for node, parent in ((1, 0), (4, 1)):
         best, worst = p[:, parent].argmax(-1, keepdim=True), p[:, parent].argmin(-1, keepdim=True)
         candidates[:, node] = torch.where(even, best, worst)[:, 0]
-    coins, final = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
+    coins = torch.rand(b, n, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 4096, (b,), generator=gen)}
     links = (candidates, retrieve_index, next_token, next_sibling)
-    return links, p, q, coins, final, n
+    return links, p, q, coins, stream, n
 
 
 def tree_rule(result, links, vocab: int, has_q: bool) -> int:
@@ -192,7 +197,7 @@ def tree_rule(result, links, vocab: int, has_q: bool) -> int:
 
 
 def run_tree(b: int, vocab: int) -> None:
-    links, p, q, coins, final, n = tree_inputs(b, vocab)
+    links, p, q, coins, stream, n = tree_inputs(b, vocab)
     result = verify_tree_greedy(*links, depth=2, target_logits=torch.log(p), backend="triton")
     # The logits path reads rows through the argmax kernel, then walks the tree.
     argmax = TRAFFIC.loaded["_row_argmax_kernel"] + TRAFFIC.loaded["_tree_greedy_kernel"]
@@ -204,7 +209,7 @@ def run_tree(b: int, vocab: int) -> None:
     for label, draft in (("EAGLE tree sampling, with q", q),
                          ("EAGLE tree sampling, target-only", None)):  # fmt: skip
         result = verify_tree_sampling(*links, p, depth=2, draft_probs=draft, coins=coins,
-                                      final_coins=final, backend="triton")  # fmt: skip
+                                      **stream, backend="triton")  # fmt: skip
         report(label, "_tree_sampling_kernel",
                tree_rule(result, links, vocab, draft is not None))
 

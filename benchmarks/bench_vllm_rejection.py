@@ -97,8 +97,8 @@ def main() -> None:
             scores = sub.chain_scores(layout, logits, meta, None)
             candidates, lens = sub.chain_candidates(layout, meta.draft_token_ids)
             params = sub.request_params(sm, b, vocab, logits.device)
-            coins, final = sub.vllm_coins(layout, meta.num_draft_tokens, sm.generators,
-                                          sm.all_greedy, logits.device)
+            coins, keys = sub.vllm_coins(layout, meta.num_draft_tokens, sm.generators,
+                                         sm.all_greedy, logits.device)
             bonus_ids = logits[meta.bonus_logits_indices].argmax(-1, keepdim=True)
 
             def substituted(sm=sm, bonus_ids=bonus_ids, meta=meta, logits=logits):
@@ -107,9 +107,9 @@ def main() -> None:
                 return sub.verify(verifier, meta, layout, scores, bonus_ids, sm)
 
             def direct(candidates=candidates, scores=scores, params=params, coins=coins,
-                       final=final, lens=lens):
+                       keys=keys, lens=lens):
                 return verifier.verify_from_logits(
-                    candidates, scores, None, params=params, coins=coins, final_coins=final,
+                    candidates, scores, None, params=params, coins=coins, keys=keys,
                     verify_lens=lens)
 
             def forward(meta=meta, logits=logits, sm=sm):

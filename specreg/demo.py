@@ -34,6 +34,13 @@ import torch
 
 from specreg.acceptance import AcceptanceSnapshot
 from specreg.demo_args import MAX_STEPS, PROMPT_LEN, VERIFY_MARGIN, range_problem
+from specreg.demo_output import (
+    CONSTRAINED_LABEL,
+    MIXED_PARAMS_LABEL,
+    format_table,
+    save_metrics,
+    save_plot,
+)
 from specreg.errors import ConfigError, SpecRegError
 from specreg.plan import SpecPlan
 from specreg.registry import Registry
@@ -53,8 +60,6 @@ DRAFT_NOISE = 0.25
 GREEDY_PROMPTS = 4
 SAMPLING_SAMPLES = 2000
 MIXED_PARAMS_TOKENS = 16  # greedy-equality length of the mixed row (its batch is 6x wider)
-MIXED_PARAMS_LABEL = "mixed params"
-CONSTRAINED_LABEL = "json schema"
 
 
 def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
@@ -255,46 +260,16 @@ def _fill_metrics(row: DemoRow, result: GenerationResult, num_new: int) -> None:
         row.bytes_copied = result.reader_stats["bytes_copied"]
 
 
-def invariant_bound(standard_rate: float) -> float:
-    """The drafter-invariant rule's guaranteed match rate (1 - d) / (1 + d) for a drafter that
-    races on q with the target's keys, with 1 - d the standard rule's acceptance rate (its
-    acceptance per sampled draft is 1 - TV(p, q)). By convexity in d, the bound at the mean d
-    is a lower bound of the mean match rate."""
-    return standard_rate / (2.0 - standard_rate) if standard_rate < 2.0 else 0.0
-
-
-#: The request keys of the invariant-mode check (one per prompt).
-INVARIANT_KEYS = (101, 202, 303, 404)
-
-
 def _run_invariant(
     row: DemoRow, registry: Registry, config: dict[str, Any], target: ToyLM, draft: ToyLM,
     prompts: torch.Tensor, num_new: int, *, seed: int,
 ) -> None:
-    """The invariant verify mode on sampled generation: its tokens against plain keyed sampling
-    (every draft length 0), and its acceptance beside the standard rule's on the same keys."""
-    from specreg.testing.loop import SpeculativeLoop
+    """The invariant verify mode's check (`specreg.testing.invariant`) on the row."""
+    from specreg.testing.invariant import check_invariant
 
-    try:
-        plan = registry.resolve({**config, "verify_mode": "invariant"})
-    except ConfigError as exc:
-        row.invariant_note = "; ".join(p.code for p in exc.problems) + " (" + exc.problems[
-            0].message.split(",")[0] + ")"
-        return
-    standard = registry.resolve(config)
-    keys = torch.tensor(INVARIANT_KEYS[: prompts.shape[0]], dtype=torch.int64)
-
-    def run(chosen: SpecPlan, lengths: Any = None) -> GenerationResult:
-        loop = SpeculativeLoop(chosen, target, draft, sampling=True, seed=seed, keys=keys,
-                               draft_lengths=lengths)
-        return loop.generate(prompts, num_new)
-
-    spec = run(plan)
-    plain = run(plan, [0] * prompts.shape[0])
-    row.invariant_equal = bool(torch.equal(spec.tokens, plain.tokens))
-    row.invariant_acceptance = spec.acceptance.acceptance_rate if spec.acceptance else None
-    base = run(standard).acceptance
-    row.standard_acceptance = base.acceptance_rate if base else None
+    found = check_invariant(registry, config, target, draft, prompts, num_new, seed=seed)
+    row.invariant_equal, row.invariant_note = found.equal, found.note
+    row.invariant_acceptance, row.standard_acceptance = found.invariant_rate, found.standard_rate
 
 
 def _run_mixed(
@@ -379,64 +354,7 @@ def run_demo(
     ]
 
 
-def format_table(rows: list[DemoRow]) -> str:
-    head = (
-        f"{'algorithm':<10} {'case':<12} {'cache':<9} {'accept len':>10} {'tok/fwd':>8} "
-        f"{'lossless':>9} {'hit rate':>8} {'bytes copied':>12} {'backend':>8} "
-        f"{'drafter':>9}  config"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        verdict = "ERROR" if r.error else ("pass" if r.lossless else "FAIL")
-        hit = f"{r.hit_rate:.1%}" if r.hit_rate is not None else "-"
-        copied = f"{int(r.bytes_copied):,}" if r.bytes_copied is not None else "-"
-        cfg = ", ".join(f"{k}={v}" for k, v in r.config.items() if k not in ("algorithm", "cache"))
-        lines.append(
-            f"{r.algorithm:<10} {r.case:<12} {r.cache:<9} {r.mean_accepted_length:>10.2f} "
-            f"{r.tokens_per_target_forward:>8.2f} {verdict:>9} {hit:>8} {copied:>12} "
-            f"{r.backend:>8} {r.drafter:>9}  {cfg}"
-        )
-        if r.acceptance is not None and r.acceptance.position_drafts:
-            rates = " ".join(f"{x:.2f}" for x in r.acceptance.position_rates)
-            lines.append(f"    acceptance by draft position: {rates} (all positions "
-                         f"{r.acceptance.acceptance_rate:.2f}; {r.acceptance.accepted_tokens}/"
-                         f"{r.acceptance.draft_tokens} drafts accepted)")
-        if r.notice:
-            lines.append(f"    notice: {r.notice}")
-        if r.invariant_equal is not None:
-            standard = r.standard_acceptance or 0.0
-            lines.append(
-                f"    invariant mode: tokens equal plain sampling: "
-                f"{'yes' if r.invariant_equal else 'NO'}; accepted per draft "
-                f"{r.invariant_acceptance or 0:.2f} (standard rule {standard:.2f}; bound "
-                f"(1-d)/(1+d) = {invariant_bound(standard):.2f} with 1-d the standard rate)"
-            )
-        elif r.invariant_note:
-            lines.append(f"    invariant mode: not run ({r.invariant_note})")
-        if r.case == MIXED_PARAMS_LABEL and r.sampling_checks:
-            kinds = "; ".join(
-                f"{k} {_p_text(p)}" for k, p in zip(r.sampling_checks, r.sampling_p_values, strict=True)
-            )
-            lines.append(f"    greedy requests {'equal' if r.greedy_lossless else 'DIFFER from'} "
-                         f"plain greedy; sampled requests by the {r.verify_rule} rule, first "
-                         f"tokens (chi-square): {kinds}")
-        if r.case == CONSTRAINED_LABEL and r.sampling_checks:
-            lines.append(f"    grammar (xgrammar, JSON schema): {r.grammar_violations} emitted tokens "
-                         f"refused; greedy {'equals' if r.greedy_lossless else 'DIFFERS from'} plain "
-                         f"constrained greedy; sampled pairs (chi-square) {_p_text(r.sampling_p_values[0])}")
-        if r.error:
-            lines.append(f"    error: {r.error}")
-    return "\n".join(lines)
-
-
-def _p_text(p: float) -> str:
-    """A p-value beside the threshold it is held to: 'p=0.014 > 0.001' passes."""
-    return f"p={p:.3f} {'>' if p > P_VALUE_THRESHOLD else '<='} {P_VALUE_THRESHOLD:g}"
-
-
 def run_demo_cli(args: argparse.Namespace) -> int:
-    from specreg.demo_output import save_metrics, save_plot
-
     rows = run_demo(
         algorithms=args.algorithm,
         kv_cache=args.kv_cache,

@@ -111,6 +111,7 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
         tables, "specreg_make_verifier", found.skip, VERIFIER_PROTOCOLS[drafting],
         algorithm=found.algorithm, **args,
     )
+    _check_verify_mode(resolution.config, found.algorithm.name, verifier)
     drafter = _build(
         tables, "specreg_make_drafter", found.skip, DRAFTER_PROTOCOLS[drafting],
         algorithm=found.algorithm, **args,
@@ -131,6 +132,27 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
         notices=tuple(warnings),
         plugins=tuple(tables.plugins()),
         kernel_backend=backend,
+    )
+
+
+def _check_verify_mode(config: SpecConfig, algorithm: str, verifier: Any) -> None:
+    """SR133 when the config asks for the invariant verify mode and the plan's verifier does
+    not run it (it does not say `verify_mode == 'invariant'`): running the standard rule instead
+    would be a silent fallback."""
+    if config.verify_mode != "invariant" or getattr(verifier, "verify_mode", None) == "invariant":
+        return
+    raise ConfigError(
+        problem(
+            "SR133",
+            f"{algorithm}: the plan's verifier ({type(verifier).__name__}) does not run the "
+            "invariant verify mode",
+            accepted="a verifier built with the config's verify_mode (specreg's ChainVerifier, "
+            "BlockVerifier, LookupVerifier and EagleVerifier take it)",
+            fix="leave verify_mode unset for this algorithm; plugin authors: pass "
+            "config.verify_mode to the verifier specreg_make_verifier returns, and set its "
+            "verify_mode attribute",
+            field="verify_mode",
+        )
     )
 
 

@@ -103,10 +103,12 @@ def bench_sampling(b: int, args: argparse.Namespace, copy_gbs: float) -> None:
     q = 0.5 * q + 0.5 * p[:, :-1]  # drafts often acceptable
     drafts = torch.multinomial(q.reshape(-1, vocab), 1, generator=gen).view(b, n - 1)
     candidates = torch.cat([p[:, 0].argmax(-1, keepdim=True), drafts], dim=1)
-    coins = torch.rand(b, n, device="cuda", generator=gen)
+    coins = torch.rand(b, n - 1, device="cuda", generator=gen)
+    keys = torch.randint(-(2**63), 2**63 - 1, (b,), device="cuda", generator=gen)
+    positions = torch.randint(0, 4096, (b,), device="cuda", generator=gen)
     results = time_backends(
         verify_chain_sampling, candidates, p, q, repeats=args.repeats,
-        coins=coins[:, : n - 1], final_coins=coins[:, n - 1].contiguous(),
+        coins=coins, keys=keys, positions=positions,
     )
     same = (results["triton"][1].output_tokens == results["torch"][1].output_tokens).all(1)
     accept = results["triton"][1].accept_len.to(torch.int64)

@@ -20,7 +20,10 @@ from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
 from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
 from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
 from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
-from specreg_eagle.kernels.verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg_eagle.kernels.verify_sampling.torch_impl import (
+    caller_tree_coins,
+    verify_tree_sampling_torch,
+)
 from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
@@ -91,9 +94,12 @@ def bench_batch(b, k, s, n, v, peak, dev):
 
     probs = torch.softmax(logits.float(), -1)
     q = torch.softmax(torch.randn(b, n, v, device=dev), -1)
-    coins, final = torch.rand(b, n, device=dev), torch.rand(b, device=dev)
+    coins = torch.rand(b, n, device=dev)
+    keys = torch.randint(-(2**63), 2**63 - 1, (b,), device=dev)
+    positions = torch.randint(0, 4096, (b,), device=dev)
     for label, draft in (("target-only", None), ("with q", q)):
-        inputs = TreeSamplingInputs(*links, probs, draft, coins, final, depth=s)
+        inputs = TreeSamplingInputs(*links, probs, draft, *caller_tree_coins(coins), keys,
+                                    positions, depth=s)
         t_tri = timed(lambda i=inputs: verify_tree_sampling_triton(i))
         t_tor = timed(lambda i=inputs: verify_tree_sampling_torch(i))
         rows = (2 + s) * (1 if draft is None else 2) + (0 if draft is None else 2 * n)

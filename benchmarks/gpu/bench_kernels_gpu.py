@@ -114,19 +114,20 @@ def _chain_inputs(ctx: Ctx):
     candidates = ctx.randint(s.vocab, (s.b, s.n))
     agree = ctx.rand(s.b, s.n - 1) < 0.7
     candidates[:, 1:] = torch.where(agree, p[:, :-1].argmax(-1), candidates[:, 1:])
-    coins = ctx.rand(s.b, s.n)
-    return candidates, p, q, coins[:, : s.n - 1].contiguous(), coins[:, s.n - 1].contiguous()
+    coins = ctx.rand(s.b, s.n - 1)
+    stream = {"keys": ctx.randint(2**62, (s.b,)), "positions": ctx.randint(4096, (s.b,))}
+    return candidates, p, q, coins, stream
 
 
 def chain_sampling_rule(accept: torch.Tensor, n: int, vocab: int, has_q: bool) -> int:
-    """Bytes of p and q the chain rule reads (float32), plus candidates and coins (int64, f32);
-    the same count as benchmarks/bench_traffic.py."""
+    """Bytes of p and q the chain rule reads (float32), plus candidates, coins, the request's
+    key and position (int64, f32, int64); the same count as benchmarks/bench_traffic.py."""
     total = 0
     for a in accept.tolist():
         tested = min(a + 1, n - 1)
         total += tested * 4 * (2 if has_q else 1)
         rows = (2 if has_q else 1) if a < n - 1 else 1  # residual rows, or the bonus row
-        total += rows * vocab * 4 + n * 8 + n * 4
+        total += rows * vocab * 4 + n * 8 + (n - 1) * 4 + 2 * 8
     return total
 
 
@@ -139,7 +140,7 @@ def chain(ctx: Ctx) -> list[Case]:
     from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling
 
     s = ctx.sizes
-    candidates, p, q, coins, final = _chain_inputs(ctx)
+    candidates, p, q, coins, stream = _chain_inputs(ctx)
     logits = torch.log(p)
 
     def greedy_rule(result) -> int:
@@ -153,7 +154,7 @@ def chain(ctx: Ctx) -> list[Case]:
                   "logits rows up to the first mismatch, candidates, result")]
     for label, draft in (("with q", q), ("target-only", None)):
         def run(backend, draft=draft):
-            return verify_chain_sampling(candidates, p, draft, coins=coins, final_coins=final,
+            return verify_chain_sampling(candidates, p, draft, coins=coins, **stream,
                                          backend=backend)
 
         def rule(result, draft=draft) -> int:
@@ -172,7 +173,7 @@ def relaxed(ctx: Ctx) -> list[Case]:
     from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS
 
     s = ctx.sizes
-    candidates, p, q, coins, final = _chain_inputs(ctx)
+    candidates, p, q, coins, stream = _chain_inputs(ctx)
     rules = (
         ("thresholds", RuleParams(mode=THRESHOLDS, threshold_single=0.5, threshold_acc=0.5), q),
         ("typical", RuleParams(mode=1), None),
@@ -182,7 +183,7 @@ def relaxed(ctx: Ctx) -> list[Case]:
     for label, params, draft in rules:
         def run(backend, params=params, draft=draft):
             return verify_chain_relaxed(candidates, p, draft, rule=params, coins=coins,
-                                        final_coins=final, backend=backend)
+                                        **stream, backend=backend)
 
         def rule(result, params=params, draft=draft) -> int:
             if params.mode == THRESHOLDS:
@@ -203,13 +204,13 @@ def chain_params(ctx: Ctx) -> list[Case]:
     from specreg.kernels.chain_params import verify_chain_with_params
 
     s = ctx.sizes
-    candidates, p, q, coins, final = _chain_inputs(ctx)
+    candidates, p, q, coins, stream = _chain_inputs(ctx)
     target, draft = torch.log(p), torch.log(q)
     params = mixed_demo_params(s.b, device=ctx.device)
 
     def run(backend):
         return verify_chain_with_params(candidates, target, draft, params=params, coins=coins,
-                                        final_coins=final, backend=backend)
+                                        **stream, backend=backend)
 
     def rule(result) -> int:
         # the filters need every row the chain may reach once (row statistics), then the
@@ -253,11 +254,11 @@ def logprobs(ctx: Ctx) -> list[Case]:
     from specreg.kernels.logprobs import emitted_logprobs
 
     s = ctx.sizes
-    candidates, p, _, coins, final = _chain_inputs(ctx)
+    candidates, p, _, coins, stream = _chain_inputs(ctx)
     target = torch.log(p)
     params = mixed_demo_params(s.b, device=ctx.device)
     result = verify_chain_with_params(candidates, target, None, params=params, coins=coins,
-                                      final_coins=final, backend="torch")
+                                      **stream, backend="torch")
     emitted = int((result.accept_len + 1).sum())
 
     def run(backend):
@@ -343,7 +344,8 @@ def eagle_tree(ctx: Ctx) -> list[Case]:
     logits = ctx.randn(b, n, v)
     p = torch.softmax(logits, -1)
     q = torch.softmax(ctx.randn(b, n, v), -1)
-    coins, final = ctx.rand(b, n), ctx.rand(b)
+    coins = ctx.rand(b, n)
+    stream = {"keys": ctx.randint(2**62, (b,)), "positions": ctx.randint(4096, (b,))}
     cases = [
         Case("EAGLE build_tree", lambda: build("triton"), lambda: build("torch"),
              _eq("tree_mask", "positions", "retrieve_index", "retrieve_next_token",
@@ -361,7 +363,7 @@ def eagle_tree(ctx: Ctx) -> list[Case]:
     for label, draft in (("with q", q), ("target-only", None)):
         def run(backend, draft=draft):
             return verify_tree_sampling(*links, p, depth=steps, draft_probs=draft, coins=coins,
-                                        final_coins=final, backend=backend)
+                                        **stream, backend=backend)
 
         def rule(result, draft=draft) -> int:
             # the accepted path's p(x) (and q(x)), the rows where it stops (twice with q)

@@ -65,6 +65,7 @@ def bench(b: int, n: int, vocab: int, repeats: int) -> None:
 
     candidates, target, draft = inputs(b, n, vocab)
     input_bytes = target.numel() * 2 + draft.numel() * 2
+    keys = torch.arange(b, device=candidates.device)  # one stream key per request
     for name, params in param_sets(b).items():
         temperature = torch.where(params.temperature > 0, params.temperature, 1.0)[:, None, None]
 
@@ -74,7 +75,7 @@ def bench(b: int, n: int, vocab: int, repeats: int) -> None:
         def without(temperature=temperature):
             p = torch.softmax(target.float() / temperature, -1)
             q = torch.softmax(draft.float() / temperature, -1)
-            return verify_chain_sampling(candidates, p, q, seed=0)
+            return verify_chain_sampling(candidates, p, q, keys=keys)
 
         t_params = cuda_time_ms(with_params, repeats)
         t_without = cuda_time_ms(without, repeats)

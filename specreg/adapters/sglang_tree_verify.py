@@ -28,6 +28,7 @@ import sys
 import types
 from typing import Any
 
+from specreg.adapters import sglang_seeded_coins as seeded_coins
 from specreg.adapters import sglang_tree_kernels as kernels
 from specreg.adapters.substitution_runtime import require_applied, seam_missing
 
@@ -36,7 +37,7 @@ from specreg.adapters.substitution_runtime import require_applied, seam_missing
 #: computed in torch on a CPU).
 AROUND = {
     "sglang.srt.speculative.eagle_utils.eagle_sample": kernels.verify_call,
-    "sglang.srt.speculative.eagle_utils._seeded_verify_coins": kernels.seeded_verify_coins,
+    "sglang.srt.speculative.eagle_utils._seeded_verify_coins": seeded_coins.seeded_verify_coins,
     "sglang.kernels.ops.speculative.reject_sampling.chain_speculative_sampling_triton":
         kernels.chain_sampling,
 }

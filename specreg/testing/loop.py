@@ -4,15 +4,13 @@ It sizes its buffers from `plan.num_tokens_per_req(...)`, runs the toy draft mod
 outputs into proposals through `plan.drafter`, verifies with `plan.verifier`, reads sparse KV rows
 through `plan.cache_swapper` when the plan has one, and branches only on declared capabilities
 (`plan.algorithm.drafting`), never on names. It imports no plugin: every object it drives is
-reached through the plan and used through the `specreg.protocols` contract. Model-free drafters
-that propose trees from the history (`HistoryTreeDrafterProtocol`) verify them as trees. `steps=` runs one
-adaptive candidate of the plan instead of the main config. `params=` (a `SamplingParams`, one
-value per request) runs a mixed batch through the verifier's per-request-parameters method
-(`params_method`), its sampled requests by the with-draft rule where the drafter can draw from
-their filtered q, else by the target-only rule (`draft_rule=`, `specreg.testing.draft_rules`;
-`GenerationResult.verify_rule` says which ran). `draft_lengths=` (one int per request, 0 = no speculation;
-`specreg.draft_lengths`) caps each request's drafts at every step: the drafter and the verifier
-are both given them, and a request with 0 emits one plain token per step.
+reached through the plan, used through `specreg.protocols`. History-drafted trees
+(`HistoryTreeDrafterProtocol`) verify as trees. `steps=` runs one adaptive candidate. `params=`
+(a `SamplingParams`) runs a mixed batch through the verifier's per-request-parameters method,
+its sampled requests by the with-draft rule where the drafter can draw from their filtered q,
+else by the target-only rule (`draft_rule=`, `specreg.testing.draft_rules`). `draft_lengths=`
+(one int per request, 0 = no speculation) caps each request's drafts at every step. `keys=`
+(one per request, drawn once when None) key every draw on the random stream.
 """
 
 from __future__ import annotations
@@ -86,18 +84,6 @@ def _softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(logits.float() / temperature, dim=-1)
 
 
-def _pick(
-    probs: torch.Tensor, sampling: bool, keys: torch.Tensor | None, positions: torch.Tensor
-) -> torch.Tensor:
-    """The draft of each request [b] from q `probs` [b, V]: its argmax, or the SAMPLE-role race
-    at (its key, the draft's position) when sampling."""
-    from specreg.kernels.chain import sample_tokens
-
-    if not sampling:
-        return probs.argmax(-1)
-    return sample_tokens(probs, keys=keys, positions=positions, check_values=False)
-
-
 class SpeculativeLoop:
     """Generates with speculative decoding for one plan, target and draft model."""
 
@@ -143,9 +129,7 @@ class SpeculativeLoop:
         self.sampling = sampling
         self.temperature = temperature
         self.generator = torch.Generator().manual_seed(seed)
-        #: Each request's key on the random stream (drawn once per request when not given): the
-        #: chain verifiers key their draws by it and the absolute output position.
-        self.keys = keys
+        self.keys = keys  # each request's key on the random stream (drawn once when None)
         self.verify_width = self.sizes.verify_width
         self.draft_decode_width = self.sizes.width(Phase.DRAFT_DECODE, is_draft_worker=True)
         # buffers are sized from the plan's maxima, which cover every candidate
@@ -225,13 +209,17 @@ class SpeculativeLoop:
             return sampled_draft_chain(self.draft, batch, gamma, self.params,
                                        keys=self.keys,
                                        filter_order=self.plan.config.filter_order)
+        from specreg.kernels.chain import sample_tokens
+
         ext = torch.cat([batch.seqs, torch.zeros(b, gamma + 1, dtype=torch.long)], dim=1)
         candidates = [batch.last_tokens()]
         qs = []
         for j in range(gamma):
             lengths = batch.lengths + j
             q = _softmax(self.draft.next_logits(ext, lengths), self.temperature)
-            token = _pick(q, self.sampling, self.keys, lengths)
+            # the SAMPLE-role race at (the request's key, the draft's position)
+            token = sample_tokens(q, keys=self.keys, positions=lengths,
+                                  check_values=False) if self.sampling else q.argmax(-1)
             ext[torch.arange(b), lengths] = token
             candidates.append(token)
             qs.append(q)

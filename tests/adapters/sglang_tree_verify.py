@@ -279,7 +279,7 @@ def murmur_oracle(gen, rows: int, cols: int) -> dict:
     import triton
     from sglang.kernels.ops.sampling.murmur_hash import murmur_hash32_kernel
 
-    from specreg.adapters.sglang_tree_kernels import murmur_hash32
+    from specreg.adapters.sglang_seeded_coins import murmur_hash32
 
     seeds = torch.randint(0, 2**63 - 1, (rows,), generator=gen, dtype=torch.int64)
     seeds[:4] = torch.tensor([0, 1, 42, 2**32 + 7])

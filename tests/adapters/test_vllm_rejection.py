@@ -138,7 +138,8 @@ def test_sampling_agrees_with_vllms_kernel_on_the_same_uniforms(runs):
     assert same["mismatched_requests"] == 0
     assert same["bonus_equal"] == same["bonus_total"] > 0
     # pinned: how many decisions and tokens were compared (corrections are drawn differently:
-    # vLLM's exponential race, specreg's inverse CDF; both from the same residual)
+    # vLLM's exponential race on its generator, specreg's two-level race on its random stream
+    # keyed by a 64-bit key per request drawn from that generator; both from the same residual)
     assert (same["decisions"], same["bonus_total"], same["corrections"]) == (168, 39, 76)
 
 

@@ -37,7 +37,9 @@ def _work(seed: int) -> dict:
     logits = torch.randn(b, n, v, generator=gen)
     probs = torch.softmax(logits, -1)
     greedy = verify_chain_greedy(cand, logits)
-    sampled = verify_chain_sampling(cand, probs, probs[:, 1:], seed=seed)
+    keys = torch.arange(b) + 1000 * seed  # one stream key per request, fixed by the seed
+    sampled = verify_chain_sampling(cand, probs, probs[:, 1:], keys=keys,
+                                    positions=torch.full((b,), seed))
     hidden, scores, lists = torch.zeros(b, 2), None, ([], [], [])
     topk_p, topk_i = torch.rand(b, k, generator=gen), torch.randint(0, v, (b, k), generator=gen)
     for i in range(s):

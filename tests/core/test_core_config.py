@@ -55,7 +55,18 @@ def test_flag_table_covers_the_sglang_flags():
         "--speculative-accept-threshold-acc",
         "--speculative-draft-config",  # specreg's alias (SR161 notice)
         "--kv-cache",  # specreg's alias (SR161 notice)
+        "--speculative-verify-mode",  # specreg's own setting (neither framework has it)
     }
+
+
+def test_the_verify_mode_flag_sets_the_config_field():
+    from specreg.translate import config_from_flags
+
+    config = config_from_flags({"speculative_algorithm": "ngram",
+                                "speculative_verify_mode": "invariant"})
+    assert config.verify_mode == "invariant"
+    with pytest.raises(ConfigError, match="SR133"):
+        config_from_flags({"speculative_algorithm": "ngram", "speculative_verify_mode": "exact"})
 
 
 def test_every_problem_is_reported_at_once():

@@ -109,7 +109,8 @@ def test_every_plan_object_checks_against_the_plans_maximum(registry):
     logits = torch.randn(2, 6, 8, generator=gen)
     calls = [
         (lambda lens: tree_plan.verifier.verify_greedy(tree, logits, draft_lengths=lens), 3),
-        (lambda lens: tree_plan.verifier.verify_sampling(tree, logits.softmax(-1), seed=1,
+        (lambda lens: tree_plan.verifier.verify_sampling(tree, logits.softmax(-1),
+                                                         keys=torch.tensor([1, 2]),
                                                          draft_lengths=lens), 3),
     ]
     for algorithm in ("dspark", "dflash"):

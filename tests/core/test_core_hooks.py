@@ -197,8 +197,8 @@ class TreeVerifierStub:
     def verify_greedy(self, tree, target_logits=None):
         raise NotImplementedError
 
-    def verify_sampling(self, tree, target_probs, *, draft_probs=None, seed=None, offsets=None,
-                        generator=None):
+    def verify_sampling(self, tree, target_probs, *, draft_probs=None, keys=None,
+                        positions=None, generator=None):
         raise NotImplementedError
 
 

@@ -23,6 +23,7 @@ from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.sampling_params import SamplingParams
+from tests.support.independent_race import RESIDUAL, SAMPLE, race
 
 ALMOST_ONE = 1.0 - 2.0**-24  # the largest float32 below 1
 BACKENDS = ["torch", "triton"]
@@ -46,20 +47,26 @@ def _target_only_case():
     target[2, :, 0] = 1.0
     candidates = torch.tensor([[1, 4, 5], [1, 4, 5], [1, 0, 0]])
     coins = torch.tensor([[ALMOST_ONE, 0.0], [ALMOST_ONE - 2.0**-24, 0.0], [0.75, 0.75]])
-    final_coins = torch.tensor([0.999, 0.5, 0.25])
-    return candidates, target, coins, final_coins
+    keys, positions = torch.tensor([999, 5, -25]), torch.tensor([0, 3, 2**40])
+    return candidates, target, coins, keys, positions
+
+
+def _stream(keys, positions=None):
+    """The `keys=` and `positions=` keywords (positions 0 when None)."""
+    positions = torch.zeros_like(keys) if positions is None else positions
+    return {"keys": keys, "positions": positions}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_target_only_rejection_without_residual_mass_draws_from_p(backend):
-    candidates, target, coins, final_coins = _target_only_case()
+    candidates, target, coins, keys, positions = _target_only_case()
     want = verify_chain_sampling_reference(ChainSamplingInputs(
         candidates=candidates, target_probs=target, draft_probs=None, coins=coins,
-        final_coins=final_coins,
+        **_stream(keys, positions),
     ))  # fmt: skip
     assert want.accept_len.tolist() == [0, 2, 2]
     assert want.output_tokens[0].tolist() == [4, -1, -1]  # x again: the only token p allows
-    got = verify_chain_target_only(candidates, target, coins=coins, final_coins=final_coins,
+    got = verify_chain_target_only(candidates, target, coins=coins, **_stream(keys, positions),
                                    backend=backend, block_v=16)  # fmt: skip
     _same(got, want)
 
@@ -74,13 +81,13 @@ def test_classic_rejection_without_residual_mass_draws_from_p(backend):
     target[:, :, 3] = 1.0
     draft = target[:, :1].clone()
     candidates = torch.tensor([[0, 1], [0, 3]])
-    coins, final_coins = torch.tensor([[0.0], [0.5]]), torch.tensor([0.0, 0.999])
+    coins, keys = torch.tensor([[0.0], [0.5]]), torch.tensor([0, 999])
     want = verify_chain_sampling_reference(ChainSamplingInputs(
         candidates=candidates, target_probs=target, draft_probs=draft, coins=coins,
-        final_coins=final_coins,
+        **_stream(keys),
     ))  # fmt: skip
     assert want.output_tokens.tolist() == [[3, -1], [3, 3]]
-    got = verify_chain_sampling(candidates, target, draft, coins=coins, final_coins=final_coins,
+    got = verify_chain_sampling(candidates, target, draft, coins=coins, keys=keys,
                                 backend=backend, block_v=16)  # fmt: skip
     _same(got, want)
 
@@ -96,15 +103,15 @@ def test_top_k_1_residual_without_mass_is_a_token_of_positive_probability(backen
     draft = target[:, :1].clone()
     candidates = torch.tensor([[0, 2], [0, 4]])
     params = SamplingParams.of(2, temperature=0.7, top_k=1)
-    coins, final_coins = torch.tensor([[0.0], [0.9]]), torch.tensor([0.0, 0.999])
+    coins, keys = torch.tensor([[0.0], [0.9]]), torch.tensor([0, 999])
     for q in (draft, None):
         want = verify_chain_with_params_reference(ChainParamsInputs(
             candidates=candidates, target=target, draft=q, params=params, coins=coins,
-            final_coins=final_coins,
+            **_stream(keys),
         ))  # fmt: skip
         assert want.output_tokens.tolist() == [[4, -1], [4, 6]]
         got = verify_chain_with_params(candidates, target, q, params=params, coins=coins,
-                                       final_coins=final_coins, backend=backend, block_v=16)
+                                       keys=keys, backend=backend, block_v=16)
         _same(got, want)
 
 
@@ -117,14 +124,14 @@ def test_a_coin_exactly_at_p_over_q_rejects(backend):
     draft = torch.tensor([[0.0, 0.5, 0.5, 0.0]]).expand(2, 1, vocab).contiguous()
     candidates = torch.tensor([[0, 1], [0, 1]])
     coins = torch.tensor([[0.5], [0.5 - 2.0**-25]])
-    final_coins = torch.tensor([0.3, 0.3])
+    keys = torch.tensor([3, 3])
     want = verify_chain_sampling_reference(ChainSamplingInputs(
         candidates=candidates, target_probs=target.contiguous(), draft_probs=draft,
-        coins=coins, final_coins=final_coins,
+        coins=coins, **_stream(keys),
     ))  # fmt: skip
     assert want.accept_len.tolist() == [0, 1]
     got = verify_chain_sampling(candidates, target.contiguous(), draft, coins=coins,
-                                final_coins=final_coins, backend=backend, block_v=16)
+                                keys=keys, backend=backend, block_v=16)
     _same(got, want)
 
 
@@ -142,19 +149,19 @@ def test_a_minus_one_draft_never_matches_a_minus_one_prediction():
 
 
 def _dense_cases():
-    """(candidates, target, draft or None, coins, final coins, verify_lens): the boundary cases
-    above, a ragged random batch with and without a draft, and chains of one position (no
+    """(candidates, target, draft or None, coins, stream keywords, verify_lens): the boundary
+    cases above, a ragged random batch with and without a draft, and chains of one position (no
     drafts: the bonus row only)."""
-    candidates, target, coins, final_coins = _target_only_case()
-    yield candidates, target, None, coins, final_coins, None
+    candidates, target, coins, keys, positions = _target_only_case()
+    yield candidates, target, None, coins, _stream(keys, positions), None
     flat = torch.full((3, 3, 5), 0.2)  # out-of-range drafts on a flat row, coins of 0
     yield (torch.tensor([[0, -1, 2], [0, 5, 2], [0, 1, 5]]), flat, None, torch.zeros(3, 2),
-           torch.tensor([0.1, 0.5, 0.9]), None)  # fmt: skip
+           _stream(torch.tensor([1, 5, 9])), None)  # fmt: skip
     vocab = 6
     zero = torch.zeros(2, 2, vocab)
     zero[:, :, 3] = 1.0
     yield (torch.tensor([[0, 1], [0, 3]]), zero, zero[:, :1].clone(), torch.tensor([[0.0], [0.5]]),
-           torch.tensor([0.0, 0.999]), None)  # fmt: skip
+           _stream(torch.tensor([0, 999])), None)  # fmt: skip
     gen = torch.Generator().manual_seed(3)
     b, n, vocab = 6, 4, 9
     target = torch.softmax(2 * torch.randn(b, n, vocab, generator=gen), -1)
@@ -162,12 +169,13 @@ def _dense_cases():
     candidates = torch.randint(0, vocab, (b, n), generator=gen)
     candidates[0, 2] = -1  # an invalid draft id stops the chain
     coins = torch.rand(b, n - 1, generator=gen) * 0.6
-    final_coins = torch.rand(b, generator=gen)
+    stream = _stream(torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+                     torch.randint(0, 2**20, (b,), generator=gen))
     lens = torch.tensor([4, 1, 2, 3, 4, 2])
     for q in (draft, None):
-        yield candidates, target, q, coins, final_coins, lens
+        yield candidates, target, q, coins, stream, lens
         yield candidates[:, :1], target[:, :1], None if q is None else q[:, :0], coins[:, :0], \
-            final_coins, None
+            stream, None
 
 
 def test_the_accelerator_emit_on_cpu_tensors_equals_the_reference(monkeypatch):
@@ -177,9 +185,9 @@ def test_the_accelerator_emit_on_cpu_tensors_equals_the_reference(monkeypatch):
     from specreg.kernels.chain import torch_impl
 
     monkeypatch.setattr(torch_impl, "_row_spans", torch_impl._one_span)
-    for candidates, target, draft, coins, final_coins, lens in _dense_cases():
+    for candidates, target, draft, coins, stream, lens in _dense_cases():
         inputs = ChainSamplingInputs(candidates=candidates, target_probs=target,
-                                     draft_probs=draft, coins=coins, final_coins=final_coins,
+                                     draft_probs=draft, coins=coins, **stream,
                                      verify_lens=lens)  # fmt: skip
         want = verify_chain_sampling_reference(inputs)
         got = torch_impl.verify_chain_sampling_torch(inputs)
@@ -191,21 +199,28 @@ def test_unchecked_out_of_range_drafts_are_never_accepted(backend):
     """With `check_values=False` (the GPU default) a draft id of -1 or of `vocab` reaches the
     kernel: never accepted, even with a coin of 0 and p, q > 0 at the ids it would clamp to
     (0 and vocab - 1), and never read out of bounds; the correction comes from that row, which
-    (target-only rule) excludes no token. A fourth request accepts everything: its bonus (final
-    coin .1 on a flat row) is token 0, excluded by nothing either."""
+    (target-only rule) excludes no token: the keys are chosen so that the corrections of the
+    -1 and `vocab` drafts are the ids they would clamp to, 0 and vocab - 1 (by the independent
+    race). A fourth request accepts everything: its bonus on a flat row is token 0, excluded by
+    nothing either."""
     vocab = 5
     target = torch.full((4, 3, vocab), 1.0 / vocab)
     draft = torch.full((4, 2, vocab), 1.0 / vocab)
     candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab], [0, 1, 2]])
-    coins, final_coins = torch.zeros(4, 2), torch.tensor([0.1, 0.5, 0.9, 0.1])
+    coins, keys = torch.zeros(4, 2), torch.tensor([14, 1, 7, 16])
+    flat = [1.0 / vocab] * vocab
+    drawn = [race(flat, 14, RESIDUAL, 0), race(flat, 1, RESIDUAL, 0), race(flat, 7, RESIDUAL, 1),
+             race(flat, 16, SAMPLE, 2)]
+    assert drawn[0] == 0 and drawn[1] == vocab - 1 and drawn[3] == 0
     for q in (draft, None):
         want = verify_chain_sampling_reference(ChainSamplingInputs(
             candidates=candidates, target_probs=target, draft_probs=q, coins=coins,
-            final_coins=final_coins,
+            **_stream(keys),
         ))  # fmt: skip
         assert want.accept_len.tolist() == [0, 0, 1, 2]
         assert want.output_tokens[:, -1].tolist()[::3] == [-1, 0]
-        got = verify_chain_sampling(candidates, target, q, coins=coins, final_coins=final_coins,
+        assert want.bonus.tolist() == drawn
+        got = verify_chain_sampling(candidates, target, q, coins=coins, keys=keys,
                                     check_values=False, backend=backend, block_v=16)
         _same(got, want)
 
@@ -221,28 +236,33 @@ def test_unchecked_out_of_range_drafts_with_sampling_params_are_never_accepted(b
     candidates = torch.tensor([[0, -1, 2], [0, vocab, 2], [0, 1, vocab], [0, 0, 2]])
     params = SamplingParams.of(4, temperature=[1.0, 0.7, 1.3, 1.0], top_p=[1.0, 0.9, 1.0, 1.0])
     # request 3: draft token 0 with a coin of .5 > p(0) = .2 is rejected under the target-only
-    # rule, and the correction (final coin .1) skips the excluded token 0
-    coins, final_coins = torch.zeros(4, 2), torch.tensor([0.1, 0.5, 0.9, 0.1])
+    # rule, and the correction skips the excluded token 0: its key (14) races token 0 first on
+    # the whole flat row (independent race), so the correction is the race's runner-up
+    coins, keys = torch.zeros(4, 2), torch.tensor([1, 5, 9, 14])
     coins[3, 0] = 0.5
+    flat = [1.0 / vocab] * vocab
+    assert race(flat, 14, RESIDUAL, 0) == 0
+    runner_up = race([0.0] + flat[1:], 14, RESIDUAL, 0)
     for c, t, q, k in ((candidates, target, draft, coins), (candidates, target, None, coins),
                        (candidates[:, :1], target[:, :1], draft[:, :0], coins[:, :0])):
         want = verify_chain_with_params_reference(ChainParamsInputs(
-            candidates=c, target=t, draft=q, params=params, coins=k, final_coins=final_coins,
+            candidates=c, target=t, draft=q, params=params, coins=k, **_stream(keys),
         ))  # fmt: skip
-        got = verify_chain_with_params(c, t, q, params=params, coins=k, final_coins=final_coins,
+        got = verify_chain_with_params(c, t, q, params=params, coins=k, keys=keys,
                                        check_values=False, backend=backend, block_v=16)
         _same(got, want)
         if c.shape[1] == 3:
             assert want.accept_len.tolist()[:3] == [0, 0, 1]
         if q is None and c.shape[1] == 3:
-            assert want.output_tokens[3, 0] == 1
+            assert want.output_tokens[3, 0] == runner_up != 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_bonus_after_every_draft_accepted_may_be_the_last_token_without_a_draft(backend):
     """Target-only rule with sampling params: a request that accepts every draft (and one with
     no draft, a chain of one position) draws its bonus from p, excluding no token: here half
-    of p's mass lies on the last token, vocab - 1, and the final coin .75 picks it. Excluding
+    of p's mass lies on the last token, vocab - 1, and the keys are chosen so that the bonus
+    race (SAMPLE role at absolute position 1, by the independent race) picks it. Excluding
     the position's token -1 (no token) must not strike the last vocab entry by wrapping around."""
     vocab = 6
     target = torch.zeros(2, 2, vocab)
@@ -250,16 +270,21 @@ def test_a_bonus_after_every_draft_accepted_may_be_the_last_token_without_a_draf
     target[:, 1, 0] = target[:, 1, vocab - 1] = 0.5
     candidates = torch.tensor([[0, 2], [0, 2]])
     params = SamplingParams.of(2, temperature=1.0)
-    coins, final_coins = torch.zeros(2, 1), torch.tensor([0.75, 0.75])
-    for c, t, k in ((candidates, target, coins), (candidates[:, :1], target[:, 1:], coins[:, :0])):
+    coins, keys = torch.zeros(2, 1), torch.tensor([1, 2])
+    half = [0.5] + [0.0] * (vocab - 2) + [0.5]
+    assert [race(half, key, SAMPLE, 1) for key in (1, 2)] == [vocab - 1, vocab - 1]
+    # the one-position chain starts at position 1, where the two-position one emits its bonus
+    for c, t, k, start in ((candidates, target, coins, 0),
+                           (candidates[:, :1], target[:, 1:], coins[:, :0], 1)):
+        stream = _stream(keys, torch.full_like(keys, start))
         want = verify_chain_with_params_reference(ChainParamsInputs(
-            candidates=c, target=t, draft=None, params=params, coins=k, final_coins=final_coins,
+            candidates=c, target=t, draft=None, params=params, coins=k, **stream,
             probabilities=True,
         ))  # fmt: skip
         assert want.output_tokens[:, -1].tolist() == [vocab - 1, vocab - 1]
-        got = verify_chain_with_params(c, t, None, params=params, coins=k,
-                                       final_coins=final_coins, probabilities=True,
-                                       backend=backend, block_v=16)  # fmt: skip
+        got = verify_chain_with_params(c, t, None, params=params, coins=k, **stream,
+                                       probabilities=True, backend=backend,
+                                       block_v=16)  # fmt: skip
         _same(got, want)
 
 
@@ -299,19 +324,21 @@ def test_the_accelerator_greedy_walk_on_cpu_tensors_equals_the_reference(monkeyp
 def test_an_unchecked_minus_one_draft_excludes_no_token_from_the_correction(backend):
     """Target-only rule with sampling params and `check_values=False`: a draft id of -1 is
     rejected, and the correction is drawn from p without excluding any token (there is no
-    token -1), here the last one, vocab - 1, which holds half of p's mass (final coin .75)."""
+    token -1), here the last one, vocab - 1, which holds half of p's mass (the key is chosen
+    so that the independent race draws it)."""
     vocab = 6
     target = torch.zeros(1, 2, vocab)
     target[:, 0, 0] = target[:, 0, vocab - 1] = 0.5
     candidates = torch.tensor([[0, -1]])
     params = SamplingParams.of(1, temperature=1.0)
-    coins, final_coins = torch.zeros(1, 1), torch.tensor([0.75])
+    coins, keys = torch.zeros(1, 1), torch.tensor([4])
+    assert race([0.5] + [0.0] * (vocab - 2) + [0.5], 4, RESIDUAL, 0) == vocab - 1
     want = verify_chain_with_params_reference(ChainParamsInputs(
         candidates=candidates, target=target, draft=None, params=params, coins=coins,
-        final_coins=final_coins, probabilities=True,
+        **_stream(keys), probabilities=True,
     ))  # fmt: skip
     assert want.output_tokens.tolist() == [[vocab - 1, -1]]
     got = verify_chain_with_params(candidates, target, None, params=params, coins=coins,
-                                   final_coins=final_coins, probabilities=True,
+                                   keys=keys, probabilities=True,
                                    check_values=False, backend=backend, block_v=16)
     _same(got, want)

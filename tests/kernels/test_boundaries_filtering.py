@@ -169,16 +169,16 @@ def test_a_boundary_token_is_accepted_iff_the_rule_keeps_it(backend):
     candidates = torch.tensor([[0, token] for token in tokens])
     params = SamplingParams.of(b, **{key: [rule[key] for rule in rules] for key in rules[0]})
     coins = torch.zeros(b, 1)
-    keys = torch.arange(b)
+    keys, positions = torch.arange(b) * 977 + 3, torch.arange(b) % 4
     per_case = b // len(names)
     expected = [int(CASES[name][3] in CASES[name][2]) for name in names for _ in range(per_case)]
     for q in (None, draft) if backend == "torch" else (draft,):
         inputs = ChainParamsInputs(candidates=candidates, target=target, draft=q, params=params,
-                                   coins=coins, keys=keys,
-                                   positions=torch.zeros(b, dtype=torch.int64))  # fmt: skip
+                                   coins=coins, keys=keys, positions=positions)  # fmt: skip
         want = verify_chain_with_params_reference(inputs)
         got = verify_chain_with_params(candidates, target, q, params=params, coins=coins,
-                                       keys=keys, backend=backend, block_v=16)
+                                       keys=keys, positions=positions, backend=backend,
+                                       block_v=16)
         assert want.accept_len.tolist() == expected
         assert torch.equal(got.accept_len, want.accept_len)
         assert torch.equal(got.output_tokens, want.output_tokens)

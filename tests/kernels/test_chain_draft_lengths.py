@@ -62,13 +62,16 @@ def test_sampling_caps_each_request_at_its_length(backend, with_q):
     p = torch.softmax(logits, -1)
     q = torch.softmax(logits[:, :-1] + torch.randn(9, GAMMA, 8, generator=gen), -1)
     q = q if with_q else None
-    coins, final = torch.rand(9, GAMMA, generator=gen), torch.rand(9, generator=gen)
+    coins = torch.rand(9, GAMMA, generator=gen)
+    keys = torch.randint(-(2**63), 2**63 - 1, (9,), generator=gen)
+    positions = torch.randint(0, 1000, (9,), generator=gen)
     out = ChainVerifier(GAMMA + 1, backend=backend).verify_sampling(
-        candidates, p, q, coins=coins, final_coins=final, draft_lengths=lengths.tolist()
+        candidates, p, q, coins=coins, keys=keys, positions=positions,
+        draft_lengths=lengths.tolist(),
     )
     ref = verify_chain_sampling_reference(ChainSamplingInputs(
-        candidates=candidates, target_probs=p, draft_probs=q, coins=coins, final_coins=final,
-        verify_lens=lengths + 1,
+        candidates=candidates, target_probs=p, draft_probs=q, coins=coins, keys=keys,
+        positions=positions, verify_lens=lengths + 1,
     ))
     assert torch.equal(out.output_tokens, ref.output_tokens)
     assert (out.num_accepted.long() <= lengths).all()
@@ -87,11 +90,11 @@ def _mixed_pairs(P, Q, seed, *, control=False):
         out = verifier.verify_sampling(candidates, p, q, generator=gen, draft_lengths=lens)
         tokens = out.output_tokens.clone()
         if control:  # wrong: "opt out" = reject the first draft, emit from max(p - q, 0)
-            coin = torch.rand(anchors.shape[0], generator=gen)
+            keys = torch.randint(-(2**63), 2**63 - 1, (anchors.shape[0],), generator=gen)
             for r in (lens == 0).nonzero().flatten().tolist():
                 x = int(candidates[r, 1])
                 tokens[r, 0] = emit_reference(p[r, 0].tolist(), q[r, 0].tolist(), x, True,
-                                              float(coin[r]))
+                                              int(keys[r]), 0)
         return tokens, out.num_accepted
 
     anchors = torch.zeros(SAMPLES, dtype=torch.long)
@@ -136,7 +139,7 @@ def test_mixed_parameters_and_lengths_opted_out_rows_are_plain_samples():
                                seed=list(range(b)))
     out = ChainVerifier(GAMMA + 1).verify_from_logits(
         candidates, logits_table[candidates], None, params=params, draft_lengths=lengths,
-        offsets=torch.zeros(b, dtype=torch.long),
+        positions=torch.zeros(b, dtype=torch.long),
     )
     greedy = temperature == 0
     optout_greedy = greedy & (lengths == 0)

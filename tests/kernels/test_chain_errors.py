@@ -10,6 +10,10 @@ from specreg.kernels.chain import (
     verify_chain_greedy_from_predict,
     verify_chain_sampling,
 )
+from specreg.kernels.chain_params import verify_chain_with_params
+from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed
+from specreg.kernels.relaxed.types import THRESHOLDS
+from specreg.sampling_params import SamplingParams
 
 B, N, V = 2, 3, 5
 
@@ -35,7 +39,10 @@ def test_shape_errors():
     assert _code(verify_chain_sampling, c, p, q[:, :1]) == "SR900"
     assert _code(verify_chain_sampling, c, p, q[..., :4]) == "SR900"
     assert _code(verify_chain_sampling, c, p, q, coins=torch.zeros(B, 1)) == "SR900"
-    assert _code(verify_chain_sampling, c, p, q, final_coins=torch.zeros(B, 1)) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q, keys=torch.zeros(B, 1, dtype=torch.long)) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q, keys=torch.zeros(B + 1, dtype=torch.long)) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q, positions=torch.zeros(B, 1, dtype=torch.long)) == "SR900"
+    assert _code(verify_chain_sampling, c, p, q, positions=torch.zeros((), dtype=torch.long)) == "SR900"
     assert _code(verify_chain_sampling, c, p, q, verify_lens=torch.ones(3, dtype=torch.long)) == "SR900"
     assert _code(verify_chain_greedy_from_predict, c, c[:, :2]) == "SR900"
     assert _code(ChainVerifier(num_draft_tokens=4).verify_greedy, c, p) == "SR900"
@@ -48,6 +55,8 @@ def test_dtype_errors():
     assert _code(verify_chain_sampling, c, p, q.to(torch.int32)) == "SR901"
     assert _code(verify_chain_sampling, c, p, q, verify_lens=torch.ones(B)) == "SR901"
     assert _code(verify_chain_sampling, c, p, q, coins=torch.zeros(B, 2, dtype=torch.long)) == "SR901"
+    assert _code(verify_chain_sampling, c, p, q, keys=torch.zeros(B)) == "SR901"
+    assert _code(verify_chain_sampling, c, p, q, positions=torch.zeros(B)) == "SR901"
     assert _code(verify_chain_greedy, c.tolist(), p) == "SR901"
 
 
@@ -56,15 +65,18 @@ def test_device_errors():
     assert _code(verify_chain_greedy, c, p.to("meta")) == "SR902"
     assert _code(verify_chain_sampling, c, p, q.to("meta")) == "SR902"
     assert _code(verify_chain_sampling, c, p, q, coins=torch.zeros(B, 2, device="meta")) == "SR902"
+    meta = torch.zeros(B, dtype=torch.long, device="meta")
+    assert _code(verify_chain_sampling, c, p, q, keys=meta) == "SR902"
+    assert _code(verify_chain_sampling, c, p, q, positions=meta) == "SR902"
 
 
 def test_token_out_of_range():
     c, p, q = _inputs()
     c[1, 2] = V
     assert _code(verify_chain_greedy, c, p) == "SR903"
-    assert _code(verify_chain_sampling, c, p, q, seed=0) == "SR903"
+    assert _code(verify_chain_sampling, c, p, q, keys=torch.tensor([0, 1])) == "SR903"
     c[1, 2] = -1
-    assert _code(verify_chain_sampling, c, p, q, seed=0) == "SR903"
+    assert _code(verify_chain_sampling, c, p, q, keys=torch.tensor([0, 1])) == "SR903"
     # ... but ignored beyond the request's verify length
     lens = torch.tensor([3, 2])
     assert verify_chain_greedy(c, p, verify_lens=lens).accept_len.shape == (B,)
@@ -81,18 +93,32 @@ def test_invalid_probability_values():
     c, p, q = _inputs()
     bad_q = q.clone()
     bad_q[0, 1, 2] = float("nan")
-    assert _code(verify_chain_sampling, c, p, bad_q, seed=0) == "SR904"
+    assert _code(verify_chain_sampling, c, p, bad_q, keys=torch.tensor([0, 1])) == "SR904"
     bad_p = p.clone()
     bad_p[1, 0, 0] = -0.1
-    assert _code(verify_chain_sampling, c, bad_p, q, seed=0) == "SR904"
+    assert _code(verify_chain_sampling, c, bad_p, q, keys=torch.tensor([0, 1])) == "SR904"
     zero_p = p.clone()
     zero_p[0, 1] = 0.0
-    assert _code(verify_chain_sampling, c, zero_p, q, seed=0) == "SR904"
+    assert _code(verify_chain_sampling, c, zero_p, q, keys=torch.tensor([0, 1])) == "SR904"
     nan_logits = p.clone()
     nan_logits[0, 0, 0] = float("nan")
     assert _code(verify_chain_greedy, c, nan_logits) == "SR904"
     assert _code(verify_chain_sampling, c, p, q, coins=torch.ones(B, 2)) == "SR904"
-    assert _code(verify_chain_sampling, c, p, q, final_coins=torch.full((B,), -0.5)) == "SR904"
+    assert _code(verify_chain_sampling, c, p, q, coins=torch.full((B, 2), -0.5)) == "SR904"
+    assert _code(verify_chain_sampling, c, p, q, coins=torch.full((B, 2), float("nan"))) == "SR904"
+    negative = torch.tensor([0, -1])
+    assert _code(verify_chain_sampling, c, p, q, positions=negative) == "SR904"
+    assert _code(verify_chain_sampling, c, p, None, positions=negative) == "SR904"
+    params = SamplingParams.of(B, temperature=1.0)
+    assert _code(verify_chain_with_params, c, p.log(), q.log(), params=params,
+                 positions=negative) == "SR904"
+    assert _code(verify_chain_with_params, c, p, q, params=params, probabilities=True,
+                 positions=negative) == "SR904"
+    assert _code(verify_chain_relaxed, c, p, q, rule=RuleParams(mode=THRESHOLDS),
+                 positions=negative) == "SR904"
+    # keys are any 64-bit values, negative ones included
+    keys = torch.tensor([-(2**63), 2**63 - 1])
+    assert verify_chain_sampling(c, p, q, keys=keys).accept_len.shape == (B,)
 
 
 def test_invalid_scalars():

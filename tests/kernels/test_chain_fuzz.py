@@ -74,7 +74,7 @@ def test_verify_chain_greedy(data, d, ragged):
 @fuzz_settings(400)
 @given(
     data=st.data(), d=dims, ragged=st.booleans(), with_q=st.booleans(),
-    coin_mode=st.sampled_from(["given", "seed", "generator"]),
+    coin_mode=st.sampled_from(["given", "keys", "generator"]),
 )  # fmt: skip
 def test_verify_chain_sampling(data, d, ragged, with_q, coin_mode):
     b, n, v = d["b"], d["n"], d["v"]
@@ -85,11 +85,11 @@ def test_verify_chain_sampling(data, d, ragged, with_q, coin_mode):
     kwargs = {}
     if coin_mode == "given":
         kwargs["coins"] = data.draw(float_tensor((b, max(n - 1, 0)), probabilities=False)).abs() % 1
-        kwargs["final_coins"] = data.draw(float_tensor((b,), probabilities=False)).abs() % 1
-    elif coin_mode == "seed":
-        kwargs["seed"] = data.draw(st.integers(-(2**63), 2**64))
+        kwargs["keys"] = data.draw(index_tensor((b,), -(2**62), 2**62))
+    elif coin_mode == "keys":
+        kwargs["keys"] = data.draw(index_tensor((b,), -(2**62), 2**62))
         if data.draw(st.booleans()):
-            kwargs["offsets"] = data.draw(index_tensor((b,), 0, 2**40))
+            kwargs["positions"] = data.draw(index_tensor((b,), 0, 2**40))
     else:
         kwargs["generator"] = torch.Generator().manual_seed(data.draw(st.integers(0, 99)))
     fn = verify_chain_sampling if with_q or data.draw(st.booleans()) else None
@@ -115,7 +115,8 @@ def test_chain_verifier(data, d, width):
     logits = data.draw(float_tensor((b, n, v), probabilities=True))
     for call in (
         lambda: verifier.verify_greedy(candidates, logits),
-        lambda: verifier.verify_target_only(candidates, logits, seed=1),
+        lambda: verifier.verify_target_only(candidates, logits,
+                                            generator=torch.Generator().manual_seed(1)),
         lambda: verifier.verify_greedy_from_predict(candidates, candidates),
     ):
         result, error = coded_or_result(call)

@@ -17,8 +17,8 @@ from specreg.kernels.chain import (
     verify_chain_sampling,
     verify_chain_target_only,
 )
-from specreg.kernels.random_stream.reference import coin_lanes, exponential_of, token_word
 from specreg.kernels.sampling import exponential_race_sample
+from tests.support import independent_race
 
 P_THRESHOLD = 1e-3
 SAMPLES = 30_000
@@ -202,17 +202,19 @@ def test_chain_verifier_uses_the_sampling_q():
     assert min(_check_lossless(wrong, P)) < P_THRESHOLD
 
 
-def test_seeded_verification_is_reproducible():
+def test_keyed_verification_is_reproducible():
     P, Q = CASES["random"]
     gen = torch.Generator().manual_seed(3)
     candidates = _draft(torch.zeros(64, dtype=torch.long), Q, 3, gen)
     args = (candidates, P[candidates], Q[candidates[:, :-1]])
-    offsets = torch.arange(64) * 3
-    a = verify_chain_sampling(*args, seed=42, offsets=offsets)
-    b = verify_chain_sampling(*args, seed=42, offsets=offsets)
-    c = verify_chain_sampling(*args, seed=43, offsets=offsets)
+    keys, positions = torch.arange(64) + 42_000, torch.arange(64) * 3
+    a = verify_chain_sampling(*args, keys=keys, positions=positions)
+    b = verify_chain_sampling(*args, keys=keys.clone(), positions=positions.clone())
+    c = verify_chain_sampling(*args, keys=keys + 64, positions=positions)
+    d = verify_chain_sampling(*args, keys=keys, positions=positions + 1)
     assert torch.equal(a.output_tokens, b.output_tokens)
     assert not torch.equal(a.output_tokens, c.output_tokens)
+    assert not torch.equal(a.output_tokens, d.output_tokens)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,12 +231,12 @@ def test_accept_rule_is_strict():
     q = _probs([[[0.0, 1.0, 0.0]]])
     # coin * q = 0.5 is not < p = 0.5: rejected; residual max(p - q, 0) = [0.5, 0, 0] -> token 0
     r = verify_chain_sampling(candidates, p, q, coins=torch.tensor([[0.5]]),
-                              final_coins=torch.tensor([0.9]))
+                              keys=torch.tensor([9]))
     assert r.accept_len.tolist() == [0] and r.bonus.tolist() == [0]
     assert r.output_tokens.tolist() == [[0, -1]]
     # just below: accepted, bonus drawn from row 1 = one-hot 0
     r = verify_chain_sampling(candidates, p, q, coins=torch.tensor([[0.4999]]),
-                              final_coins=torch.tensor([0.9]))
+                              keys=torch.tensor([9]))
     assert r.accept_len.tolist() == [1] and r.output_tokens.tolist() == [[1, 0]]
     assert r.num_emitted.tolist() == [2]
 
@@ -244,43 +246,75 @@ def test_q_zero_accepts_when_p_positive_and_p_zero_never_accepts():
     p = _probs([[[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]], [[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]]])
     q = _probs([[[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]]])
     r = verify_chain_sampling(candidates, p, q, coins=torch.tensor([[0.999], [0.0]]),
-                              final_coins=torch.tensor([0.5, 0.6]))
+                              keys=torch.tensor([5, 6]))
     assert r.accept_len.tolist() == [1, 0]
-    assert r.output_tokens.tolist() == [[2, 1], [2, -1]]  # residual of row 0 is [0, 0, 0.5]
+    # row 1: the residual is [0.5, 0, 0.5]; its correction races at position 0 under key 6
+    assert r.output_tokens[1, 0] == independent_race.race([0.5, 0.0, 0.5], 6,
+                                                          independent_race.RESIDUAL, 0)
+    assert r.output_tokens.tolist() == [[2, 1], [2, -1]]  # pinned from the independent race
 
 
-def _race_by_hand(weights, coin):
-    """The race of a row shorter than one race block: the first token of largest w / E, E the
-    stream's exponential of that token under the coin's key lanes."""
-    coin = float(torch.tensor(coin, dtype=torch.float32))
-    lanes = coin_lanes(coin)
-    scores = [w / exponential_of(token_word(lanes, t)) for t, w in enumerate(weights)]
-    return max(range(len(weights)), key=lambda t: (scores[t], -t))
+def _race_by_hand(weights, key, role, position):
+    """The race of `weights` under (key, role, absolute position), by the independent
+    re-implementation of the stream and the two-level race (`tests.support.independent_race`)."""
+    return independent_race.race(weights, key, role, position)
 
 
-def test_correction_and_bonus_race_on_the_final_coins_stream():
+def test_correction_and_bonus_race_on_the_keyed_stream():
     candidates = torch.tensor([[3, 0, 1]] * 3)
     p = _probs([[[0.1, 0.2, 0.3, 0.4]] * 3] * 3)
     q = _probs([[[1.0, 0.0, 0.0, 0.0]] * 2] * 3)
     coins = torch.tensor([[0.5, 0.0], [0.05, 0.0], [0.05, 0.0]])
-    final = torch.tensor([0.1, 0.1, 0.95])
+    keys, positions = torch.tensor([11, 11, 12]), torch.tensor([6, 4, 4])
+    residual_role, sample_role = independent_race.RESIDUAL, independent_race.SAMPLE
     for backend in ("torch", "triton"):
-        r = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final,
+        r = verify_chain_sampling(candidates, p, q, coins=coins, keys=keys, positions=positions,
                                   backend=backend)
-        # row 0: 0.5 * 1 >= 0.1 rejected; the race runs on the residual [0, .2, .3, .4]
-        # rows 1, 2: token 0 accepted; token 1 has q = 0 < p: accepted; bonus raced on p
+        # row 0: 0.5 * 1 >= 0.1 rejected; the correction races on the residual [0, .2, .3, .4]
+        # at position 6 in the RESIDUAL role
+        # rows 1, 2: token 0 accepted; token 1 has q = 0 < p: accepted; the bonus races on p at
+        # position 4 + 2 in the SAMPLE role
         assert r.accept_len.tolist() == [0, 2, 2]
         residual = [0.0, 0.2, 0.3, 0.4]
-        assert r.bonus.tolist() == [_race_by_hand(residual, 0.1),
-                                    _race_by_hand([0.1, 0.2, 0.3, 0.4], 0.1),
-                                    _race_by_hand([0.1, 0.2, 0.3, 0.4], 0.95)]
-        assert r.bonus.tolist() == [1, 0, 2]  # pinned: the race's tokens for these coins
-    # token 0 has no residual mass: no final coin makes the correction draw it
-    many = torch.rand(200, generator=torch.Generator().manual_seed(1))
+        assert r.bonus.tolist() == [_race_by_hand(residual, 11, residual_role, 6),
+                                    _race_by_hand([0.1, 0.2, 0.3, 0.4], 11, sample_role, 6),
+                                    _race_by_hand([0.1, 0.2, 0.3, 0.4], 12, sample_role, 6)]
+        assert r.bonus.tolist() == [2, 0, 1]  # pinned: the independent race's tokens
+    # token 0 has no residual mass: no key makes the correction draw it
+    many = torch.randint(-(2**63), 2**63 - 1, (200,), generator=torch.Generator().manual_seed(1))
     rejected = verify_chain_sampling(candidates[:1].repeat(200, 1), p[:1].repeat(200, 1, 1),
                                      q[:1].repeat(200, 1, 1), coins=coins[:1].repeat(200, 1),
-                                     final_coins=many)
+                                     keys=many)
     assert 0 not in rejected.bonus.tolist() and len(set(rejected.bonus.tolist())) == 3
+
+
+def test_same_key_and_position_give_the_same_token_in_any_row_and_backend():
+    """One request (key, position) placed at different rows of batches of other requests draws
+    the same correction on torch and Triton, equal to the independent race (distinct keys at
+    one position: test_chain_race's collision tests)."""
+    vocab = 300
+    gen = torch.Generator().manual_seed(6)
+    p = torch.rand(6, 2, vocab, generator=gen)
+    p = p / p.sum(-1, keepdim=True)
+    q = torch.rand(6, 1, vocab, generator=gen)
+    q = q / q.sum(-1, keepdim=True)
+    candidates = torch.randint(0, vocab, (6, 2), generator=gen)
+    keys = torch.randint(-(2**63), 2**63 - 1, (6,), generator=gen)
+    positions = torch.randint(0, 100, (6,), generator=gen)
+    coins = torch.full((6, 1), 0.999)
+    candidates[:, 1] = (q[:, 0] - p[:, 0]).argmax(-1)  # q(x) well above p(x): rejected
+    want = independent_race.race(
+        independent_race.correction_weights(p[0, 0].numpy(), q[0, 0].numpy(), -1),
+        int(keys[0]), independent_race.RESIDUAL, int(positions[0]),
+    )
+    for backend in ("torch", "triton"):
+        for row in (0, 3, 5):
+            order = torch.arange(6)
+            order[0], order[row] = row, 0
+            r = verify_chain_sampling(candidates[order], p[order], q[order], coins=coins,
+                                      keys=keys[order], positions=positions[order],
+                                      backend=backend)
+            assert int(r.accept_len[row]) == 0 and int(r.bonus[row]) == want, (backend, row)
 
 
 def test_ragged_verify_caps_and_retakes_bonus():
@@ -289,7 +323,8 @@ def test_ragged_verify_caps_and_retakes_bonus():
     # The target agrees with every draft: row i is one-hot at candidates[i + 1]; row 3 at 0.
     p = torch.stack([one_hot[1], one_hot[2], one_hot[3], one_hot[0]])[None].repeat(3, 1, 1)
     q = p[:, :3].clone()
-    r = verify_chain_sampling(candidates, p, q, seed=0, verify_lens=torch.tensor([4, 2, 1]))
+    r = verify_chain_sampling(candidates, p, q, keys=torch.tensor([0, 1, 2]),
+                              verify_lens=torch.tensor([4, 2, 1]))
     assert r.accept_len.tolist() == [3, 1, 0]
     assert r.bonus.tolist() == [0, 2, 1]  # drawn from row verify_len - 1
     assert r.output_tokens.tolist() == [[1, 2, 3, 0], [1, 2, -1, -1], [1, -1, -1, -1]]
@@ -299,21 +334,23 @@ def test_target_only_known_answers():
     candidates = torch.tensor([[0, 1], [0, 1]])
     p = _probs([[[0.2, 0.5, 0.3], [1.0, 0.0, 0.0]]] * 2)
     coins = torch.tensor([[0.49], [0.5]])
-    r = verify_chain_target_only(candidates, p, coins=coins, final_coins=torch.tensor([0.0, 0.99]))
+    r = verify_chain_target_only(candidates, p, coins=coins, keys=torch.tensor([1, 3]))
     assert r.accept_len.tolist() == [1, 0]
-    # row 0: bonus raced on the one-hot row [1, 0, 0]: token 0 whatever the coin;
-    # row 1 rejected: raced on p without token 1, [0.2, 0, 0.3]
-    assert r.output_tokens.tolist() == [[1, 0], [_race_by_hand([0.2, 0.0, 0.3], 0.99), -1]]
-    assert r.output_tokens.tolist() == [[1, 0], [0, -1]]  # pinned: the race's token for .99
+    # row 0: bonus raced on the one-hot row [1, 0, 0]: token 0 whatever the key;
+    # row 1 rejected: raced on p without token 1, [0.2, 0, 0.3], at position 0 under key 3
+    race = _race_by_hand([0.2, 0.0, 0.3], 3, independent_race.RESIDUAL, 0)
+    assert r.output_tokens.tolist() == [[1, 0], [race, -1]]
+    assert r.output_tokens.tolist() == [[1, 0], [0, -1]]  # pinned: the independent race's token
 
 
 def test_all_zero_q_row_is_rejected_on_cpu():
     candidates = torch.tensor([[0, 1]])
     p = _probs([[[0.5, 0.5], [0.5, 0.5]]])
     with pytest.raises(KernelInputError) as err:
-        verify_chain_sampling(candidates, p, torch.zeros(1, 1, 2), seed=0)
+        verify_chain_sampling(candidates, p, torch.zeros(1, 1, 2), keys=torch.tensor([0]))
     assert err.value.code == "SR904"
     assert "target_only" in str(err.value)
+
 
 
 def test_large_vocab_torch_path():
@@ -331,7 +368,7 @@ def test_large_vocab_torch_path():
     q[1, :, vocab - 2] = 1.0
     q[1, 1, 3] = 1.0
     coins = torch.tensor([[0.3, 0.9], [0.3, 0.3]])
-    r = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=torch.tensor([0.5, 0.5]))
+    r = verify_chain_sampling(candidates, p, q, coins=coins, keys=torch.tensor([5, 5]))
     # row 0: accept vocab-1 (p = 1), reject 70_000 (0.9 >= 0.5): residual = one-hot 100_000
     # row 1: vocab-2 has p = 0: rejected; residual = p row 0 = one-hot vocab-1
     assert r.accept_len.tolist() == [1, 0]

@@ -72,15 +72,15 @@ def test_sampling_triton_equals_torch(dtype, target_only):
     accept_lens = set()
     for seed in range(3):
         candidates, p, q = _sampling_case(seed, b, n, vocab, dtype)
-        coins = uniform_coins((b, n), device="cpu", seed=seed, offsets=torch.arange(b))
+        coins = uniform_coins((b, n - 1), device="cpu", seed=seed, offsets=torch.arange(b))
         coins[0, :2] = 0.0  # force some acceptance
-        kwargs = dict(coins=coins[:, : n - 1], final_coins=coins[:, n - 1])
-        for lens in (None, torch.tensor([5, 2, 1, 4])):
+        stream = dict(keys=torch.arange(b) - 2 + 1000 * seed, positions=torch.arange(b) * 11)
+        for lens, given in ((None, coins), (torch.tensor([5, 2, 1, 4]), coins), (None, None)):
             draft = None if target_only else q
             a = verify_chain_sampling(candidates, p, draft, verify_lens=lens, backend="torch",
-                                      **kwargs)
+                                      coins=given, **stream)
             t = verify_chain_sampling(candidates, p, draft, verify_lens=lens, backend="triton",
-                                      block_v=128, **kwargs)
+                                      block_v=128, coins=given, **stream)
             _same(a, t)
             accept_lens |= set(a.accept_len.tolist())
     assert len(accept_lens) >= 2
@@ -96,14 +96,14 @@ def test_sampling_triton_rejection_at_p_zero_and_no_drafts():
     q[:, 0, 5] = 0.5
     candidates = torch.tensor([[0, 5], [0, 3]])
     coins = torch.tensor([[0.2], [0.2]])
-    final = torch.tensor([0.7, 0.7])
-    a = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final, backend="torch")
-    t = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final, backend="triton",
+    keys = torch.tensor([7, 7])
+    a = verify_chain_sampling(candidates, p, q, coins=coins, keys=keys, backend="torch")
+    t = verify_chain_sampling(candidates, p, q, coins=coins, keys=keys, backend="triton",
                               block_v=16)
     _same(a, t)
     assert a.output_tokens.tolist() == [[3, -1], [3, 3]]
     one = verify_chain_sampling(candidates[:, :1], p[:, :1], q[:, :0], coins=coins[:, :0],
-                                final_coins=final, backend="triton", block_v=16)
+                                keys=keys, backend="triton", block_v=16)
     assert one.output_tokens.tolist() == [[3], [3]]
 
 
@@ -116,13 +116,29 @@ def test_sampling_triton_non_contiguous_inputs():
     cand_strided = candidates.t().contiguous().t()
     coins = uniform_coins((n, b), device="cpu", seed=9).t()  # non-contiguous coins
     assert not p_strided.is_contiguous() and not coins.is_contiguous()
-    kwargs = dict(coins=coins[:, : n - 1], final_coins=coins[:, n - 1])
+    kwargs = dict(coins=coins[:, : n - 1], keys=torch.arange(b) * 2, positions=torch.arange(b) + 1)
     a = verify_chain_sampling(candidates, p, q, backend="torch", **kwargs)
     t = verify_chain_sampling(cand_strided, p_strided, q_strided, backend="triton", block_v=32,
                               **kwargs)
     _same(a, t)
     g = verify_chain_greedy(cand_strided, p_strided, backend="triton", block_v=32)
     _same(verify_chain_greedy(candidates, p, backend="torch"), g)
+
+
+def test_sampling_triton_non_contiguous_keys_and_positions():
+    """Keys and positions given as strided views (every other element of a larger tensor) key
+    the same draws on Triton as on torch."""
+    b, n, vocab = 3, 4, 100
+    candidates, p, q = _sampling_case(5, b, n, vocab, torch.float32)
+    keys = torch.arange(2 * b)[::2]
+    positions = torch.arange(3 * b)[1::3]
+    assert not keys.is_contiguous() and not positions.is_contiguous()
+    for draft in (q, None):
+        a = verify_chain_sampling(candidates, p, draft, keys=keys, positions=positions,
+                                  backend="torch")
+        t = verify_chain_sampling(candidates, p, draft, keys=keys, positions=positions,
+                                  backend="triton", block_v=32)
+        _same(a, t)
 
 
 def test_sampling_triton_unchecked_out_of_range_token_is_never_accepted():
@@ -132,10 +148,10 @@ def test_sampling_triton_unchecked_out_of_range_token_is_never_accepted():
     p = torch.full((1, 3, 20), 0.05)
     q = torch.full((1, 2, 20), 0.05)
     coins = torch.zeros(1, 2)
-    final = torch.tensor([0.53])  # away from a CDF boundary of the uniform row
-    t = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final,
+    keys = torch.tensor([53])
+    t = verify_chain_sampling(candidates, p, q, coins=coins, keys=keys,
                               backend="triton", block_v=16, check_values=False)
-    a = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final,
+    a = verify_chain_sampling(candidates, p, q, coins=coins, keys=keys,
                               backend="torch", check_values=False)
     _same(a, t)
     assert t.accept_len.tolist() == [0]
@@ -164,7 +180,7 @@ _LARGE_OFFSET_SCRIPT = textwrap.dedent(
     for r in range(b):
         probs[r] = torch.softmax(torch.randn(n, vocab, generator=gen), -1).to(torch.bfloat16)
     coins = torch.rand(b, n, generator=gen)
-    kw = dict(coins=coins[:, :2], final_coins=coins[:, 2])
+    kw = dict(coins=coins[:, :2], keys=torch.tensor([1, -2, 3]), positions=torch.tensor([0, 5, 9]))
     ref = verify_chain_sampling(candidates, probs, None, backend="torch", **kw)
     got = verify_chain_sampling(candidates, probs, None, backend="triton", block_v=16, **kw)
     assert torch.equal(ref.output_tokens, got.output_tokens), (ref, got)
@@ -207,7 +223,7 @@ _COMPILE_SCRIPT = textwrap.dedent(
                 "p_ptr": "*fp32", "stride_pb": "i64", "stride_pn": "i32", "stride_pv": "constexpr",
                 "q_ptr": "*bf16", "stride_qb": "i64", "stride_qn": "i32", "stride_qv": "i32",
                 "coins_ptr": "*fp32", "stride_ub": "i32", "stride_un": "constexpr",
-                "final_ptr": "*fp32", "stride_f": "i32", "vlens_ptr": "*i64",
+                "keys_ptr": "*i64", "positions_ptr": "*i64", "vlens_ptr": "*i64",
                 "accept_ptr": "*i32", "bonus_ptr": "*i64", "out_ptr": "*i64",
                 "n": "i32", "vocab": "i32", "HAS_Q": "constexpr", "HAS_VLENS": "constexpr",
                 "BLOCK_V": "constexpr", "BLOCK_N": "constexpr"}

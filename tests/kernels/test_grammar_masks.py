@@ -213,10 +213,11 @@ def test_bitmask_kernel_equals_reference(backend):
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_chain_with_mask_equals_the_reference_on_masked_scores(backend):
     """The verifier with `token_bitmask=` against the chain rule's plain reference run on scores
-    masked row by row by the mask's reference, on the same coins."""
+    masked row by row by the mask's reference, on the same draws (a seeded request is keyed by
+    its seed; its acceptance uniforms are the stream's, rebuilt by the independent stream)."""
     from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
     from specreg.kernels.chain_params.types import ChainParamsInputs
-    from specreg.kernels.sampling import request_coins
+    from tests.support.independent_race import accept_uniform
 
     gen = torch.Generator().manual_seed(9)
     b, n = 6, 4
@@ -225,16 +226,18 @@ def test_chain_with_mask_equals_the_reference_on_masked_scores(backend):
     draft = torch.randn(b, n - 1, V, generator=gen)
     mask = torch.randint(1, 2**15, (b, n, W), generator=gen, dtype=torch.int32)
     params = SamplingParams.of(b, temperature=[0.0, 1.0, 0.7, 1.0, 0.0, 1.3], seed=list(range(b)))
+    positions = torch.arange(b) * 5
     got = verify_chain_with_params(cand, target.clone(), draft.clone(), params=params,
-                                   token_bitmask=mask, backend=backend)
+                                   positions=positions, token_bitmask=mask, backend=backend)
     pre_t = torch.stack([torch.stack([masked_row(target[r, j], mask[r, j], probabilities=False)
                                       for j in range(n)]) for r in range(b)])
     pre_d = torch.stack([torch.stack([masked_row(draft[r, j], mask[r, j], probabilities=False)
                                       for j in range(n - 1)]) for r in range(b)])
-    coins = request_coins(params, n, offsets=None, generator=None)  # seeded: what the verifier drew
+    coins = torch.tensor([[accept_uniform(r, 5 * r + i, int(cand[r, i + 1])) for i in range(n - 1)]
+                          for r in range(b)])  # the seeded requests' acceptance uniforms
     want = verify_chain_with_params_reference(ChainParamsInputs(
-        candidates=cand, target=pre_t, draft=pre_d, params=params, coins=coins[:, : n - 1],
-        final_coins=coins[:, n - 1], verify_lens=None, probabilities=False,
+        candidates=cand, target=pre_t, draft=pre_d, params=params, coins=coins,
+        keys=torch.arange(b), positions=positions, verify_lens=None, probabilities=False,
         filter_order="specreg",
     ))
     assert torch.equal(got.output_tokens, want.output_tokens)

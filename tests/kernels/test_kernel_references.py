@@ -29,18 +29,17 @@ from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import row_stats, scaled_scores
 from specreg.kernels.filtering.triton_impl import row_stats_triton
-from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 from specreg.kernels.sampling import (
     exponential_race_sample,
     inverse_cdf_sample,
     request_coins,
-    request_keys,
     residual_weights,
     uniform_coins,
 )
 from specreg.kernels.sampling import reference as sampling_ref
 from specreg.kernels.sampling import torch_impl as sampling_torch
 from specreg.sampling_params import SamplingParams
+from tests.support.independent_race import RESIDUAL, accept_uniform, race
 
 
 def _same(got, want, *, params=False):
@@ -145,10 +144,11 @@ def _sampling_inputs(b, n, vocab, *, seed, target_only, ragged, zeros=False):
     source = p[:, : n - 1] if target_only else q
     drafts = torch.multinomial(source.reshape(-1, vocab), 1, generator=gen).reshape(b, n - 1)
     candidates = torch.cat([torch.zeros(b, 1, dtype=torch.int64), drafts], 1)
-    drawn = uniform_coins((b, n), device="cpu", seed=seed, offsets=torch.arange(b))
+    drawn = uniform_coins((b, n - 1), device="cpu", seed=seed, offsets=torch.arange(b))
     return ChainSamplingInputs(
         candidates=candidates, target_probs=p, draft_probs=None if target_only else q,
-        coins=drawn[:, : n - 1], final_coins=drawn[:, n - 1],
+        coins=drawn, keys=torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+        positions=torch.randint(0, 2**33, (b,), generator=gen),
         verify_lens=_ragged(b, n, seed + 1) if ragged else None,
     )
 
@@ -169,7 +169,7 @@ def test_sampling_torch_and_triton_equal_reference(
         b, n, vocab, seed=b + n + vocab, target_only=target_only, ragged=ragged, zeros=zeros
     )
     want = chain_ref.verify_chain_sampling_reference(inputs)
-    kwargs = dict(coins=inputs.coins, final_coins=inputs.final_coins,
+    kwargs = dict(coins=inputs.coins, keys=inputs.keys, positions=inputs.positions,
                   verify_lens=inputs.verify_lens, backend="torch")
     if target_only:
         got = verify_chain_target_only(inputs.candidates, inputs.target_probs, **kwargs)
@@ -190,16 +190,22 @@ def test_sampling_torch_and_triton_equal_reference(
 def test_sampling_reference_follows_the_rule_by_hand():
     """One request, worked by hand: draft 1 accepted (0.5 * 0.2 < 0.3), draft 1 of row 1
     rejected (0.9 * 0.8 >= 0.4); the residual max(p - q, 0) of row 1 is [0.3, 0, 0.1] (mass
-    0.4), and final coin 0.95 asks for 0.38 of it: token 2."""
-    inputs = ChainSamplingInputs(
-        candidates=torch.tensor([[0, 1, 1]]),
-        target_probs=torch.tensor([[[0.2, 0.3, 0.5], [0.5, 0.4, 0.1], [1.0, 0.0, 0.0]]]),
-        draft_probs=torch.tensor([[[0.4, 0.2, 0.4], [0.2, 0.8, 0.0]]]),
-        coins=torch.tensor([[0.5, 0.9]]), final_coins=torch.tensor([0.95]),
-    )
-    want = chain_ref.verify_chain_sampling_reference(inputs)
-    assert want.accept_len.tolist() == [1] and want.output_tokens.tolist() == [[1, 2, -1]]
-    _same(chain_torch.verify_chain_sampling_torch(inputs), want)
+    0.4), raced in the RESIDUAL role at absolute position 5 + 1 under key 3: token 2 (key 3
+    is one whose race picks the residual's unlikely token, by the independent race; key 0
+    picks token 0)."""
+    residual = [0.3, 0.0, 0.1]
+    assert race(residual, 3, RESIDUAL, 6) == 2 and race(residual, 0, RESIDUAL, 6) == 0
+    for key, token in ((3, 2), (0, 0)):
+        inputs = ChainSamplingInputs(
+            candidates=torch.tensor([[0, 1, 1]]),
+            target_probs=torch.tensor([[[0.2, 0.3, 0.5], [0.5, 0.4, 0.1], [1.0, 0.0, 0.0]]]),
+            draft_probs=torch.tensor([[[0.4, 0.2, 0.4], [0.2, 0.8, 0.0]]]),
+            coins=torch.tensor([[0.5, 0.9]]), keys=torch.tensor([key]), positions=torch.tensor([5]),
+        )
+        want = chain_ref.verify_chain_sampling_reference(inputs)
+        assert want.accept_len.tolist() == [1] and want.output_tokens.tolist() == [[1, token, -1]]
+        _same(chain_torch.verify_chain_sampling_torch(inputs), want)
+        _same(chain_triton.verify_chain_sampling_triton(inputs, block_v=16), want)
 
 
 # ------------------------------------------------------------------------- sampling parameters
@@ -216,13 +222,13 @@ def _params_inputs(b, n, vocab, *, probabilities, with_draft, ragged, seed=0):
     candidates = torch.cat([torch.zeros(b, 1, dtype=torch.int64), drafts], 1)
     if probabilities:
         target, draft = torch.softmax(target, -1), torch.softmax(draft, -1)
-    params = mixed_demo_params(b)
-    keys = request_keys(params, torch.arange(100, 100 + b))  # a seeded request's: its seed
-    positions = torch.arange(b) * 7
+    params = mixed_demo_params(b)  # seeded: each request's key is its seed
+    keys, positions = params.seed.clone(), torch.arange(b)
+    coins = torch.tensor([[accept_uniform(int(keys[r]), int(positions[r]) + i, int(x))
+                           for i, x in enumerate(drafts[r].tolist())] for r in range(b)])
     return ChainParamsInputs(
         candidates=candidates, target=target, draft=draft if with_draft else None,
-        params=params, coins=accept_coins_torch(keys, positions, candidates[:, 1:]),
-        keys=keys, positions=positions,
+        params=params, coins=coins, keys=keys, positions=positions,
         verify_lens=_ragged(b, n, seed + 1) if ragged else None, probabilities=probabilities,
     )
 
@@ -237,10 +243,17 @@ def test_params_torch_and_triton_equal_reference(probabilities, with_draft, ragg
     want = params_ref.verify_chain_with_params_reference(inputs)
     got = verify_chain_with_params(
         inputs.candidates, inputs.target, inputs.draft, params=inputs.params,
-        probabilities=probabilities, coins=inputs.coins, keys=inputs.keys,
-        positions=inputs.positions, verify_lens=inputs.verify_lens, backend="torch",
+        probabilities=probabilities, coins=inputs.coins, positions=inputs.positions,
+        verify_lens=inputs.verify_lens, backend="torch",
     )
     _same(got, want, params=True)
+    # the stream's own acceptance coins: the seeded requests' draws are the reference's
+    drawn = verify_chain_with_params(
+        inputs.candidates, inputs.target, inputs.draft, params=inputs.params,
+        probabilities=probabilities, positions=inputs.positions,
+        verify_lens=inputs.verify_lens, backend="torch",
+    )
+    _same(drawn, want, params=True)
     _same(params_triton.verify_chain_with_params_triton(inputs, block_v=16), want, params=True)
     assert len(set(want.accept_len.tolist())) >= 2
 
@@ -384,3 +397,30 @@ def test_filtering_torch_and_triton_equal_reference(probabilities):
             assert torch.equal(kept, want > 0), r
             got = torch.where(kept, weight, 0.0) / norm[r]
             assert torch.allclose(got.double(), want, atol=1e-6), r
+
+
+def test_keyed_stream_equals_an_independent_implementation():
+    """The verifiers' draw keys and acceptance uniforms (`random_stream.reference.draw_lanes`,
+    `accept_coin` and their torch twins) equal the independent re-implementation written from
+    the stream's definition, for 64-bit keys of either sign, every role, large positions and
+    token ids (a -1 padding id included)."""
+    from specreg.kernels.random_stream import reference as stream_ref
+    from specreg.kernels.random_stream import torch_impl as stream_torch
+    from tests.support import independent_race
+
+    keys = [0, 1, -1, 2**63 - 1, -(2**63), 0x1234_5678_9ABC_DEF0]
+    positions = [0, 1, 7, 2**31 + 5, 2**40 - 1, 3]
+    for role in (0, 1, 2):
+        want = [independent_race.lanes(k, role, t) for k, t in zip(keys, positions, strict=True)]
+        assert [stream_ref.draw_lanes(k, role, t)
+                for k, t in zip(keys, positions, strict=True)] == want
+        got = stream_torch.draw_lanes_torch(torch.tensor(keys), role, torch.tensor(positions))
+        assert got.tolist() == [list(lanes) for lanes in want]
+    drafts = torch.tensor([[0, 5, 2**20], [-1, 3, 7], [9, 9, 9], [1, 2, 3], [4, 0, 8],
+                           [2**31 - 1, 6, 1]])
+    got = stream_torch.accept_coins_torch(torch.tensor(keys), torch.tensor(positions), drafts)
+    want = [[independent_race.accept_uniform(k, t + i, int(x)) for i, x in enumerate(row)]
+            for k, t, row in zip(keys, positions, drafts.tolist(), strict=True)]
+    assert got.tolist() == want
+    assert [[stream_ref.accept_coin(k, t + i, int(x)) for i, x in enumerate(row)]
+            for k, t, row in zip(keys, positions, drafts.tolist(), strict=True)] == want

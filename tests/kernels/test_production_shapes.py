@@ -16,6 +16,7 @@ from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_reference
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
+from specreg_eagle.kernels.verify_sampling.torch_impl import caller_tree_coins, stream_tree_coins
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 from specreg_hisparse.kernels.swap import torch_impl as swap_torch_impl
 
@@ -30,7 +31,9 @@ from specreg.kernels.chain_params.reference import verify_chain_with_params_refe
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.sampling_params import SamplingParams
 from tests.hisparse.test_reference import STATE, _reference_swap
+from tests.support import independent_race
 from tests.support.hisparse import make_cache, small_layout
+from tests.support.independent_race import accept_uniform
 
 VOCAB = 128 * 1024
 ONE = settings(max_examples=1, derandomize=True, deadline=None)
@@ -50,6 +53,14 @@ def _same(got, want, fields=("accept_len", "output_tokens")):
         assert torch.equal(getattr(got, field).long(), getattr(want, field).long()), field
 
 
+def _stream_coins(candidates, keys, positions):
+    """The acceptance uniforms the chain wrappers draw from the stream, rebuilt one by one by
+    the independent stream (`tests.support.independent_race`)."""
+    return torch.tensor([[accept_uniform(int(keys[r]), int(positions[r]) + i, int(x))
+                          for i, x in enumerate(candidates[r, 1:].tolist())]
+                         for r in range(candidates.shape[0])], dtype=torch.float32)
+
+
 @FEW
 @given(seed=st.integers(0, 2**31 - 1))
 def test_chain_at_vocab_128k_equals_the_reference(seed):
@@ -63,14 +74,23 @@ def test_chain_at_vocab_128k_equals_the_reference(seed):
           verify_chain_greedy_reference(candidates, logits, verify_lens=None))  # fmt: skip
     target = torch.softmax(logits, -1)
     draft = torch.softmax(_peaked_logits(gen, (b, n - 1)), -1)
-    coins, final_coins = torch.rand(b, n - 1, generator=gen), torch.rand(b, generator=gen)
+    coins = torch.rand(b, n - 1, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 2**31, (b,), generator=gen)}
     for q in (draft, None):
-        want = verify_chain_sampling_reference(ChainSamplingInputs(
-            candidates=candidates, target_probs=target, draft_probs=q, coins=coins,
-            final_coins=final_coins,
-        ))  # fmt: skip
-        got = verify_chain_sampling(candidates, target, q, coins=coins, final_coins=final_coins)
-        _same(got, want)
+        for caller in (coins, None):  # the caller's coins, and the stream's
+            inputs = ChainSamplingInputs(
+                candidates=candidates, target_probs=target, draft_probs=q, **stream,
+                coins=caller if caller is not None else _stream_coins(candidates, **stream),
+            )  # fmt: skip
+            want = verify_chain_sampling_reference(inputs)
+            got = verify_chain_sampling(candidates, target, q, coins=caller, **stream)
+            _same(got, want)
+        for r in range(b):  # 1,024 race blocks: the independent race agrees
+            assert (int(got.accept_len[r]), int(got.bonus[r])) == independent_race.chain(
+                candidates[r].tolist(), target[r].numpy(), None if q is None else q[r].numpy(),
+                int(stream["keys"][r]), int(stream["positions"][r]),
+            )
 
 
 @ONE
@@ -86,13 +106,15 @@ def test_chain_with_params_at_vocab_128k_equals_the_reference(seed, top_p, top_k
     candidates = torch.cat([torch.zeros(b, 1, dtype=torch.long), target.argmax(-1)[:, :-1]], 1)
     params = SamplingParams.of(b, temperature=[0.9, 0.0], top_k=top_k, top_p=top_p,
                                min_p=min_p)  # fmt: skip
-    coins, final_coins = torch.rand(b, n - 1, generator=gen), torch.rand(b, generator=gen)
+    coins = torch.rand(b, n - 1, generator=gen)
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 2**31, (b,), generator=gen)}
     want = verify_chain_with_params_reference(ChainParamsInputs(
         candidates=candidates, target=target, draft=draft, params=params, coins=coins,
-        final_coins=final_coins,
+        **stream,
     ))  # fmt: skip
     got = verify_chain_with_params(candidates, target, draft, params=params, coins=coins,
-                                   final_coins=final_coins)  # fmt: skip
+                                   **stream)  # fmt: skip
     _same(got, want)
 
 
@@ -136,27 +158,21 @@ def test_eagle_trees_of_64_nodes_at_vocab_128k_equal_the_reference(tree, seed, c
     _same(got, want, FIELDS)
     target = torch.softmax(logits, -1)
     draft = torch.softmax(logits + torch.randn(b, n, VOCAB, generator=gen), -1)
-    coins, final_coins = torch.rand(b, n, generator=gen), torch.rand(b, generator=gen)
+    coins = torch.rand(b, n, generator=gen)
+    keys = torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen)
+    positions = torch.randint(0, 2**31, (b,), generator=gen)
     for q in (None, draft):
-        want = verify_tree_sampling_reference(TreeSamplingInputs(
-            *args, target, q, coins, final_coins, depth=depth, threshold_single=1.0,
-            threshold_acc=1.0,
-        ))  # fmt: skip
-        got = verify_tree_sampling(*args, target, depth=depth, draft_probs=q, coins=coins,
-                                   final_coins=final_coins)  # fmt: skip
-        _same(got, want, ("accept_index", "accept_token_num"))
-        _same_draw(got, want, target)
-
-
-def _same_draw(got, want, target):
-    """The final draws agree up to rounding: the reference runs its inverse CDF in float64 over
-    128k weights, the kernels in float32, so a coin within rounding of a CDF step may move the
-    draw to the next token of positive weight. Equal, or no more than 1e-4 of p between them."""
-    for r in range(got.bonus.shape[0]):
-        a, z = sorted((int(got.bonus[r]), int(want.bonus[r])))
-        if a != z:
-            last = int(want.accept_index[r, int(want.accept_token_num[r])]) % target.shape[1]
-            assert float(target[r, last, a + 1 : z].sum()) < 1e-4, (a, z)
+        for caller in (coins, None):  # SGLang-layout coins, and the stream's own
+            tree_coins = (caller_tree_coins(caller) if caller is not None
+                          else stream_tree_coins(candidates, *links, keys, positions))
+            want = verify_tree_sampling_reference(TreeSamplingInputs(
+                *args, target, q, *tree_coins, keys, positions, depth=depth,
+                threshold_single=1.0, threshold_acc=1.0,
+            ))  # fmt: skip
+            got = verify_tree_sampling(*args, target, depth=depth, draft_probs=q, coins=caller,
+                                       keys=keys, positions=positions)  # fmt: skip
+            # the final draw is the exact two-level race on every implementation: equal
+            _same(got, want, ("accept_index", "accept_token_num", "bonus"))
 
 
 @ONE

@@ -19,6 +19,7 @@ from specreg.kernels.relaxed.reference import (
 from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, TYPICAL
 from specreg.kernels.sampling import uniform_coins
 from specreg.testing.lossless import chi_square_p_value
+from tests.support.independent_race import accept_uniform
 
 RULES = (
     RuleParams(mode=THRESHOLDS, threshold_single=0.3, threshold_acc=0.5),
@@ -39,8 +40,10 @@ def _case(seed, b=12, n=5, vocab=300):
     p[..., :8] += 0.3 * q[..., :1, :8]
     p = p / p.sum(-1, keepdim=True)
     candidates = torch.randint(0, 8, (b, n), generator=gen)
-    coins = uniform_coins((b, n), device="cpu", seed=seed, offsets=torch.arange(b))
-    return candidates, p, q, coins[:, : n - 1], coins[:, n - 1]
+    coins = uniform_coins((b, n - 1), device="cpu", seed=seed, offsets=torch.arange(b))
+    stream = {"keys": torch.randint(-(2**63), 2**63 - 1, (b,), generator=gen),
+              "positions": torch.randint(0, 2**20, (b,), generator=gen)}
+    return candidates, p, q, coins, stream
 
 
 def _same(a, b):
@@ -55,16 +58,16 @@ def test_relaxed_triton_and_torch_equal_the_reference(backend):
     lens = torch.tensor([5, 2, 1, 4, 3, 5, 5, 2, 1, 5, 4, 3][:b])
     accepted = set()
     for seed in range(2 if backend == "torch" else 1):
-        candidates, p, q, coins, final = _case(seed, b=b)
+        candidates, p, q, coins, stream = _case(seed, b=b)
         for rule in RULES:
             for draft, verify_lens in ((q, None), (q, lens), (None, lens)):
                 got = verify_chain_relaxed(
-                    candidates, p, draft, rule=rule, coins=coins, final_coins=final,
+                    candidates, p, draft, rule=rule, coins=coins, **stream,
                     verify_lens=verify_lens, backend=backend, block_v=128,
                 )
                 want = verify_chain_relaxed_reference(ChainSamplingInputs(
                     candidates=candidates, target_probs=p, draft_probs=draft, coins=coins,
-                    final_coins=final, verify_lens=verify_lens), rule)
+                    **stream, verify_lens=verify_lens), rule)
                 _same(got, want)
                 accepted |= set(got.accept_len.tolist())
     assert {0, 1, 2, 4} <= accepted  # rejections, partial runs and full runs were exercised
@@ -79,36 +82,76 @@ def test_synthetic_greedy_equals_the_reference():
         _same(got, want)
 
 
+def test_synthetic_coins_default_to_the_first_drafts_acceptance_uniform():
+    """Without coins, a request's synthetic coin is the stream's acceptance uniform of its first
+    draft at its position (rebuilt by the independent stream); a chain without drafts accepts
+    nothing. Bad caller coins are coded errors."""
+    from specreg.errors import KernelInputError
+
+    candidates, p, _, _, stream = _case(4)
+    logits = torch.log(p)
+    keys, positions = stream["keys"], stream["positions"]
+    first = torch.tensor([accept_uniform(int(k), int(t), int(x)) for k, t, x in
+                          zip(keys, positions, candidates[:, 1], strict=True)])
+    for rule in RULES[4:]:
+        got = verify_chain_synthetic_greedy(candidates, logits, rule=rule, **stream)
+        want = verify_chain_synthetic_greedy_reference(candidates, logits, first, rule, None)
+        _same(got, want)
+        alone = verify_chain_synthetic_greedy(candidates[:, :1], logits[:, :1], rule=rule,
+                                              **stream)
+        assert alone.accept_len.tolist() == [0] * candidates.shape[0]
+    b = candidates.shape[0]
+    for bad, code in ((torch.full((b,), 1.5), "SR904"), (torch.zeros(b, 1), "SR900"),
+                      (torch.zeros(b, dtype=torch.long), "SR901")):
+        with pytest.raises(KernelInputError) as err:
+            verify_chain_synthetic_greedy(candidates, logits, rule=RULES[4], coins=bad)
+        assert err.value.code == code
+
+
+def test_synthetic_greedy_rejects_negative_positions():
+    from specreg.errors import KernelInputError
+
+    candidates, p, _, _, _ = _case(4)
+    with pytest.raises(KernelInputError) as err:
+        verify_chain_synthetic_greedy(candidates, torch.log(p), rule=RULES[4],
+                                      positions=torch.full((candidates.shape[0],), -1))
+    assert err.value.code == "SR904"
+
+
 def test_lossless_defaults_are_the_lossless_verifier_bit_for_bit():
-    candidates, p, q, coins, final = _case(5)
+    candidates, p, q, coins, stream = _case(5)
     plain = ChainVerifier(5)
     defaults = ChainVerifier(5, acceptance=AcceptanceRule())
     named = ChainVerifier(5, acceptance=AcceptanceRule(threshold_single=1.0, threshold_acc=1.0))
     assert not defaults.lossy and not named.lossy
     for draft in (q, None):
-        want = plain.verify_sampling(candidates, p, draft, coins=coins, final_coins=final)
-        for verifier in (defaults, named):
-            _same(verifier.verify_sampling(candidates, p, draft, coins=coins, final_coins=final),
-                  want)
+        for given in (coins, None):  # the caller's coins, and the stream's
+            want = plain.verify_sampling(candidates, p, draft, coins=given, **stream)
+            for verifier in (defaults, named):
+                _same(verifier.verify_sampling(candidates, p, draft, coins=given, **stream),
+                      want)
     # and the relaxed kernel itself degenerates to the lossless rule at (1, 1)
     for backend in ("torch", "triton"):
         for draft in (q, None):
-            _same(verify_chain_relaxed(candidates, p, draft, coins=coins, final_coins=final,
+            _same(verify_chain_relaxed(candidates, p, draft, coins=coins, **stream,
                                        rule=RuleParams(mode=THRESHOLDS), backend=backend),
-                  verify_chain_sampling(candidates, p, draft, coins=coins, final_coins=final))
+                  verify_chain_sampling(candidates, p, draft, coins=coins, **stream))
+        _same(verify_chain_relaxed(candidates, p, q, **stream, rule=RuleParams(mode=THRESHOLDS),
+                                   backend=backend),
+              verify_chain_sampling(candidates, p, q, **stream))
 
 
 def test_thresholds_and_typical_move_acceptance_the_documented_way():
-    candidates, p, q, coins, final = _case(7, b=64)
-    base = verify_chain_sampling(candidates, p, q, coins=coins, final_coins=final).accept_len
-    looser = verify_chain_relaxed(candidates, p, q, coins=coins, final_coins=final,
+    candidates, p, q, coins, stream = _case(7, b=64)
+    base = verify_chain_sampling(candidates, p, q, coins=coins, **stream).accept_len
+    looser = verify_chain_relaxed(candidates, p, q, coins=coins, **stream,
                                   rule=RuleParams(mode=THRESHOLDS, threshold_acc=0.3)).accept_len
-    single = verify_chain_relaxed(candidates, p, q, coins=coins, final_coins=final,
+    single = verify_chain_relaxed(candidates, p, q, coins=coins, **stream,
                                   rule=RuleParams(mode=THRESHOLDS, threshold_single=0.05)).accept_len
     assert bool((looser >= base).all()) and int(looser.sum()) > int(base.sum())
     assert bool((single >= base).all()) and int(single.sum()) > int(base.sum())
     strict, loose = (
-        verify_chain_relaxed(candidates, p, None, coins=coins, final_coins=final,
+        verify_chain_relaxed(candidates, p, None, coins=coins, **stream,
                              rule=RuleParams(mode=TYPICAL, posterior_threshold=t,
                                              posterior_alpha=a)).accept_len
         for t, a in ((0.5, 10.0), (0.001, 0.001))
@@ -123,8 +166,8 @@ def _first_tokens(rule, draft_row, p_row, samples, seed):
     candidates = torch.stack([torch.zeros_like(x), x], 1)
     p = p_row.expand(samples, 2, -1).contiguous()
     q = draft_row.expand(samples, 1, -1).contiguous()
-    coins = torch.rand(samples, 2, generator=gen)
-    kwargs = dict(coins=coins[:, :1], final_coins=coins[:, 1])
+    kwargs = dict(coins=torch.rand(samples, 1, generator=gen),
+                  keys=torch.randint(-(2**63), 2**63 - 1, (samples,), generator=gen))
     if rule is None:
         out = verify_chain_sampling(candidates, p, q, **kwargs)
     else:
@@ -166,13 +209,15 @@ def test_synthetic_length_is_exact_and_capped_by_verify_lens():
     lens = torch.randint(1, 6, (32,), generator=torch.Generator().manual_seed(1))
     for length in (1, 3, 5):
         verifier = ChainVerifier(5, acceptance=AcceptanceRule(synthetic_length=length))
-        for out in (verifier.verify_sampling(candidates, p, q, seed=4),
-                    verifier.verify_sampling(candidates, p, None, seed=4),
-                    verifier.verify_greedy(candidates, torch.log(p), seed=4)):
+        keys = torch.arange(32) + 4
+        for out in (verifier.verify_sampling(candidates, p, q, keys=keys),
+                    verifier.verify_sampling(candidates, p, None, keys=keys),
+                    verifier.verify_greedy(candidates, torch.log(p), keys=keys)):
             assert out.num_accepted.tolist() == [length - 1] * 32
-        ragged = verifier.verify_sampling(candidates, p, None, verify_lens=lens, seed=4)
+        ragged = verifier.verify_sampling(candidates, p, None, verify_lens=lens, keys=keys)
         assert ragged.num_accepted.tolist() == torch.clamp(lens - 1, max=length - 1).tolist()
-        lengths = verifier.verify_greedy(candidates, torch.log(p), draft_lengths=lens - 1, seed=4)
+        lengths = verifier.verify_greedy(candidates, torch.log(p), draft_lengths=lens - 1,
+                                         keys=keys)
         assert lengths.num_accepted.tolist() == torch.clamp(lens - 1, max=length - 1).tolist()
 
 

@@ -1,7 +1,7 @@
 """The lossy acceptance rules under per-request sampling parameters (specreg.kernels.relaxed):
 at thresholds (1, 1) the path is the lossless params verify token for token (masks and penalties
 included); under each lossy rule torch and Triton (interpreter) equal the per-request reference
-on reference-filtered probabilities at fixed coins; greedy rows are plain greedy; a seeded
+on reference-filtered probabilities at fixed keys and positions; greedy rows are plain greedy; a seeded
 request does not depend on its batch; the chain and block verifiers run it for params= (no
 SR196) and refuse processed logprobs of its results (SR199)."""
 
@@ -73,7 +73,7 @@ def _extras(b, n, gen):
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_defaults_equal_the_lossless_params_verify_with_masks_and_penalties(backend):
     """Thresholds (1, 1) on the filtered rows are the lossless params rule: same tokens at the
-    same per-request coins, so the lossless chi-square proofs of that path carry over."""
+    same per-request keys and positions, so the lossless chi-square proofs of that path carry over."""
     gen = torch.Generator().manual_seed(3)
     steps = 12 if backend == "torch" else 2  # the interpreter runs each program in Python
     agreed = 0
@@ -81,15 +81,15 @@ def test_defaults_equal_the_lossless_params_verify_with_masks_and_penalties(back
         candidates, target, draft = _case(step, b=8 if backend == "torch" else 4)
         b, n, _ = target.shape
         mask, penalties = _extras(b, n, gen) if step % 2 else (None, None)
-        params, offsets = _params(b), torch.full((b,), step)
+        params, positions = _params(b), torch.full((b,), step)
         # the interpreter runs each program in Python: Triton takes one draft mode per step
         for d in (draft, None) if backend == "torch" else ((draft, None)[step % 2],):
             lossless = verify_chain_with_params(
                 candidates, target.clone(), None if d is None else d.clone(), params=params,
-                offsets=offsets, token_bitmask=mask, penalties=penalties)
+                positions=positions, token_bitmask=mask, penalties=penalties)
             lossy = verify_chain_relaxed_with_params(
                 candidates, target.clone(), None if d is None else d.clone(), rule=DEFAULTS,
-                params=params, offsets=offsets, token_bitmask=mask, penalties=penalties,
+                params=params, positions=positions, token_bitmask=mask, penalties=penalties,
                 backend=backend)
             _same(lossless, lossy)
             agreed += int(lossy.accept_len.sum())
@@ -111,10 +111,11 @@ def test_each_rule_equals_the_reference_on_filtered_probabilities(backend):
             for d, verify_lens in inputs_of if torch_backend else inputs_of[1:2]:
                 inputs = prepare_chain_params(candidates, target, d, params=params,
                                               verify_lens=verify_lens,
-                                              offsets=torch.full((b,), step))
+                                              positions=torch.full((b,), step))
                 found = verify_chain_relaxed_with_params(
                     candidates, target, d, rule=rule, params=params, coins=inputs.coins,
-                    final_coins=inputs.final_coins, verify_lens=verify_lens, backend=backend)
+                    keys=inputs.keys, positions=inputs.positions, verify_lens=verify_lens,
+                    backend=backend)
                 _same(found, verify_chain_relaxed_with_params_reference(inputs, rule))
 
 
@@ -126,15 +127,15 @@ def test_thresholds_accept_more_than_lossless_and_greedy_rows_stay_plain_greedy(
     plain = verify_chain_greedy(candidates, target)
     total = {"lossless": 0, "lossy": 0}
     for step in range(20):
-        offsets = torch.full((b,), step)
+        positions = torch.full((b,), step)
         lossless = verify_chain_with_params(candidates, target, draft, params=params,
-                                            offsets=offsets)
+                                            positions=positions)
         for rule in RULES[:2]:
             lossy = verify_chain_relaxed_with_params(candidates, target, draft, rule=rule,
-                                                     params=params, offsets=offsets)
+                                                     params=params, positions=positions)
             _same(lossy, plain, greedy)
         lossy = verify_chain_relaxed_with_params(candidates, target, draft, rule=RULES[0],
-                                                 params=params, offsets=offsets)
+                                                 params=params, positions=positions)
         total["lossless"] += int(lossless.accept_len[~greedy].sum())
         total["lossy"] += int(lossy.accept_len[~greedy].sum())
     assert total["lossy"] > total["lossless"], total
@@ -166,20 +167,20 @@ def test_chain_and_block_verifiers_run_the_rule_for_params_and_refuse_processed_
     candidates, target, draft = _case(40)
     b = target.shape[0]
     params = _params(b)
-    offsets = torch.arange(b)
+    positions = torch.arange(b)
     expected = verify_chain_relaxed_with_params(candidates, target, draft, rule=RULES[0],
-                                                params=params, offsets=offsets)
+                                                params=params, positions=positions)
     rule = AcceptanceRule(threshold_single=0.3, threshold_acc=0.5)
     chain = ChainVerifier(4, acceptance=rule, backend="torch")
     block = Registry.load().resolve({"algorithm": "dflash", "num_draft_tokens": 4,
                                 "acceptance": {"threshold_single": 0.3, "threshold_acc": 0.5}})
-    found = [chain.verify_from_logits(candidates, target, draft, params=params, offsets=offsets),
+    found = [chain.verify_from_logits(candidates, target, draft, params=params, positions=positions),
              block.verifier.verify_sampling_from_logits(candidates, target, draft,
-                                                        params=params, offsets=offsets)]
+                                                        params=params, positions=positions)]
     probs = torch.softmax(target, -1), torch.softmax(draft, -1)
-    via_probs = chain.verify_sampling(candidates, *probs, params=params, offsets=offsets)
+    via_probs = chain.verify_sampling(candidates, *probs, params=params, positions=positions)
     reference = verify_chain_relaxed_with_params(candidates, *probs, rule=RULES[0],
-                                                 params=params, offsets=offsets,
+                                                 params=params, positions=positions,
                                                  probabilities=True)
     _same(via_probs, reference)
     for result in found:
@@ -191,7 +192,7 @@ def test_chain_and_block_verifiers_run_the_rule_for_params_and_refuse_processed_
         raw = emitted_logprobs(result, target, params=params, raw=True)
         assert torch.isfinite(raw.token[:, 0]).all()
     lossless = ChainVerifier(4, backend="torch").verify_from_logits(
-        candidates, target, draft, params=params, offsets=offsets)
+        candidates, target, draft, params=params, positions=positions)
     assert lossless.acceptance == "lossless"
     assert torch.isfinite(emitted_logprobs(lossless, target, params=params).token[:, 0]).all()
     synthetic = ChainVerifier(4, acceptance=AcceptanceRule(synthetic_length=2), backend="torch")
@@ -213,7 +214,7 @@ def test_eagle_results_name_their_lossy_rule_and_refuse_processed_logprobs():
                             acceptance=AcceptanceRule(threshold_single=0.4, threshold_acc=0.3))
     lossless = EagleVerifier(num_steps=steps, topk=2, num_draft_tokens=n)
     for verifier, rule in ((relaxed, "relaxed_thresholds"), (lossless, "lossless")):
-        for result in (verifier.verify_sampling(tree, p, seed=1),
+        for result in (verifier.verify_sampling(tree, p, generator=torch.Generator().manual_seed(1)),
                        verifier.verify_sampling(tree, p, params=params)):
             assert result.acceptance == rule
             if rule == "lossless":

@@ -236,13 +236,13 @@ def test_same_seed_same_tokens_whatever_the_batch():
     candidates, target, draft = _batch(5)
     b = candidates.shape[0]
     params = mixed_demo_params(b)
-    offsets = torch.arange(100, 100 + b)  # each request's absolute position
-    ref = verify_chain_with_params(candidates, target, draft, params=params, positions=offsets)
+    positions = torch.arange(100, 100 + b)
+    ref = verify_chain_with_params(candidates, target, draft, params=params, positions=positions)
     for seed in range(3):
         perm = torch.randperm(b, generator=torch.Generator().manual_seed(seed))
         got = verify_chain_with_params(
             candidates[perm], target[perm], draft[perm], params=params.select(perm),
-            positions=offsets[perm],
+            positions=positions[perm],
         )
         assert torch.equal(got.output_tokens, ref.output_tokens[perm])
     # a different batch composition: half the requests, plus unrelated ones
@@ -258,14 +258,14 @@ def test_same_seed_same_tokens_whatever_the_batch():
     })
     got = verify_chain_with_params(mixed_c, mixed_t, mixed_d, params=both,
                                    positions=torch.cat([torch.zeros(5, dtype=torch.long),
-                                                        offsets[keep]]))
+                                                        positions[keep]]))
     assert torch.equal(got.output_tokens[5:], ref.output_tokens[keep])
     # and the seed matters
     reseeded = SamplingParams(**{**{n: getattr(params, n) for n in
                                     ("temperature", "top_k", "top_p", "min_p")},
                                  "seed": params.seed + 1000})
     outs = [verify_chain_with_params(candidates, target, draft, params=reseeded,
-                                     positions=offsets + k).output_tokens for k in range(4)]
+                                     positions=positions + k).output_tokens for k in range(4)]
     assert any(not torch.equal(o, ref.output_tokens) for o in outs)
 
 
@@ -398,7 +398,7 @@ def test_triton_chain_with_params_equals_torch(probabilities, with_draft):
     kwargs = dict(params=params, verify_lens=torch.tensor([4, 2, 1, 3, 4, 4]),
                   probabilities=probabilities, positions=torch.arange(6),
                   coins=torch.rand(6, 3, generator=torch.Generator().manual_seed(2)) * 0.5,
-                  keys=torch.arange(10, 16))
+                  keys=torch.arange(6) + 2**40)
     a = verify_chain_with_params(candidates, target, draft if with_draft else None,
                                  backend="torch", **kwargs)
     t = verify_chain_with_params(candidates, target, draft if with_draft else None,
@@ -599,15 +599,17 @@ sig = {"cand_ptr": "*i64", "stride_cb": "i32", "stride_cn": "i32",
        "temp_ptr": "*fp32", "topk_ptr": "*i64", "topp_ptr": "*fp32", "minp_ptr": "*fp32",
        "invalid_ptr": "*i1", "accept_ptr": "*i32", "bonus_ptr": "*i64", "out_ptr": "*i64",
        "n": "i32", "vocab": "i32", "HAS_Q": "constexpr", "HAS_VLENS": "constexpr",
-       "PROBS": "constexpr", "BLOCK_V": "constexpr", "BLOCK_N": "constexpr",
-       "ORDER": "constexpr", "INVARIANT": "constexpr"}
-for has_q, probs, order, inv in ((False, False, 0, False), (False, True, 0, False),
-                                 (True, False, 0, False), (True, True, 0, False),
-                                 (True, False, 1, False), (True, True, 2, False),
-                                 (False, True, 0, True)):
+       "PROBS": "constexpr", "BLOCK_V": "constexpr", "BLOCK_N": "constexpr"}
+sig["ORDER"] = "constexpr"
+sig["INVARIANT"] = "constexpr"
+for has_q, probs, order, invariant in (
+    (False, False, 0, False), (False, True, 0, False), (True, False, 0, False),
+    (True, True, 0, False), (True, False, 1, False), (True, True, 2, False),
+    (False, False, 0, True), (False, True, 1, True),
+):
     triton.compile(ASTSource(chain_params._chain_params_kernel, sig, constexprs={
         "HAS_Q": has_q, "HAS_VLENS": True, "PROBS": probs, "BLOCK_V": 2048,
-        "BLOCK_N": 8, "ORDER": order, "INVARIANT": inv}), target=target)
+        "BLOCK_N": 8, "ORDER": order, "INVARIANT": invariant}), target=target)
 stats = {"flat_ptr": "*fp32", "stride_r": "i64", "stride_v": "i32", "index_ptr": "*i64",
          "temp_ptr": "*fp32", "k_ptr": "*i64", "p_ptr": "*fp32", "m_ptr": "*fp32",
          "shift_ptr": "*fp32", "threshold_ptr": "*fp32", "norm_ptr": "*fp32", "vocab": "i32",
@@ -714,7 +716,7 @@ def test_triton_chain_with_params_equals_torch_in_each_order(order):
                                seed=[1, 2, 3, 4])
     kwargs = dict(params=params, filter_order=order,
                   coins=torch.rand(4, 2, generator=torch.Generator().manual_seed(2)) * 0.5,
-                  keys=torch.arange(20, 24))
+                  keys=torch.arange(4) - 7, positions=torch.tensor([3, 0, 8, 1]))
     a = verify_chain_with_params(candidates, target, draft, backend="torch", **kwargs)
     t = verify_chain_with_params(candidates, target, draft, backend="triton", block_v=16,
                                  **kwargs)

@@ -29,6 +29,7 @@ LAUNCHING_TESTS = (
     "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
     "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
     "tests/kernels/test_relaxed.py::test_relaxed_triton_and_torch_equal_the_reference",
+    "tests/kernels/test_chain_invariant.py",
 )
 
 

@@ -19,7 +19,7 @@ from specreg.testing.loop import SpeculativeLoop
 TOY = ToyConfig()
 DRAFT_CONFIG = toy_draft_checkpoint(TOY)
 LOOKUP = {"prompt_lookup_min": 1, "prompt_lookup_max": 3}
-NUM_NEW = 48
+NUM_NEW = 24
 
 CASES = {
     "dspark": {"algorithm": "dspark", "draft_config": DRAFT_CONFIG},
