@@ -1,4 +1,7 @@
-"""Fuzz the chain verify and sampling kernels (torch path): correct results or coded errors."""
+"""Fuzz the chain verify and sampling kernels (torch path): correct results or coded errors,
+and every verdict justified by an independent validity predicate
+(`tests.support.chain_validity`): a refusal only of input the predicate calls invalid, a result
+only for input it calls valid (CPU, value checks on)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,18 @@ from specreg.kernels.chain import (
     verify_chain_target_only,
 )
 from specreg.kernels.sampling import exponential_race_sample, inverse_cdf_sample, uniform_coins
+from tests.support.chain_validity import (
+    acceptance_is_justified,
+    chain_problems,
+    refusal_is_justified,
+)
 from tests.support.fuzz import coded_or_result, fuzz_settings
 from tests.support.kernel_inputs import all_meta, float_tensor, index_tensor
 
 pytestmark = pytest.mark.fuzz
+
+#: Coins at and beside the edges of [0, 1): a check off by one edge refuses or accepts wrongly.
+EDGE_COINS = [0.0, -0.0, 1.0 - 2**-24, 1.0, 1.5, -1e-9, float("nan")]
 
 dims = st.fixed_dictionaries({"b": st.integers(0, 4), "n": st.integers(0, 5), "v": st.integers(0, 7)})
 
@@ -54,6 +65,14 @@ def _check_result(result, candidates, b, n, v):
         assert bool((out[a + 1 :] == -1).all())
 
 
+def _assert_justified(error, problems):
+    """A refusal needs a reason the predicate also finds; a result needs valid input."""
+    if error is not None:
+        assert refusal_is_justified(problems), f"refused valid input: {error}"
+    else:
+        assert acceptance_is_justified(problems), f"accepted invalid input: {problems}"
+
+
 @fuzz_settings(400)
 @given(data=st.data(), d=dims, ragged=st.booleans())
 def test_verify_chain_greedy(data, d, ragged):
@@ -64,7 +83,9 @@ def test_verify_chain_greedy(data, d, ragged):
     result, error = coded_or_result(
         lambda: verify_chain_greedy(candidates, logits, verify_lens=lens)
     )
-    if error is not None or all_meta(candidates, logits, lens):
+    problems = chain_problems(candidates, logits, verify_lens=lens, probabilities=False)
+    _assert_justified(error, problems)
+    if error is not None:
         return
     _check_result(result, candidates, b, n, v)
     accept, bonus = _greedy_reference(candidates, logits, lens)
@@ -84,12 +105,17 @@ def test_verify_chain_sampling(data, d, ragged, with_q, coin_mode):
     lens = data.draw(index_tensor((b,), 1, n + 1)) if ragged else None
     kwargs = {}
     if coin_mode == "given":
-        kwargs["coins"] = data.draw(float_tensor((b, max(n - 1, 0)), probabilities=False)).abs() % 1
+        coins = data.draw(float_tensor((b, max(n - 1, 0)), probabilities=False)).abs() % 1
+        edge = coins.numel() and coins.is_floating_point() and coins.is_contiguous()
+        if edge and data.draw(st.booleans()):
+            coins.view(-1)[0] = data.draw(st.sampled_from(EDGE_COINS))  # either side of [0, 1)
+        kwargs["coins"] = coins
         kwargs["keys"] = data.draw(index_tensor((b,), -(2**62), 2**62))
     elif coin_mode == "keys":
         kwargs["keys"] = data.draw(index_tensor((b,), -(2**62), 2**62))
         if data.draw(st.booleans()):
-            kwargs["positions"] = data.draw(index_tensor((b,), 0, 2**40))
+            high = data.draw(st.sampled_from([4, 2**40]))  # small ones meet the bound at 0
+            kwargs["positions"] = data.draw(index_tensor((b,), -2 if high == 4 else 0, high))
     else:
         kwargs["generator"] = torch.Generator().manual_seed(data.draw(st.integers(0, 99)))
     fn = verify_chain_sampling if with_q or data.draw(st.booleans()) else None
@@ -98,7 +124,12 @@ def test_verify_chain_sampling(data, d, ragged, with_q, coin_mode):
     else:
         call = lambda: fn(candidates, p, q, verify_lens=lens, **kwargs)  # noqa: E731
     result, error = coded_or_result(call)
-    if error is None and not all_meta(candidates, p, q, lens):
+    problems = chain_problems(
+        candidates, p, q if fn is not None else None, verify_lens=lens, probabilities=True,
+        coins=kwargs.get("coins"), keys=kwargs.get("keys"), positions=kwargs.get("positions"),
+    )
+    _assert_justified(error, problems)
+    if error is None:
         _check_result(result, candidates, b, n, v)
         if n == 1 or (lens is not None and b and bool((lens == 1).all())):
             assert bool((result.accept_len == 0).all())
@@ -169,3 +200,47 @@ def test_inverse_cdf_sample(data, rows, v):
     if error is None and not all_meta(weights, coins):
         assert out.shape == (rows,)
         assert bool(((out >= 0) & (out < v)).all())
+
+
+def _edge_cases():
+    """Valid inputs, then each changed at one edge of the contract (either side)."""
+    g = torch.Generator().manual_seed(0)
+    b, n, v = 2, 3, 5
+    cand = torch.randint(0, v, (b, n), generator=g)
+    p = torch.softmax(torch.randn(b, n, v, generator=g), -1)
+    q = torch.softmax(torch.randn(b, n - 1, v, generator=g), -1)
+    base = dict(candidates=cand, target=p, draft=q, keys=torch.tensor([3, -4]),
+                positions=torch.tensor([0, 7]), coins=torch.full((b, n - 1), 0.5))
+    edits = {
+        "valid": {},
+        "position 0 (valid)": {"positions": torch.tensor([0, 0])},
+        "position -1": {"positions": torch.tensor([0, -1])},
+        "coin 0 (valid)": {"coins": torch.zeros(b, n - 1)},
+        "coin 1 - 2^-24 (valid)": {"coins": torch.full((b, n - 1), 1.0 - 2**-24)},
+        "coin 1": {"coins": torch.tensor([[0.5, 1.0], [0.5, 0.5]])},
+        "coin -1e-9": {"coins": torch.tensor([[0.5, -1e-9], [0.5, 0.5]], dtype=torch.float64)},
+        "coin NaN": {"coins": torch.tensor([[0.5, float("nan")], [0.5, 0.5]])},
+        "token V - 1 (valid)": {"candidates": torch.full((b, n), v - 1)},
+        "token V": {"candidates": torch.tensor([[0, 1, v], [0, 1, 2]])},
+        "token -1": {"candidates": torch.tensor([[0, -1, 2], [0, 1, 2]])},
+        "empty target row": {"target": torch.cat([torch.zeros(1, n, v), p[1:]])},
+        "negative probability": {"target": p - 1e-3},
+        "empty draft row": {"draft": torch.cat([torch.zeros(1, n - 1, v), q[1:]])},
+        "meta target": {"target": p.to("meta")},
+        "int32 keys (valid)": {"keys": torch.tensor([3, -4], dtype=torch.int32)},
+        "float keys": {"keys": torch.tensor([3.0, 4.0])},
+        "keys of 3": {"keys": torch.tensor([1, 2, 3])},
+    }
+    for name, change in edits.items():
+        yield name, {**base, **change}
+
+
+@pytest.mark.parametrize("name,inputs", list(_edge_cases()), ids=[n for n, _ in _edge_cases()])
+def test_edge_inputs_get_the_predicates_verdict(name, inputs):
+    """Deterministic edges (the fuzz slice of CI rarely draws them): the kernel refuses exactly
+    the inputs the independent predicate calls invalid."""
+    args = dict(inputs)
+    cand, target, draft = args.pop("candidates"), args.pop("target"), args.pop("draft")
+    _, error = coded_or_result(lambda: verify_chain_sampling(cand, target, draft, **args))
+    problems = chain_problems(cand, target, draft, probabilities=True, **args)
+    assert (error is not None) == bool(problems), (name, error, problems)
