@@ -4,8 +4,9 @@ A verifier given per-request `SamplingParams` and draft logits filters them as i
 target: q = filter(draft / T) by the plan's filter order (`specreg.kernels.filtering`). Its
 with-draft rule is lossless only when the drafts were drawn from that very q, so the drafters
 draw through this module, which computes q with the verifiers' own functions (the row
-statistics of `gathered_row_stats`, or `row_stats_triton` on the Triton path as the tree
-verifier does, then `filtered_rows`): the drafter's q row is the verifier's, bit for bit.
+statistics of `gathered_row_stats`, then `filtered_rows`; on the Triton path
+`row_stats_triton`, then `filtered_rows_triton`, the Triton verifiers' `filtered_tile`): the
+drafter's q row is the verifier's, bit for bit, on each backend.
 
 - `sample_rows`: one draft per row (chain and block drafters), by the verifiers' two-level
   exponential race on q, keyed on the random stream by (request key, SAMPLE role, the draft's
@@ -51,7 +52,7 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
-from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
+from specreg.kernels.filtering.torch_impl import filtered_rows, gathered_row_stats
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.sampling_params import SamplingParams
 
@@ -174,17 +175,16 @@ def filtered_q(
     rule = filter_rule(filter_order)
     p = params.select(rows)
     if select_backend(logits, requested=backend) == "triton":
-        from specreg.kernels.filtering.triton_impl import row_stats_triton
+        from specreg.kernels.filtering.triton_impl import filtered_rows_triton, row_stats_triton
         from specreg.kernels.triton_shim import vocab_tile
 
-        shift, threshold, norm = row_stats_triton(
-            logits, rows, p.temperature, p.top_k, p.top_p, p.min_p, probabilities=False,
-            block_v=vocab_tile(logits.shape[-1], block_v, default=DRAFT_BLOCK_V), rule=rule,
-        )
-        stats = RowStats(shift=shift, threshold=threshold, norm=norm)
-    else:
-        stats = gathered_row_stats(logits, rows, p.temperature, p.top_k, p.top_p, p.min_p,
-                                   probabilities=False, rule=rule)
+        tile = vocab_tile(logits.shape[-1], block_v, default=DRAFT_BLOCK_V)
+        stats = row_stats_triton(logits, rows, p.temperature, p.top_k, p.top_p, p.min_p,
+                                 probabilities=False, block_v=tile, rule=rule)
+        return filtered_rows_triton(logits, rows, p.temperature, stats, p.min_p,
+                                    probabilities=False, block_v=tile)
+    stats = gathered_row_stats(logits, rows, p.temperature, p.top_k, p.top_p, p.min_p,
+                               probabilities=False, rule=rule)
     return filtered_rows(logits.index_select(0, rows), p.temperature, stats, p.min_p,
                          probabilities=False)
 

@@ -55,7 +55,7 @@ from specreg.kernels.checks import (
     check_same_device,
     check_shape,
 )
-from specreg.kernels.filtering.torch_impl import row_stats, scaled_scores
+from specreg.kernels.filtering.torch_impl import row_stats, scaled_probabilities
 from specreg.kernels.filtering.types import FILTER_RULES
 from specreg.kernels.random_stream import fresh_keys
 from specreg.sampling_params import SamplingParams
@@ -276,7 +276,7 @@ def filter_probs(
     top-k survivors, then min-p) and renormalised; a fresh float32 [R, V].
 
     The kept set is specreg's (`specreg.kernels.filtering`; ties at a cut all kept): top-k keeps
-    p >= the k-th largest p, top-p keeps z = log p >= `row_stats`' threshold, min-p keeps
+    p >= the k-th largest p, top-p keeps p >= `row_stats`' threshold (a probability), min-p keeps
     p >= min_p * max p. The kept values are the row's own probabilities over their sum. Only
     the filters a call asks for are computed (SGLang calls one at a time)."""
     check_shape("probs", probs, (None, None))
@@ -301,9 +301,9 @@ def filter_probs(
         kth = values.gather(1, (params.top_k - 1).clamp(0, kmax - 1)[:, None])
         keep = (out >= kth) | ~cut_k[:, None]
     if top_p is not None and bool((params.top_p < 1).any()):
-        z = scaled_scores(out, params.temperature, probabilities=True)
-        stats = row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES["specreg"])
-        kept = z >= stats.threshold[:, None]
+        keys, z = scaled_probabilities(out, params.temperature)  # top-p ranks p itself
+        kept = out >= row_stats(z, params.top_k, params.top_p, params.min_p, FILTER_RULES[
+            "specreg"], keys=keys, temperature=params.temperature).threshold[:, None]
         keep = kept if keep is None else keep & kept
     if min_p is not None and bool((params.min_p > 0).any()):
         kept = out >= params.min_p[:, None] * out.amax(-1, keepdim=True)

@@ -22,6 +22,7 @@ from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import (
     TOP_P_PREFIX,
     RowStats,
+    filter_keys,
     filtered_rows,
     row_stats,
     scaled_scores,
@@ -99,7 +100,8 @@ def _torch_row(scores, rule, probabilities):
     top_k, top_p = torch.tensor([rule["top_k"]]), torch.tensor([rule["top_p"]])
     min_p = torch.tensor([rule["min_p"]])
     z = scaled_scores(scores[None], one, probabilities=probabilities)
-    stats = row_stats(z, top_k, top_p, min_p)
+    keys = filter_keys(scores[None], probabilities=probabilities)  # probabilities rank as p
+    stats = row_stats(z, top_k, top_p, min_p, keys=keys, temperature=one)
     return filtered_rows(scores[None], one, stats, min_p, probabilities=probabilities)[0], stats
 
 
@@ -185,7 +187,7 @@ def test_a_boundary_token_is_accepted_iff_the_rule_keeps_it(backend):
 def _binned_row():
     """V = 5121: one token of weight 1, 1024 tied at 2**-10 (mass 1), 4096 tied at 2**-11
     (mass 2), one at e**-40. top_p = .5 puts the goal (2) exactly at the end of the second group, past the
-    sorted prefix, so the binned search (`_top_p_threshold`) meets the exact boundary."""
+    sorted prefix, so the binned search (`pivot.binned_top_p_threshold`) meets the exact boundary."""
     weights = [1.0] + [2.0**-10] * 1024 + [2.0**-11] * 4096
     scores = torch.tensor([math.log(w) for w in weights], dtype=torch.float32)
     assert torch.equal((scores - scores.max()).exp(), torch.tensor(weights))

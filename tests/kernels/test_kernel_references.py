@@ -365,8 +365,8 @@ def test_argmax_family_equals_reference():
 @pytest.mark.parametrize("probabilities", [False, True])
 def test_filtering_torch_and_triton_equal_reference(probabilities):
     """The kept token set of every row: the torch statistics give the reference's support and
-    values; the Triton statistics equal them (exactly on logits, where z = s / T is the same
-    division; to rounding on probabilities, whose log may differ in the last bit)."""
+    values; the Triton thresholds equal them exactly (element keys: z = s / T, the same
+    division, on logits; the probabilities themselves on probability inputs)."""
     gen = _gen(11)
     rows, vocab = 8, 40
     scores = 2 * torch.randn(rows, vocab, generator=gen)
@@ -377,14 +377,14 @@ def test_filtering_torch_and_triton_equal_reference(probabilities):
     top_p = torch.tensor([1.0, 0.8, 0.95, 0.5, 1.0, 0.9, 1.0, 0.3])
     min_p = torch.tensor([0.0, 0.0, 0.05, 0.1, 0.0, 0.2, 0.0, 0.0])
     z = scaled_scores(source, temperature, probabilities=probabilities)
-    stats = row_stats(z.clone(), top_k, top_p, min_p)
+    keys = source if probabilities else z  # what the filters rank
+    stats = row_stats(z.clone(), top_k, top_p, min_p, keys=source if probabilities else None,
+                      temperature=temperature)
     t_shift, t_threshold, t_norm = row_stats_triton(
         source, torch.arange(rows), temperature, top_k, top_p, min_p,
         probabilities=probabilities, block_v=16,
     )
-    if probabilities:
-        assert torch.allclose(t_threshold, stats.threshold, rtol=1e-6)
-        t_threshold = stats.threshold
+    assert torch.equal(t_threshold, stats.threshold)
     for r in range(rows):
         want = filtered_distribution(
             source[r], temperature=float(temperature[r]), top_k=int(top_k[r]),
@@ -393,7 +393,7 @@ def test_filtering_torch_and_triton_equal_reference(probabilities):
         for threshold, shift, norm in ((stats.threshold, stats.shift, stats.norm),
                                        (t_threshold, t_shift, t_norm)):
             weight = torch.exp(z[r] - shift[r])
-            kept = (z[r] >= threshold[r]) & (weight >= min_p[r])
+            kept = (keys[r] >= threshold[r]) & (weight >= min_p[r])
             assert torch.equal(kept, want > 0), r
             got = torch.where(kept, weight, 0.0) / norm[r]
             assert torch.allclose(got.double(), want, atol=1e-6), r

@@ -19,7 +19,12 @@ from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_greedy_from_predict
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
+from specreg.kernels.filtering.torch_impl import (
+    filter_keys,
+    filtered_rows,
+    row_stats,
+    scaled_scores,
+)
 from specreg.kernels.filtering.triton_impl import row_stats_triton
 from specreg.kernels.filtering.types import FILTER_RULES
 from specreg.kernels.sampling import exponential_race_sample
@@ -366,7 +371,8 @@ def test_triton_row_stats_equal_torch(probabilities):
     scores, temperature, top_k, top_p, min_p = _rows(2)
     source = torch.softmax(scores, -1) if probabilities else scores
     z = scaled_scores(source, temperature, probabilities=probabilities)
-    stats = row_stats(z, top_k, top_p, min_p)
+    keys = filter_keys(source, probabilities=probabilities)  # probabilities rank as p
+    stats = row_stats(z, top_k, top_p, min_p, keys=keys, temperature=temperature)
     shift, threshold, norm = row_stats_triton(
         source, torch.arange(scores.shape[0]), temperature, top_k, top_p, min_p,
         probabilities=probabilities, block_v=32,
@@ -609,8 +615,22 @@ stats = {"flat_ptr": "*fp32", "stride_r": "i64", "stride_v": "i32", "index_ptr":
          "shift_ptr": "*fp32", "threshold_ptr": "*fp32", "norm_ptr": "*fp32", "vocab": "i32",
          "PROBS": "constexpr", "BLOCK_V": "constexpr", "ORDER": "constexpr"}
 for order in (0, 1, 2):  # the filter orders' codes: specreg, vllm, sglang
-    triton.compile(ASTSource(triton_impl._row_stats_kernel, stats, constexprs={
-        "PROBS": False, "BLOCK_V": 1024, "ORDER": order}), target=target)
+    for probs in (False, True):
+        triton.compile(ASTSource(triton_impl._row_stats_kernel, stats, constexprs={
+            "PROBS": probs, "BLOCK_V": 1024, "ORDER": order}), target=target)
+rows = {"flat_ptr": "*fp32", "stride_r": "i64", "stride_v": "i32", "index_ptr": "*i64",
+        "temp_ptr": "*fp32", "m_ptr": "*fp32", "shift_ptr": "*fp32", "threshold_ptr": "*fp32",
+        "norm_ptr": "*fp32", "out_ptr": "*fp32", "vocab": "i32", "PROBS": "constexpr",
+        "BLOCK_V": "constexpr"}
+at = {"flat_ptr": "*bf16", "stride_r": "i64", "stride_v": "i32", "rows_ptr": "*i64",
+      "tokens_ptr": "*i64", "temp_ptr": "*fp32", "m_ptr": "*fp32", "shift_ptr": "*fp32",
+      "threshold_ptr": "*fp32", "norm_ptr": "*fp32", "out_ptr": "*fp32", "width": "i32",
+      "PROBS": "constexpr", "BLOCK_W": "constexpr"}
+for probs in (False, True):  # the rows and token values the Triton paths read
+    triton.compile(ASTSource(triton_impl._filtered_rows_kernel, rows, constexprs={
+        "PROBS": probs, "BLOCK_V": 1024}), target=target)
+    triton.compile(ASTSource(triton_impl._log_probs_at_kernel, at, constexprs={
+        "PROBS": probs, "BLOCK_W": 16}), target=target)
 print("ok")
 """
 

@@ -1,10 +1,10 @@
 """The torch implementation of chain verification under per-request sampling parameters.
 
 Positions are walked over the requests still accepting: greedy requests take the target's
-argmax, sampled ones compare log u + log q(x) < log p(x), the filtered log-probabilities of
-the rows they reach from their scaled scores (`RowStats`: z - shift - log(norm), no exp of the
-row), and the emitted tokens come from row chunks of the filtered residual by the
-exponential race on the random stream. No
+argmax, sampled ones test u * q(x) < p(x) (exact, in float64) on the filtered probabilities of
+the drafted tokens, computed by the filtering family's one formula (`filtered_probs_at`: the
+float32 numbers the filtered rows hold there), and the emitted tokens come from row chunks of
+the filtered residual (`filtered_rows`) by the exponential race on the random stream. No
 filtered [b, n, V] tensor is built.
 """
 
@@ -18,6 +18,7 @@ from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.torch_impl import (
     FILTER_CHUNK_ELEMENTS,
     RowStats,
+    filtered_probs_at,
     filtered_rows,
     gathered_row_stats,
 )
@@ -49,19 +50,16 @@ class _Rows:
             rule=self.rule,
         )
 
-    def log_prob_at(
+    def prob_at(
         self, requests: torch.Tensor, position: int, tokens: torch.Tensor, stats: RowStats
     ) -> torch.Tensor:
-        """log of the filtered probability of `tokens` (-inf where filtered out), from the
-        scaled score: z - shift - log(norm), never exp'd and normalised (no underflow)."""
+        """The filtered probability of `tokens` (0 where filtered out): the float32 number the
+        row `filtered` returns holds at that token (one formula, `filtered_probs_at`)."""
         vocab = self.flat.shape[-1]
+        p = self.params
         scores = self.flat[requests * self.width + position, tokens.clamp(0, vocab - 1)]
-        z = scores.to(torch.float32)
-        if self.probs:
-            z = torch.log(z)
-        z = z / self.params.temperature[requests]
-        keep = (z >= stats.threshold) & (torch.exp(z - stats.shift) >= self.params.min_p[requests])
-        return torch.where(keep, z - stats.shift - torch.log(stats.norm), float("-inf"))
+        return filtered_probs_at(scores, p.temperature[requests], stats, p.min_p[requests],
+                                 probabilities=self.probs)
 
     def filtered(self, requests: torch.Tensor, position: int, stats: RowStats) -> torch.Tensor:
         p = self.params
@@ -69,6 +67,13 @@ class _Rows:
         return filtered_rows(
             rows, p.temperature[requests], stats, p.min_p[requests], probabilities=self.probs
         )
+
+
+def accepts(coin: torch.Tensor, q_x: torch.Tensor, p_x: torch.Tensor) -> torch.Tensor:
+    """The acceptance test u * q(x) < p(x) on the float32 coin and the float32 values the rows
+    hold, in float64, where the product of two float32 numbers is exact: no rounding decides."""
+    u = coin.to(torch.float32).to(torch.float64)
+    return u * q_x.to(torch.float64) < p_x.to(torch.float64)
 
 
 def _select(stats: RowStats, index: torch.Tensor) -> RowStats:
@@ -135,26 +140,25 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
                 stop = (~ok).nonzero().flatten()
                 bonus[requests[stop]] = drawn[stop]
             else:
-                log_p = p_rows.log_prob_at(requests, i, token[s], p_stats)
-                log_q = torch.zeros_like(log_p)
+                p_x = p_rows.prob_at(requests, i, token[s], p_stats)
+                q_x = torch.ones_like(p_x)
                 q_stats = None
                 tested = check_s.nonzero().flatten()
                 if q_rows is not None and tested.numel():
                     q_stats = RowStats(
-                        shift=torch.zeros_like(log_p),
-                        threshold=torch.full_like(log_p, float("-inf")),
-                        norm=torch.ones_like(log_p),
+                        shift=torch.zeros_like(p_x),
+                        threshold=torch.full_like(p_x, float("-inf")),
+                        norm=torch.ones_like(p_x),
                     )
                     tested_stats = q_rows.stats(requests[tested], i)
                     q_stats.shift[tested] = tested_stats.shift
                     q_stats.threshold[tested] = tested_stats.threshold
                     q_stats.norm[tested] = tested_stats.norm
-                    log_q[tested] = q_rows.log_prob_at(
+                    q_x[tested] = q_rows.prob_at(
                         requests[tested], i, token[s][tested], tested_stats
                     )
-                coin = coins[requests, i] if i < n - 1 else torch.zeros_like(log_p)
-                # the acceptance test in log space: log u + log q(x) < log p(x)
-                ok = check_s & valid[s] & (torch.log(coin.to(torch.float32)) + log_q < log_p)
+                coin = coins[requests, i] if i < n - 1 else torch.zeros_like(p_x)
+                ok = check_s & valid[s] & accepts(coin, q_x, p_x)
                 accepted[s] = ok
                 stop = (~ok).nonzero().flatten()
                 if stop.numel():

@@ -1,9 +1,11 @@
 """The Triton implementation of chain verification under per-request sampling parameters.
 
 One program per request: each reached row's filtering statistics are computed in tiles
-(`specreg.kernels.filtering.triton_impl.row_stats`); the acceptance test compares
-log u + log q(x) < log p(x) from the scaled scores (no exp of the row); the emitted token is drawn by the chain's exponential race (`emit_token`: one pass over
-the filtered residual's blocks, then one block again).
+(`specreg.kernels.filtering.triton_impl.row_stats`); the acceptance test is u * q(x) < p(x),
+exact in float64, on the filtered probabilities of the drafted token (`filtered_tile` at that
+token: the float32 numbers the race reads there); the emitted token is drawn by the chain's
+exponential race (`emit_token`: one pass over the filtered residual's blocks, then one block
+again).
 """
 
 from __future__ import annotations
@@ -17,16 +19,7 @@ from specreg.kernels.triton_shim import tl, triton
 if triton is not None:
     from specreg.kernels.argmax.triton_impl import row_argmax_tiles
     from specreg.kernels.chain.triton_impl import emit_token, write_result
-    from specreg.kernels.filtering.triton_impl import row_stats, scaled_tile
-
-    @triton.jit
-    def log_prob_at(row_ptr, token, valid, stride_v, temperature, shift, threshold, norm, min_p,
-                    PROBS: tl.constexpr):
-        """log of the filtered probability of `token` (-inf where filtered out or invalid),
-        from its scaled score: z - shift - log(norm)."""
-        z = scaled_tile(row_ptr, token, valid, stride_v, temperature, PROBS)
-        keep = valid & (z >= threshold) & (tl.exp(z - shift) >= min_p)
-        return tl.where(keep, z - shift - tl.log(norm), float("-inf"))
+    from specreg.kernels.filtering.triton_impl import filtered_tile, row_stats
 
     @triton.jit
     def _chain_params_kernel(
@@ -88,22 +81,20 @@ if triton is not None:
                     )
                     accepted = (token == target_token) & valid
                 else:
-                    log_p = log_prob_at(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
+                    p_x = filtered_tile(p_base + i * stride_pn, safe, valid, stride_pv, safe_t,
                                         p_shift, p_thr, p_norm, min_p, PROBS)
-                    # the acceptance test in log space: log u + log q(x) < log p(x)
-                    log_u = tl.log(
-                        tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32)
-                    )
+                    # u * q(x) < p(x) in float64: the product of two float32 numbers is exact
+                    u = tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32)
+                    q_x = p_x * 0.0 + 1.0
                     if HAS_Q:
                         q_shift, q_thr, q_norm = row_stats(
                             q_base + i * stride_qn, stride_qv, vocab, safe_t, top_k, top_p,
                             min_p, PROBS, BLOCK_V, ORDER,
                         )
-                        log_q = log_prob_at(q_base + i * stride_qn, safe, valid, stride_qv,
+                        q_x = filtered_tile(q_base + i * stride_qn, safe, valid, stride_qv,
                                             safe_t, q_shift, q_thr, q_norm, min_p, PROBS)
-                        accepted = (log_u + log_q < log_p) & valid
-                    else:
-                        accepted = (log_u < log_p) & valid
+                    accepted = (u.to(tl.float64) * q_x.to(tl.float64) < p_x.to(tl.float64))
+                    accepted = accepted & valid
             i += accepted.to(tl.int64)
             go = accepted & (i < limit)
 

@@ -3,21 +3,28 @@
 Rule, per request with temperature T > 0, from scores s [V] (raw logits; or, for probability
 inputs, s = log p, so that a probability row is treated as softmax of its logarithm):
 
-1. z = s / T (float32; T = 0 is greedy and never reaches the filter).
-2. top-k (0 < k < V): keep v iff z_v >= the k-th largest z. Ties at the k-th value are all kept.
-3. top-p (p < 1): keep v iff the mass of the tokens with z strictly above z_v, within the set the
-   filter order names (`orders`: the top-k survivors by default), renormalised, is < p (<= p in
-   the `sglang` order). Ties at the boundary are all kept; with distinct values this is the
-   smallest most-likely prefix whose mass reaches p.
-4. min-p (m > 0): keep v iff exp(z_v - max z) >= m, i.e. its probability is at least m times the
+1. z = s / T (float32; T = 0 is greedy and never reaches the filter). The filters rank keys:
+   z for logits; for probability inputs the float32 probabilities p themselves, -inf where
+   p = 0 (p^(1/T) orders as p does, while a float32 log maps distinct probabilities onto one
+   value, a tie no other sampler sees).
+2. top-k (0 < k < V): keep v iff key_v >= the k-th largest key. Ties at the k-th value are all
+   kept.
+3. top-p (p < 1): keep v iff the mass of the tokens with a key strictly above key_v, within the
+   set the filter order names (`orders`: the top-k survivors by default), renormalised, is < p
+   (<= p in the `sglang` order). Ties at the boundary are all kept; with distinct values this
+   is the smallest most-likely prefix whose mass reaches p.
+4. min-p (m > 0): keep v iff its weight w_v >= m, i.e. its probability is at least m times the
    largest one (scale-free, so the same before or after renormalising).
-5. Keep what passes 2-4 and renormalise: pi(v) = exp(z_v - max z) / Z over the kept tokens.
+5. Keep what passes 2-4 and renormalise: pi(v) = w_v / Z over the kept tokens, Z their mass.
 
-Steps 2-4 keep an upper set of z, so a row is summarised by three numbers (`RowStats`): the
-shift max z, the threshold tau = max(top-k, top-p thresholds) and the normaliser Z. Any token's
-filtered probability is then one scalar formula, and a whole row one elementwise pass: no
-filtered [b, n, V] tensor is ever built. The argmax is always kept, so pi has mass > 0 whenever
-the row has a finite score.
+The weight is w_v = exp(z_v - max z), 0 where z_v - max z <= `EXP_FLOOR` (-87: below
+float32's normal range), computed by one exp per backend (torch: `exp_`; Triton: `exp_weight`).
+Steps 2-4 keep an upper set of keys, so a row is summarised by three numbers (`RowStats`): the
+shift max z, the threshold tau = max(top-k, top-p thresholds) (a key) and the normaliser Z. Any
+token's filtered probability is then one scalar formula, and a whole row one elementwise pass:
+no filtered [b, n, V] tensor is ever built, and the acceptance test, the residual, the race and
+the logprobs all read that formula's float32 numbers (docs/kernels.md, "Exact and rounded
+operations"). The argmax is always kept, so pi has mass > 0 whenever the row has a finite score.
 
 The verifiers call the implementations directly (this family has no wrapper of its own):
 `orders` (the filter orders `specreg`, `vllm`, `sglang` and each one's rule), `reference` (per

@@ -1,12 +1,18 @@
 """Torch implementation of the filtering rule: per-row statistics, token probabilities, rows.
 
 Works on row chunks of `specreg.kernels.sampling.torch_impl.CPU_CHUNK_ELEMENTS` elements, so its
-temporaries stay cache-sized whatever the batch. Every filtered probability is computed by the
-same elementwise formula (`_filtered`), whether for one gathered token or a whole row, so the
-acceptance test and the residual draw see the same numbers.
+temporaries stay cache-sized whatever the batch. Every processed value comes from one
+elementwise formula (`_filtered`: the one exp `exp_`, the keep test on the filter key, one
+division by the kept mass), whether for one gathered token (`filtered_probs_at`, the acceptance
+test), a few (`filtered_log_probs_at`, the logprobs: the log of those same values) or a whole row
+(`filtered_rows`, the residual and the race), so they all read the same float32 numbers. The
+filters rank the rows' keys (`filter_keys`): the scaled scores for logits, the probabilities
+themselves for probability inputs (no log merging two of them into a tie).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import attrs
 import torch
@@ -14,7 +20,13 @@ import torch
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.pivot import torch_impl as pivot
 from specreg.kernels.pivot.torch_impl import RowWeights, column_maxima, pivot_prefix
-from specreg.kernels.sampling.torch_impl import CPU_CHUNK_ELEMENTS, cpu_row_chunks, exp_
+from specreg.kernels.sampling.torch_impl import (
+    CPU_CHUNK_ELEMENTS,
+    cpu_row_chunks,
+    exp_,
+    log_,
+    log_keys_,
+)
 
 #: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
 #: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).
@@ -35,17 +47,15 @@ TOP_P_PREFIX = 256
 PIVOT_MIN_VOCAB = 4 * pivot.PIVOT_COLUMNS
 #: Largest top-k the pivot search serves (past it, the topk prefix).
 PIVOT_MAX_K = 256
-#: Mass bins of the top-p search: TOP_P_BINS bins, each 1/TOP_P_BINS_PER_UNIT of a scaled logit
-#: below the row's max (the last bin takes the rest).
-TOP_P_BINS = 256
-TOP_P_BINS_PER_UNIT = 8.0
 
 
 @attrs.frozen(kw_only=True)
 class RowStats:
-    """Per-row summary of a filtered distribution (float32 [r] each): `shift` = max z,
-    `threshold` = the smallest kept z (-inf when top-k and top-p keep everything),
-    `norm` = the kept mass sum(exp(z - shift))."""
+    """Per-row summary of a filtered distribution (float32 [r] each): `shift` = max z (the z
+    of the largest key),
+    `threshold` = the smallest kept key (the scaled score z for logits, the probability for
+    probability inputs; -inf when top-k and top-p keep everything), `norm` = the kept mass
+    sum(exp(z - shift))."""
 
     shift: torch.Tensor
     threshold: torch.Tensor
@@ -58,44 +68,83 @@ def scaled_scores(
     """z = s / T as a fresh float32 [r, V] (s = log(rows) for probability inputs); `owned`:
     `rows` is the caller's own temporary (a gathered copy), divided in place when float32."""
     if probabilities:
-        return rows.to(torch.float32, copy=not owned).log_().div_(temperature[:, None])
+        probs = rows.to(torch.float32)
+        fresh = not owned and probs is rows
+        return log_(probs, fresh=fresh).div_(temperature[:, None])
     if owned and rows.dtype == torch.float32:
         return rows.div_(temperature[:, None])
     return torch.div(rows, temperature[:, None])
 
 
+def filter_keys(rows: torch.Tensor, *, probabilities: bool) -> torch.Tensor | None:
+    """The values the filters rank, a new float32 [r, V]: the probabilities themselves for
+    probability inputs (p^(1/T) orders as p does, and log would merge distinct probabilities
+    into ties), -inf where p = 0 (a masked token, as its log); None for logits, whose keys are
+    their scaled scores z."""
+    if not probabilities:
+        return None
+    keys = rows.to(torch.float32, copy=True)
+    return keys.masked_fill_(keys <= 0, float("-inf"))
+
+
+def scaled_probabilities(
+    rows: torch.Tensor, temperature: torch.Tensor, *, owned: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keys, z) of probability rows [r, V] or gathered values [r] / [r, m] (T [r]): the keys
+    of `filter_keys` and z = log(p) / T (new), from one zero test (`log_keys_`); `owned`: a
+    float32 `rows` is the caller's temporary, made the keys in place."""
+    keys = rows.to(torch.float32, copy=not owned)
+    return keys, log_keys_(keys).div_(temperature if rows.dim() == 1 else temperature[:, None])
+
+
+def keys_to_z(temperature: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """For probability keys: (values [m, w] of the rows `rows` [m]) -> their scaled scores
+    log(values) / T, fresh, by the same log (`log_`) and division as `scaled_scores` (the -inf
+    padding of a prefix reads as p = 0: z = -inf)."""
+
+    def z_of(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        return log_(values, fresh=True).div_(temperature.index_select(0, rows)[:, None])
+
+    return z_of
+
+
 def _filtered(
-    z: torch.Tensor, stats: RowStats, min_p: torch.Tensor, *, index: tuple = (..., None)
+    z: torch.Tensor,
+    keys: torch.Tensor | None,
+    stats: RowStats,
+    min_p: torch.Tensor,
+    *,
+    index: tuple = (..., None),
 ) -> torch.Tensor:
-    """The filtered probability of scaled scores `z` ([r] or [r, V]; `index` broadcasts the
-    per-row values). Overwrites `z` when it is a row block."""
-    if z.dim() == 1:
-        weight = torch.exp(z - stats.shift)
-        keep = (z >= stats.threshold) & (weight >= min_p)
-        return torch.where(keep, weight, 0.0) / stats.norm
+    """The filtered probabilities of scaled scores `z` ([r] or [r, V]; `keys` the matching
+    probabilities for probability inputs, else None: the keys are z; `index` broadcasts the
+    per-row values): pi = exp_(z - shift) / norm where key >= threshold and the weight >= min_p,
+    else 0. Overwrites `z`. One formula for a token, a few tokens or a row: the same bits."""
+    key = z if keys is None else keys
     always = z.device.type != "cpu"  # on accelerators: no data-dependent branches (no sync)
     cut = always or bool((stats.threshold > float("-inf")).any())
-    drop = z < stats.threshold[index] if cut else None
+    drop = key < stats.threshold[index] if cut else None
     weight = exp_(z.sub_(stats.shift[index]))
     if drop is not None:
         weight.masked_fill_(drop, 0.0)
-    _drop_filtered(weight, None, stats.threshold, min_p, cut=False, always=always)
+    if always or bool((min_p > 0).any()):
+        weight.masked_fill_(weight < min_p[index], 0.0)
     return weight.div_(stats.norm[index])
 
 
 def _drop_filtered(
     weight: torch.Tensor,
-    z: torch.Tensor | None,
+    key: torch.Tensor | None,
     threshold: torch.Tensor,
     min_p: torch.Tensor,
     *,
     cut: bool,
     always: bool = False,
 ) -> None:
-    """Zero, in place, the weights [r, V] of dropped tokens: z below the threshold (when `cut`
-    and `z` is given) and weights below min-p (rows with min_p > 0, or always)."""
-    if cut and z is not None:
-        weight.masked_fill_(z < threshold[:, None], 0.0)
+    """Zero, in place, the weights [r, V] of dropped tokens: keys below the threshold (when
+    `cut` and `key` is given) and weights below min-p (rows with min_p > 0, or always)."""
+    if cut and key is not None:
+        weight.masked_fill_(key < threshold[:, None], 0.0)
     if always or bool((min_p > 0).any()):
         weight.masked_fill_(weight < min_p[:, None], 0.0)
 
@@ -106,21 +155,39 @@ def row_stats(
     top_p: torch.Tensor,
     min_p: torch.Tensor,
     rule: FilterRule = FILTER_RULES[DEFAULT_FILTER_ORDER],
+    *,
+    keys: torch.Tensor | None = None,
+    temperature: torch.Tensor | None = None,
 ) -> RowStats:
     """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p,
-    top-p measured as `rule` says (`specreg.kernels.filtering.types`).
+    top-p measured as `rule` says (`specreg.kernels.filtering.types`). Probability inputs pass
+    `keys` (their float32 probabilities, `filter_keys`) and `temperature` [r]: top-k and top-p
+    then rank the probabilities (the threshold is one), z = log(p) / T giving the weights.
 
-    Top-k and top-p thresholds come from one sorted prefix of each row: on rows of at least
-    `PIVOT_MIN_VOCAB`, the elements at or above a pivot found from the row's column maxima
-    (`pivot.pivot_prefix`, no sort of the row); on shorter rows or past `PIVOT_MAX_K`, one
-    `torch.topk` prefix (at least `TOP_P_PREFIX` long, and long enough for the largest k). A
-    row whose nucleus does not fit in its prefix falls back to the binned search
-    (`_top_p_threshold`). Tie rule, as the reference's: a threshold is an element value and
-    every element equal to it is kept."""
+    Top-k and top-p thresholds come from one sorted prefix of each row's keys: on rows of at
+    least `PIVOT_MIN_VOCAB`, the elements at or above a pivot found from the row's column
+    maxima (`pivot.pivot_prefix`, no sort of the row); on shorter rows or past `PIVOT_MAX_K`,
+    one `torch.topk` prefix (at least `TOP_P_PREFIX` long, and long enough for the largest k).
+    A row whose nucleus does not fit in its prefix falls back to the binned search
+    (`pivot.binned_top_p_threshold`). Tie rule, as the reference's: a threshold is an element's key and
+    every element with that key is kept. Every weight is `exp_(z - shift)`; a prefix key's z is
+    computed by `keys_to_z`, the same log and division that made the row's z."""
     rows, vocab = z.shape
+    key = z if keys is None else keys
+    z_of = None
+    if keys is not None:
+        assert temperature is not None, "probability keys need the rows' temperatures"
+        z_of = keys_to_z(temperature)
+
+    def weigh(values: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        """The weights of key values [m, w] of the rows `at` [m] (fresh)."""
+        centre = shift.index_select(0, at)[:, None]
+        return exp_(torch.sub(values, centre) if z_of is None else z_of(values, at).sub_(centre))
+
     folded = vocab >= PIVOT_MIN_VOCAB
-    maxima = column_maxima(z) if folded else None
-    shift = (maxima if folded else z).amax(-1)
+    maxima = column_maxima(key) if folded else None
+    top = (maxima if folded else key).amax(-1)  # the largest key; shift: its z (max z)
+    shift = top if z_of is None else z_of(top[:, None], torch.arange(rows, device=z.device))[:, 0]
     weight = RowWeights(z, shift)
     threshold = torch.full((rows,), float("-inf"), device=z.device)
     cut_k = (top_k > 0) & (top_k < vocab)
@@ -130,13 +197,13 @@ def row_stats(
         largest_k = int(top_k[need].max())
         if folded and largest_k <= min(PIVOT_MAX_K, pivot.PIVOT_COLUMNS):
             values, low, complete = pivot_prefix(
-                z, maxima, shift, weight, need, top_k, cut_k, top_p, min_p,
-                rule.top_p_over, rule.keeps_top_p_boundary,
+                key, maxima, shift, weight, need, top_k, cut_k, top_p, min_p,
+                rule.top_p_over, rule.keeps_top_p_boundary, z_of=z_of,
             )
             prefix, whole = values.shape[1], False
         else:
             prefix = min(vocab, max(TOP_P_PREFIX, largest_k))
-            values = torch.topk(z if need.numel() == rows else z[need], prefix, dim=-1).values
+            values = torch.topk(key if need.numel() == rows else key[need], prefix, dim=-1).values
             whole = prefix == vocab
             low = values[:, -1]
             complete = torch.full_like(low, whole, dtype=torch.bool)
@@ -146,11 +213,12 @@ def row_stats(
         threshold[need] = floor
         # rows whose kept set is all in the prefix (every element >= the threshold is there)
         in_prefix = complete | (floor > low)
+        w_prefix = weigh(values, need)
         p_local = cut_p[need].nonzero().flatten()
         if p_local.numel():
             every = p_local.numel() == rows  # the common uniform batch: no row copies
             p_rows = need[p_local]
-            z_p = z if every else z[p_rows]
+            key_p = key if every else key[p_rows]
             floor_p = floor[p_local]
             # The set top-p measures: above `base_floor` and, for vLLM's order, past min-p.
             over_k = rule.top_p_over != "all"
@@ -160,7 +228,7 @@ def row_stats(
                 base_min_p = None
             in_base = None
             if over_k and bool(k_rows[p_local].any()):
-                in_base = z_p >= base_floor[:, None]
+                in_base = key_p >= base_floor[:, None]
             if base_min_p is not None:
                 weight_p = weight.full() if every else weight.full()[p_rows]
                 past_min_p = weight_p >= base_min_p[:, None]
@@ -172,7 +240,7 @@ def row_stats(
                 goal = torch.where(in_base, weight_p, 0.0).sum(-1)
             goal = top_p[p_rows] * goal
             ranked = values[p_local]
-            running = torch.exp(ranked - shift[p_rows, None])
+            running = w_prefix[p_local]
             dropped = ranked < base_floor[:, None]
             if base_min_p is not None:
                 dropped |= running < base_min_p[:, None]
@@ -187,17 +255,18 @@ def row_stats(
             missing = (~reached).nonzero().flatten()
             if missing.numel():
                 rows_m = p_rows[missing]
-                cut[missing] = _top_p_threshold(
-                    z[rows_m], shift[rows_m], base_floor[missing], top_p[rows_m],
+                cut[missing] = pivot.binned_top_p_threshold(
+                    key[rows_m], z[rows_m], weight.full()[rows_m], shift[rows_m],
+                    base_floor[missing], top_p[rows_m],
                     None if base_min_p is None else base_min_p[missing],
                     keeps_boundary=rule.keeps_top_p_boundary,
+                    weigh=lambda values, at: weigh(values, rows_m[at]),
                 )
             threshold[p_rows] = torch.maximum(floor_p, cut)
             inside = complete[p_local] | (threshold[p_rows] > low[p_local])
             in_prefix[p_local] = inside & reached
         # the kept set lies inside the prefix: its mass from there, not from the whole row
         limit = threshold.index_select(0, need)[:, None]
-        w_prefix = torch.exp(values - shift.index_select(0, need)[:, None])
         keep = (values >= limit) & (w_prefix >= min_p.index_select(0, need)[:, None])
         prefix_norm = torch.where(keep, w_prefix, 0.0).sum(-1)
         if need.numel() == rows and bool(in_prefix.all()):
@@ -205,53 +274,11 @@ def row_stats(
     if not need.numel() and not bool((min_p > 0).any()):
         return RowStats(shift=shift, threshold=threshold, norm=weight.total())
     full = weight.full()
-    _drop_filtered(full, z, threshold, min_p, cut=bool(need.numel()))
+    _drop_filtered(full, key, threshold, min_p, cut=bool(need.numel()))
     norm = full.sum(-1)
     if need.numel():
         norm[need[in_prefix]] = prefix_norm[in_prefix]
     return RowStats(shift=shift, threshold=threshold, norm=norm)
-
-
-def _top_p_threshold(
-    z: torch.Tensor,
-    shift: torch.Tensor,
-    base_floor: torch.Tensor,
-    top_p: torch.Tensor,
-    base_min_p: torch.Tensor | None,
-    *,
-    keeps_boundary: bool,
-) -> torch.Tensor:
-    """The top-p threshold per row: the z at which the descending cumulative mass of the set
-    top-p measures (z >= `base_floor`, weight >= `base_min_p` when given) first reaches
-    (`keeps_boundary`: passes) p * its total.
-
-    No full sort: the set's mass is binned by distance below the max (`TOP_P_BINS` bins of
-    1/`TOP_P_BINS_PER_UNIT` logit, the last one open-ended), the bin where the cumulative mass
-    crosses the goal is found, and only that bin's tokens are sorted."""
-    rows, _ = z.shape
-    weight = torch.exp(z - shift[:, None])
-    survivors = z >= base_floor[:, None]
-    if base_min_p is not None:
-        survivors &= weight >= base_min_p[:, None]
-    weight = torch.where(survivors, weight, 0.0)
-    goal = top_p * weight.sum(-1)
-    bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
-    bins = bins.to(torch.int64)
-    flat = bins + torch.arange(rows, device=z.device)[:, None] * TOP_P_BINS
-    mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
-    cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
-    below = (cum <= goal[:, None]) if keeps_boundary else (cum < goal[:, None])
-    crossing = below.sum(-1).clamp_max(TOP_P_BINS - 1)
-    before = torch.where(
-        crossing > 0, cum.gather(1, (crossing - 1).clamp_min(0)[:, None]).squeeze(1), 0.0
-    )
-    in_bin = (bins == crossing[:, None]) & survivors
-    width = max(int(in_bin.sum(-1).max()), 1)
-    values = torch.topk(torch.where(in_bin, z, float("-inf")), width, dim=-1).values
-    running = before[:, None] + torch.exp(values - shift[:, None]).cumsum(-1)
-    below = (running <= goal[:, None]) if keeps_boundary else (running < goal[:, None])
-    first = below.sum(-1).clamp_max(width - 1)
-    return values.gather(1, first[:, None]).squeeze(1)
 
 
 def gathered_row_stats(
@@ -273,11 +300,19 @@ def gathered_row_stats(
     norm = torch.empty(count, device=flat.device)
     for start, stop in cpu_row_chunks(count, flat.shape[-1], STATS_CHUNK_ELEMENTS):
         part = slice(start, stop)
-        z = scaled_scores(
-            flat.index_select(0, index[part]), temperature[part], probabilities=probabilities,
-            owned=True,
-        )
-        stats = row_stats(z, top_k[part], top_p[part], min_p[part], rule)
+        gathered = flat.index_select(0, index[part])
+        # Probability rows keep their keys only when a rank filter reads them; otherwise z is
+        # made in place and the shift is max z, the z of the largest key either way (log and
+        # the division are monotone: torch 2.13's CPU log checked on every positive float32).
+        cut = ((top_k[part] > 0) & (top_k[part] < flat.shape[-1])) | (top_p[part] < 1)
+        keys = None
+        if probabilities and bool(cut.any()):
+            keys, z = scaled_probabilities(gathered, temperature[part], owned=True)
+        else:
+            z = scaled_scores(gathered, temperature[part], probabilities=probabilities,
+                              owned=True)
+        stats = row_stats(z, top_k[part], top_p[part], min_p[part], rule, keys=keys,
+                          temperature=temperature[part])
         shift[part], threshold[part], norm[part] = stats.shift, stats.threshold, stats.norm
     return RowStats(shift=shift, threshold=threshold, norm=norm)
 
@@ -290,9 +325,27 @@ def filtered_probs_at(
     *,
     probabilities: bool,
 ) -> torch.Tensor:
-    """Filtered probabilities [r] of one gathered score per row (`scores` [r], any float)."""
-    z = torch.log(scores.to(torch.float32)) if probabilities else scores
-    return _filtered(z / temperature, stats, min_p, index=(...,))
+    """Filtered probabilities of gathered scores, one per row ([r]) or a few ([r, m]); the same
+    float32 numbers `filtered_rows` holds at those tokens."""
+    if probabilities:
+        keys, z = scaled_probabilities(scores, temperature)
+    else:  # the row path's division, per token
+        keys = None
+        z = torch.div(scores.to(torch.float32),
+                      temperature if scores.dim() == 1 else temperature[:, None])
+    return _filtered(z, keys, stats, min_p, index=(...,) if z.dim() == 1 else (..., None))
+
+
+def filtered_log_probs_at(
+    scores: torch.Tensor,
+    temperature: torch.Tensor,
+    stats: RowStats,
+    min_p: torch.Tensor,
+    *,
+    probabilities: bool,
+) -> torch.Tensor:
+    """log of `filtered_probs_at` (-inf where the row holds 0): the logprobs of those tokens."""
+    return log_(filtered_probs_at(scores, temperature, stats, min_p, probabilities=probabilities))
 
 
 def filtered_rows(
@@ -304,5 +357,7 @@ def filtered_rows(
     probabilities: bool,
 ) -> torch.Tensor:
     """The filtered distributions of `rows` [r, V] as float32 [r, V] (fresh)."""
-    z = scaled_scores(rows, temperature, probabilities=probabilities)
-    return _filtered(z, stats, min_p)
+    if probabilities:
+        keys, z = scaled_probabilities(rows, temperature)
+        return _filtered(z, keys, stats, min_p)
+    return _filtered(scaled_scores(rows, temperature, probabilities=False), None, stats, min_p)

@@ -1,12 +1,17 @@
 """Triton implementation of the filtering rule: jit functions the verifier kernels call per row.
 
 `row_stats` streams one row in BLOCK_V tiles (int64 offsets): the max, then the top-k and top-p
-thresholds by a pivot search over the float32 order (a monotone int32 key per value; each pass
-counts the set at a pivot and jumps the bounds to the nearest element keys on either side, so it
-ends on the exact element value, as a 32-step bisection would, in fewer passes; ties behave as
-in the torch path), then the kept mass.
-`filtered_tile` gives the filtered probabilities of one tile from those statistics.
-`row_stats_triton` runs it over chosen rows of a [R, V] tensor (one program per row).
+thresholds by a pivot search over the float32 order of the filter keys (`scaled_tile`: the
+scaled scores for logits, the probabilities for probability inputs; a monotone int32 key per
+value; each pass counts the set at a pivot and jumps the bounds to the nearest element keys on
+either side, so it ends on the exact element value, as a 32-step bisection would, in fewer
+passes; ties behave as in the torch path), then the kept mass.
+`filtered_tile` gives the filtered probabilities of one tile (or of one token: the acceptance
+test reads it there) from those statistics; every weight is `exp_weight`, the one exp of the
+Triton path (`tl.exp`, 0 at or below `EXP_FLOOR`), every log of a probability `tl.log`.
+`row_stats_triton` runs the statistics over chosen rows of a [R, V] tensor (one program per
+row); `filtered_rows_triton` writes filtered rows, `filtered_log_probs_triton` the logs of the
+filtered probabilities at given tokens.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
+from specreg.kernels.sampling.torch_impl import EXP_FLOOR
 from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
@@ -22,14 +28,26 @@ if triton is not None:
     _KEY_MIN = tl.constexpr(-2147483648)
     #: above every int32 key: "no element key on this side of the pivot"
     _KEY_LIMIT = tl.constexpr(2147483648)
+    _EXP_FLOOR = tl.constexpr(EXP_FLOOR)
+
+    @triton.jit
+    def exp_weight(x):
+        """The one exp of the Triton path: exp(x), 0 for x <= EXP_FLOOR (as torch's `exp_`)."""
+        return tl.where(x > _EXP_FLOOR, tl.exp(x), 0.0)
 
     @triton.jit
     def scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS: tl.constexpr):
-        """z = s / T of one tile (-inf outside the row); s = log(p) for probability rows."""
+        """(key, z) of one tile (-inf outside the row): z = s / T, s = log(p) for probability
+        rows; the filter key is z for logits, p itself for probabilities (p^(1/T) orders as p,
+        and no log merges two probabilities into a tie; -inf where p = 0, as its log)."""
         s = tl.load(row_ptr + cols * stride_v, mask=inside, other=float("-inf")).to(tl.float32)
         if PROBS:
-            s = tl.log(tl.where(inside, s, 0.0))
-        return s / temperature
+            z = tl.log(tl.where(inside, s, 0.0)) / temperature
+            key = tl.where(s > 0.0, s, float("-inf"))
+        else:
+            z = s / temperature
+            key = z
+        return key, z
 
     @triton.jit
     def _key(z):
@@ -48,9 +66,9 @@ if triton is not None:
         row_ptr, stride_v, vocab, temperature, shift, floor, min_p, goal, top_key,
         MASS: tl.constexpr, ABOVE: tl.constexpr, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
     ):
-        """The largest key t with count (MASS=False) or mass (MASS=True) of {z >= max(t, floor),
+        """The largest key t with count (MASS=False) or mass (MASS=True) of {key >= max(t, floor),
         exp(z - shift) >= min_p} at least `goal` (ABOVE: more than `goal`); searched in
-        [min int32, top_key].
+        [min int32, top_key] (t: the int32 order key `_key` of a filter key).
 
         A pivot search: each pass over the row counts the set at the pivot `mid` and also
         finds the nearest element keys on both sides of it; the count is the same anywhere
@@ -69,11 +87,11 @@ if triton is not None:
             for start in range(0, vocab, BLOCK_V):
                 cols = (start + offs).to(tl.int64)
                 inside = cols < vocab
-                z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
-                key = _key(z).to(tl.int64)
-                member = inside & (z >= floor)
+                value, z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
+                key = _key(value).to(tl.int64)
+                member = inside & (value >= floor)
                 if MASS:
-                    weight = tl.exp(z - shift)
+                    weight = exp_weight(z - shift)
                     member = member & (weight >= min_p)
                     total += tl.where(member & (key >= mid), weight, 0.0)
                 else:
@@ -100,9 +118,9 @@ if triton is not None:
         for start in range(0, vocab, BLOCK_V):
             cols = (start + offs).to(tl.int64)
             inside = cols < vocab
-            z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
-            weight = tl.exp(z - shift)
-            total += tl.where(inside & (z >= threshold) & (weight >= min_p), weight, 0.0)
+            key, z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
+            weight = exp_weight(z - shift)
+            total += tl.where(inside & (key >= threshold) & (weight >= min_p), weight, 0.0)
         return tl.sum(total, axis=0)
 
     @triton.jit
@@ -114,10 +132,13 @@ if triton is not None:
         best = tl.full([BLOCK_V], float("-inf"), tl.float32)
         for start in range(0, vocab, BLOCK_V):
             cols = (start + offs).to(tl.int64)
-            z = scaled_tile(row_ptr, cols, cols < vocab, stride_v, temperature, PROBS)
-            best = tl.maximum(best, z)
-        shift = tl.max(best, axis=0)
-        top_key = _key(shift)
+            key, z = scaled_tile(row_ptr, cols, cols < vocab, stride_v, temperature, PROBS)
+            best = tl.maximum(best, key)
+        top = tl.max(best, axis=0)
+        top_key = _key(top)
+        shift = top  # max z: the scaled score of the largest key (as the torch path)
+        if PROBS:
+            shift = tl.log(top) / temperature
         threshold = tl.full([], float("-inf"), tl.float32)
         if (top_k > 0) & (top_k < vocab):
             key = _bisect(row_ptr, stride_v, vocab, temperature, shift, threshold, 0.0,
@@ -144,10 +165,11 @@ if triton is not None:
     @triton.jit
     def filtered_tile(row_ptr, cols, inside, stride_v, temperature, shift, threshold, norm,
                       min_p, PROBS: tl.constexpr):
-        """Filtered probabilities of one tile (0 outside the row)."""
-        z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
-        weight = tl.exp(z - shift)
-        keep = inside & (z >= threshold) & (weight >= min_p)
+        """Filtered probabilities of one tile (0 outside the row), or of one token (`cols` a
+        scalar): the same formula, so the acceptance test reads the numbers the race reads."""
+        key, z = scaled_tile(row_ptr, cols, inside, stride_v, temperature, PROBS)
+        weight = exp_weight(z - shift)
+        keep = inside & (key >= threshold) & (weight >= min_p)
         return tl.where(keep, weight, 0.0) / norm
 
     @triton.jit
@@ -165,6 +187,40 @@ if triton is not None:
         tl.store(shift_ptr + r, shift)
         tl.store(threshold_ptr + r, threshold)
         tl.store(norm_ptr + r, norm)
+
+    @triton.jit
+    def _filtered_rows_kernel(
+        flat_ptr, stride_r, stride_v, index_ptr, temp_ptr, m_ptr, shift_ptr, threshold_ptr,
+        norm_ptr, out_ptr, vocab, PROBS: tl.constexpr, BLOCK_V: tl.constexpr,
+    ):
+        r = tl.program_id(0).to(tl.int64)
+        row_ptr = flat_ptr + tl.load(index_ptr + r).to(tl.int64) * stride_r
+        temperature, min_p = tl.load(temp_ptr + r), tl.load(m_ptr + r)
+        shift, threshold = tl.load(shift_ptr + r), tl.load(threshold_ptr + r)
+        norm = tl.load(norm_ptr + r)
+        offs = tl.arange(0, BLOCK_V)
+        for start in range(0, vocab, BLOCK_V):
+            cols = (start + offs).to(tl.int64)
+            inside = cols < vocab
+            values = filtered_tile(row_ptr, cols, inside, stride_v, temperature, shift,
+                                   threshold, norm, min_p, PROBS)
+            tl.store(out_ptr + r * vocab + cols, values, mask=inside)
+
+    @triton.jit
+    def _log_probs_at_kernel(
+        flat_ptr, stride_r, stride_v, rows_ptr, tokens_ptr, temp_ptr, m_ptr, shift_ptr,
+        threshold_ptr, norm_ptr, out_ptr, width, PROBS: tl.constexpr, BLOCK_W: tl.constexpr,
+    ):
+        m = tl.program_id(0).to(tl.int64)
+        row_ptr = flat_ptr + tl.load(rows_ptr + m).to(tl.int64) * stride_r
+        lanes = tl.arange(0, BLOCK_W)
+        inside = lanes < width
+        tokens = tl.load(tokens_ptr + m * width + lanes, mask=inside, other=0).to(tl.int64)
+        values = filtered_tile(
+            row_ptr, tokens, inside, stride_v, tl.load(temp_ptr + m), tl.load(shift_ptr + m),
+            tl.load(threshold_ptr + m), tl.load(norm_ptr + m), tl.load(m_ptr + m), PROBS,
+        )
+        tl.store(out_ptr + m * width + lanes, tl.log(values), mask=inside)
 
 
 def row_stats_triton(
@@ -189,3 +245,49 @@ def row_stats_triton(
             *out, flat.shape[1], PROBS=probabilities, BLOCK_V=block_v, ORDER=rule.code,
         )
     return out[0], out[1], out[2]
+
+
+def filtered_rows_triton(
+    flat: torch.Tensor,
+    index: torch.Tensor,
+    temperature: torch.Tensor,
+    stats: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    min_p: torch.Tensor,
+    *,
+    probabilities: bool,
+    block_v: int,
+) -> torch.Tensor:
+    """The filtered rows `flat[index]` as a fresh float32 [len(index), V], from their
+    statistics `stats` (shift, threshold, norm; `row_stats_triton`): the numbers the Triton
+    verifiers' acceptance test and race read (`filtered_tile`)."""
+    count, vocab = index.shape[0], flat.shape[1]
+    out = torch.empty((count, vocab), dtype=torch.float32, device=flat.device)
+    if count:
+        _filtered_rows_kernel[(count,)](
+            flat, flat.stride(0), flat.stride(1), index, temperature, min_p, *stats, out, vocab,
+            PROBS=probabilities, BLOCK_V=block_v,
+        )
+    return out
+
+
+def filtered_log_probs_triton(
+    flat: torch.Tensor,
+    rows: torch.Tensor,
+    tokens: torch.Tensor,
+    temperature: torch.Tensor,
+    stats: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    min_p: torch.Tensor,
+    *,
+    probabilities: bool,
+) -> torch.Tensor:
+    """log of the filtered probabilities float32 [M, w] of `tokens` int64 [M, w] (valid ids)
+    in the rows `flat[rows]` under their statistics `stats` (shift, threshold, norm) [M]:
+    `tl.log` of `filtered_tile`, -inf where the row holds 0."""
+    count, width = tokens.shape
+    out = torch.empty((count, width), dtype=torch.float32, device=flat.device)
+    if count and width:
+        _log_probs_at_kernel[(count,)](
+            flat, flat.stride(0), flat.stride(1), rows, tokens.contiguous(), temperature, min_p,
+            *stats, out, width, PROBS=probabilities, BLOCK_W=max(16, triton.next_power_of_2(width)),
+        )
+    return out

@@ -2,8 +2,8 @@
 
 Imports neither torch nor triton: `specreg.config` validates `SpecConfig.filter_order` with it.
 
-Each of the three filters keeps an upper set of the scaled scores z (temperature applied), and
-every order keeps the intersection of the top-k, top-p and min-p sets. The orders differ only in
+Each of the three filters keeps an upper set of the filter keys (the scaled scores z, temperature
+applied, for logits; the probabilities themselves for probability inputs), and every order keeps the intersection of the top-k, top-p and min-p sets. The orders differ only in
 the set whose renormalised mass top-p measures, and in whether a token exactly at the top-p
 boundary is kept (`FilterRule`):
 
@@ -13,10 +13,10 @@ boundary is kept (`FilterRule`):
 | `vllm` | the survivors of min-p and top-k | < p | vLLM 0.33: min-p logits processor, then `apply_top_k_top_p` |
 | `sglang` | the whole distribution | <= p | SGLang 0.5.23: `top_k_top_p_min_p_sampling_from_probs_torch` |
 
-In all three: top-k keeps z >= the k-th largest z (ties at the cut all kept); min-p keeps a
+In all three: top-k keeps key >= the k-th largest key (ties at the cut all kept); min-p keeps a
 token whose probability is >= min_p times the largest (scale-free, so renormalising before or
-after does not change it); the mass above a token is that of the tokens with strictly larger z
-(ties at the top-p boundary all kept). Where the frameworks sort instead, ties are not
+after does not change it); the mass above a token is that of the tokens with a strictly larger
+key (ties at the top-p boundary all kept). Where the frameworks sort instead, ties are not
 well-defined there: SGLang's top-k keeps exactly k tokens by sort position, and both
 frameworks' top-p keep the tied tokens their sort happens to put first.
 """

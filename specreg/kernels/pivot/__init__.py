@@ -7,6 +7,7 @@ and only the columns reaching L gathered and ranked.
 
 - `reference.prefix_reference`: the plain rule (test oracle): sort the row, keep what is >= L.
 - `torch_impl.pivot_prefix`, `column_maxima`, `RowWeights`: the CPU implementation, called by
-  `specreg.kernels.filtering.torch_impl.row_stats`. The Triton filter searches its pivots in
+  `specreg.kernels.filtering.torch_impl.row_stats`; `torch_impl.binned_top_p_threshold`, the
+  search a top-p row falls back to when its nucleus is longer than its prefix. The Triton filter searches its pivots in
   registers instead (`specreg.kernels.filtering.triton_impl`).
 """

@@ -40,8 +40,9 @@ request's tokens do not depend on the rest of the batch). Then, per request:
 Memory: unlike the lossless params path, this opt-in path materialises the filtered
 probabilities, float32 [b, n, V] for the target and [b, n-1, V] for the draft (about
 8 * b * n * V bytes at peak), because the relaxed kernels read probability rows. The row
-statistics come from the filtering family (torch: `gathered_row_stats` in row chunks; Triton:
-`row_stats_triton`), the values from its one elementwise formula (`filtered_rows`).
+statistics and values come from the filtering family (torch: `gathered_row_stats` in row
+chunks, then its one elementwise formula `filtered_rows`; Triton: `row_stats_triton`, then
+`filtered_rows_triton`, the formula its verifiers read).
 """
 
 from __future__ import annotations
@@ -253,17 +254,16 @@ def filtered_probabilities(
     temperature = params.temperature[request].to(torch.float32)
     top_k, top_p = params.top_k[request], params.top_p[request]
     min_p = params.min_p[request].to(torch.float32)
-    if triton:
-        from specreg.kernels.filtering.triton_impl import row_stats_triton
+    if triton:  # the Triton path's own numbers (`filtered_tile`), as its verifiers read them
+        from specreg.kernels.filtering.triton_impl import filtered_rows_triton, row_stats_triton
 
-        shift, threshold, norm = row_stats_triton(
-            flat, rows, temperature, top_k, top_p, min_p, probabilities=probabilities,
-            block_v=vocab_tile(vocab, block_v), rule=rule,
-        )
-        stats = RowStats(shift=shift, threshold=threshold, norm=norm)
-    else:
-        stats = gathered_row_stats(flat, rows, temperature, top_k, top_p, min_p,
-                                   probabilities=probabilities, rule=rule)
+        tile = vocab_tile(vocab, block_v)
+        stats3 = row_stats_triton(flat, rows, temperature, top_k, top_p, min_p,
+                                  probabilities=probabilities, block_v=tile, rule=rule)
+        return filtered_rows_triton(flat, rows, temperature, stats3, min_p,
+                                    probabilities=probabilities, block_v=tile).view(b, m, vocab)
+    stats = gathered_row_stats(flat, rows, temperature, top_k, top_p, min_p,
+                               probabilities=probabilities, rule=rule)
     out = torch.empty((b * m, vocab), dtype=torch.float32, device=device)
     for start, stop in cpu_row_chunks(b * m, vocab, FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)

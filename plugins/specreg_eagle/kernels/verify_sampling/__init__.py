@@ -75,7 +75,7 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
+from specreg.kernels.filtering.torch_impl import filtered_rows, gathered_row_stats
 from specreg.kernels.filtering.types import (
     DEFAULT_FILTER_ORDER,
     FilterOrder,
@@ -458,17 +458,16 @@ def _filtered_tree_rows(
     """Filtered float32 rows `scores.view(-1, V)[rows]` under per-row parameters."""
     flat = scores.reshape(-1, scores.shape[-1])
     p = row_params
-    if triton_path:
-        from specreg.kernels.filtering.triton_impl import row_stats_triton
+    if triton_path:  # the Triton path's own numbers (`filtered_tile`)
+        from specreg.kernels.filtering.triton_impl import filtered_rows_triton, row_stats_triton
 
-        shift, threshold, norm = row_stats_triton(
-            flat, rows, p.temperature, p.top_k, p.top_p, p.min_p, probabilities=probabilities,
-            block_v=verify_tile(flat.shape[-1], block_v), rule=rule,
-        )
-        stats = RowStats(shift=shift, threshold=threshold, norm=norm)
-    else:
-        stats = gathered_row_stats(flat, rows, p.temperature, p.top_k, p.top_p, p.min_p,
-                                   probabilities=probabilities, rule=rule)
+        tile = verify_tile(flat.shape[-1], block_v)
+        stats = row_stats_triton(flat, rows, p.temperature, p.top_k, p.top_p, p.min_p,
+                                 probabilities=probabilities, block_v=tile, rule=rule)
+        return filtered_rows_triton(flat, rows, p.temperature, stats, p.min_p,
+                                    probabilities=probabilities, block_v=tile)
+    stats = gathered_row_stats(flat, rows, p.temperature, p.top_k, p.top_p, p.min_p,
+                               probabilities=probabilities, rule=rule)
     return filtered_rows(flat.index_select(0, rows), p.temperature, stats, p.min_p,
                          probabilities=probabilities)
 
