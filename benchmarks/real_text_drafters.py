@@ -56,6 +56,7 @@ class ReplayView:
     sampling = False
     with_draft = False  # greedy: drafts are argmaxes, no filtered q
     temperature = 1.0
+    keys = None  # greedy: nothing is drawn on the random stream
 
     def __init__(self, plan: Any, model: CountLM, target: ReplayTarget,
                  head: Any = None) -> None:

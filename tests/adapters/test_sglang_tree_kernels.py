@@ -16,7 +16,7 @@ from specreg.adapters import sglang_tree_kernels as kernels
 from specreg.errors import KernelInputError
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.random_stream.reference import draw_lanes
-from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE
 from specreg.kernels.sampling.reference import block_race_reference
 
 
@@ -186,13 +186,13 @@ def test_seeded_target_only_sampling_decides_as_sglang_and_draws_by_the_seeds_ra
         assert int(num[r]) == len(path) - 1
         last = path[-1]
         # the final token: p at the last node without the children tried there, raced under
-        # (seed, RESIDUAL role if a child was tried else SAMPLE, seq_len + 1 + accepted)
+        # (seed, RESIDUAL role, seq_len + 1 + accepted): a tree's final draw never reads the
+        # SAMPLE role, from which a tree drafter draws its children
         weights = [0.0 if t in tried else w for t, w in enumerate(p[r, last].tolist())]
-        role = RESIDUAL_ROLE if tried else SAMPLE_ROLE
-        lanes = draw_lanes(int(seeds[r]), role, int(seq_lens[r]) + len(path))
+        lanes = draw_lanes(int(seeds[r]), RESIDUAL_ROLE, int(seq_lens[r]) + len(path))
         assert int(predicts[r * n + last]) == block_race_reference(weights, lanes), r
         rejected += bool(tried)
-    assert 0 < rejected < b and int(num.sum()) > b // 2  # both roles, paths past the root
+    assert 0 < rejected < b and int(num.sum()) > b // 2  # rejections and leaves, past the root
 
 
 def test_a_seeded_request_draws_the_same_alone_and_in_a_batch():
