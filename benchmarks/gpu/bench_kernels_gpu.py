@@ -164,7 +164,38 @@ def chain(ctx: Ctx) -> list[Case]:
         cases.append(Case(f"chain sampling verify {label}", lambda run=run: run("triton"),
                           lambda run=run: run("torch"), _eq("output_tokens", "accept_len"), rule,
                           "p(x), q(x) of tested drafts, the stop position's rows, result"))
+
+    def invariant(backend):
+        from specreg.kernels.chain import verify_chain_invariant
+
+        return verify_chain_invariant(candidates, p, **stream, backend=backend)
+
+    def invariant_rule(result) -> int:
+        rows = sum(min(a + 1, s.n) for a in result.accept_len.tolist())
+        return rows * s.vocab * 4 + s.b * s.n * 8 + s.b * 16 + _result_bytes(s.b, s.n)
+
+    cases.append(Case("chain invariant verify", lambda: invariant("triton"),
+                      lambda: invariant("torch"), _eq("output_tokens", "accept_len"),
+                      invariant_rule, "p rows up to the first mismatch (each raced), result"))
     return cases
+
+
+def filtering(ctx: Ctx) -> list[Case]:
+    """The filtered rows the drafters sample from (`specreg.draft_sampling.filtered_q`)."""
+    from specreg.demo_params import mixed_demo_params
+    from specreg.draft_sampling import filtered_q
+
+    s = ctx.sizes
+    logits = 3 * ctx.randn(s.b, s.vocab)
+    params = mixed_demo_params(s.b, device=ctx.device)
+    rows = (~params.greedy).nonzero().flatten()
+
+    def run(backend):
+        return filtered_q(logits, params, rows, backend=backend)
+
+    return [Case("filtered draft rows (mixed parameters)", lambda: run("triton"),
+                 lambda: run("torch"), lambda a, b: torch.allclose(a, b, atol=1e-6),
+                 lambda _: 2 * rows.numel() * s.vocab * 4, "the rows read, the rows written")]
 
 
 def relaxed(ctx: Ctx) -> list[Case]:
@@ -538,16 +569,19 @@ class Entry:
 
 #: Every Triton kernel family: the kernels each launches, and what bounds it on a GPU.
 ENTRIES: tuple[Entry, ...] = (
-    Entry("chain", ("_chain_greedy_kernel", "_chain_sampling_kernel"), HBM, chain),
+    Entry("chain", ("_chain_greedy_kernel", "_chain_sampling_kernel", "_chain_invariant_kernel"),
+          HBM, chain),
+    Entry("filtering", ("_row_stats_kernel", "_filtered_rows_kernel"), HBM, filtering),
     Entry("chain_params", ("_chain_params_kernel",), HBM, chain_params),
     Entry("relaxed", ("_relaxed_kernel",), HBM, relaxed),
     Entry("random_stream", ("_random_stream_kernel",), HBM, random_stream),
     Entry("argmax", ("_row_argmax_kernel",), HBM, argmax),
-    Entry("logprobs", ("_token_logprob_kernel",), HBM, logprobs),
+    Entry("logprobs", ("_row_stats_kernel", "_log_probs_at_kernel"), HBM, logprobs),
     Entry("token_mask", ("_apply_bitmask_kernel",), HBM, token_mask),
     Entry("penalties", ("_penalise_entries_kernel",), LATENCY, penalties),
     Entry("eagle", ("_build_tree_kernel", "_row_argmax_kernel", "_tree_greedy_kernel",
-                    "_tree_sampling_kernel", "_row_stats_kernel"), HBM, eagle_tree),
+                    "_tree_sampling_kernel", "_row_stats_kernel", "_filtered_rows_kernel"), HBM,
+          eagle_tree),
     Entry("dspark", ("_markov_greedy_tiles_kernel", "_markov_greedy_combine_kernel",
                      "_draft_block_kernel"), HBM, dspark),
     Entry("hisparse", ("_swap_plan_commit_kernel", "_planned_copy_kernel"), HOST_LINK, hisparse),
