@@ -1,5 +1,9 @@
 """Test-session setup shared by every test directory: the Triton interpreter, the `--fuzz-long`
-option with the hypothesis profile it selects, and the fixtures several folders use.
+option with the hypothesis profile it selects, the fixtures several folders use, and how the
+run splits over two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts):
+each test file is one group, kept on one worker with its module fixtures, and every test of
+tests/adapters one group (they share the session's framework environment and parity runs);
+each worker runs torch on one thread, so the two never fight over the machine's two cores.
 
 Triton's interpreter must be switched on before triton is first imported, so it happens here, at
 the top of the root conftest. CPU tensors still dispatch to the torch path unless a test forces
@@ -36,12 +40,25 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config) -> None:
-    """Register the fuzz profiles; `--fuzz-long` loads the long one (tests.support.fuzz)."""
+    """Register the fuzz profiles; `--fuzz-long` loads the long one (tests.support.fuzz). Under
+    pytest-xdist, one torch thread per worker."""
     from tests.support.fuzz import LONG_PROFILE, register_profiles
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
     register_profiles()
     if config.getoption("--fuzz-long", default=False):
         settings.load_profile(LONG_PROFILE)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """xdist groups: one per test file, one for all of tests/adapters (module docstring)."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        group = "tests/adapters" if path.startswith("tests/adapters/") else path
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
