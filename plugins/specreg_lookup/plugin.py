@@ -110,18 +110,10 @@ def specreg_validate_config(
         return []
     effective = resolution.config if resolution is not None else config
     if algorithm.name == "ngram":
-        options, problems = ngram_options(config.draft_config)
+        _, problems = ngram_options(config.draft_config)
     else:
-        options, problems = suffix_options(config.draft_config, effective.num_steps)
-    if config.verify_mode == "invariant" and getattr(options, "proposals", None) == "tree":
-        problems.append(problem(
-            "SR133",
-            f"{algorithm.name} with proposals 'tree' verifies history trees, which run the "
-            "standard rule only",
-            accepted="verify_mode='invariant' with chain proposals (the default)",
-            fix="drop proposals: 'tree' from the draft config, or leave verify_mode unset",
-            field="verify_mode",
-        ))
+        _, problems = suffix_options(config.draft_config, effective.num_steps)
+
     steps, width = config.num_steps, config.num_draft_tokens
     if steps is not None and width is not None and width != steps + 1:
         problems.append(problem(

@@ -32,14 +32,19 @@ class LookupVerifier(ChainVerifier):
                                   target_logits)
 
     def verify_tree_sampling(
-        self, tree: LookupTree, target_probs: torch.Tensor, *,
-        generator: torch.Generator | None = None, draft_lengths: object = None,
+        self, tree: LookupTree, target_probs: torch.Tensor, *, keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None, generator: torch.Generator | None = None,
+        draft_lengths: object = None,
     ) -> VerifyResult:
-        """Target-only tree sampling (exact for history-only drafts); `target_probs` [b, N, V]
-        (`draft_lengths` as in `verify_tree_greedy`). A lossy plan rule is refused (SR196)."""
+        """Tree sampling by each node's keyed plain-sampling token (exact for history-only
+        drafts, and the drafter-invariant rule: the tokens equal plain keyed sampling, in either
+        verify mode); `target_probs` [b, N, V], `keys` / `positions` [b] (the position of the
+        root's children), `draft_lengths` as in `verify_tree_greedy`. A lossy plan rule is
+        refused (SR196)."""
         self._refuse_lossy("verify_tree_sampling")
         return verify_tree_sampling(tree.cut(draft_lengths, check_values=self.check_values),
-                                    target_probs, generator=generator)
+                                    target_probs, keys=keys, positions=positions,
+                                    generator=generator)
 
     def __repr__(self) -> str:
         widths = list(self.widths)

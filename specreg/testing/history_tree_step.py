@@ -62,7 +62,8 @@ def history_tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch
     logits = loop.verify_logits(batch, paths, depths)
     if loop.sampling:
         probs = torch.softmax(logits.float() / loop.temperature, dim=-1)
-        out = verifier.verify_tree_sampling(tree, probs, generator=loop.generator, **capped)
+        out = verifier.verify_tree_sampling(tree, probs, keys=loop.keys,
+                                            positions=batch.lengths, **capped)
     else:
         out = verifier.verify_tree_greedy(tree, logits, **capped)
     return out.output_tokens, out.num_accepted.long() + 1

@@ -1,5 +1,5 @@
 """The drafter-invariant verify mode end to end through the reference loop, for every built-in
-algorithm (chains, blocks, EAGLE chains and trees, Medusa's heads): with `verify_mode='invariant'` the tokens equal plain keyed sampling token for token
+algorithm (chains, blocks, EAGLE chains and trees, Medusa's heads, history trees): with `verify_mode='invariant'` the tokens equal plain keyed sampling token for token
 (the same loop with every draft length 0, i.e. one plain SAMPLE-role draw per step), for any
 drafter, alone or in a batch, with per-request sampling parameters too; a request's tokens are a
 function of its key alone. The standard rule keeps its own (lossless, different) tokens, so the
@@ -25,6 +25,8 @@ CASES = {
     "dspark": {"algorithm": "dspark", "draft_config": DRAFT_CONFIG},
     "dflash": {"algorithm": "dflash", "draft_config": DRAFT_CONFIG},
     "ngram": {"algorithm": "ngram", "num_steps": 3, "draft_config": LOOKUP},
+    "ngram-tree": {"algorithm": "ngram", "num_steps": 3,
+                   "draft_config": {**LOOKUP, "proposals": "tree"}},
     "suffix": {"algorithm": "suffix", "num_steps": 3, "draft_config": {"max_tree_depth": 16}},
     "draft_model": {"algorithm": "draft_model", "num_steps": 3},
     "eagle-chain": {"algorithm": "eagle", "num_steps": 3, "topk": 1},
@@ -108,13 +110,3 @@ def test_invariant_mode_with_request_parameters(registry, models, case):
     plain = _generate(registry, models, case, mode="invariant", keys=keys, prompts=prompts,
                       params=params, lengths=[0] * b)
     assert torch.equal(spec.tokens, plain.tokens)
-
-
-def test_history_trees_refuse_the_invariant_mode(registry):
-    """ngram's SGLang-style trees run the standard rule only: resolve refuses (SR133) instead of
-    running it silently."""
-    from specreg.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="SR133"):
-        registry.resolve({**CASES["ngram"], "draft_config": {**LOOKUP, "proposals": "tree"},
-                          "verify_mode": "invariant"})
