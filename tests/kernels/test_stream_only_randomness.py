@@ -167,3 +167,34 @@ def test_a_call_without_keys_draws_only_its_keys(x, no_generator_draws):
     torch.randint); given the keys, nothing else is drawn (the tests above)."""
     with pytest.raises(DrawOutsideStream, match="randint"):
         verify_chain_sampling(x["candidates"], x["p"], x["q"], positions=x["positions"])
+
+
+@pytest.fixture
+def eagle_tree():
+    """An EAGLE tree (4 requests, topk 3, 3 steps, 10 nodes) with its p and q, built before the
+    trap is set."""
+    from specreg_eagle.kernels.tree_build import build_tree
+
+    from tests.support.eagle import random_draft
+
+    gen = torch.Generator().manual_seed(5)
+    b, topk, steps, n, vocab = 4, 3, 3, 10, 50
+    parent_list, sel, drafts = random_draft(b, topk, steps, n, vocab, gen)
+    tree = build_tree(torch.randint(0, vocab, (b,), generator=gen), parent_list, sel, drafts,
+                      torch.randint(0, 5, (b,), generator=gen), topk=topk, depth=steps,
+                      num_verify_tokens=n, mask_mode="qlen_only")
+    p = torch.softmax(torch.randn(b, n, vocab, generator=gen) * 2, -1)
+    q = torch.softmax(torch.randn(b, n, vocab, generator=gen) * 2, -1)
+    return tree, p, q, (steps, topk, n)
+
+
+@pytest.mark.parametrize("invariant", [False, True])
+def test_tree_verifiers_draw_only_from_the_stream(eagle_tree, no_generator_draws, invariant):
+    from specreg_eagle.verifier import EagleVerifier
+
+    tree, p, q, (steps, topk, n) = eagle_tree
+    verifier = EagleVerifier(num_steps=steps, topk=topk, num_draft_tokens=n)
+    keys = torch.arange(p.shape[0], dtype=torch.int64) + 9
+    out = verifier.verify_sampling(tree, p, draft_probs=None if invariant else q, keys=keys,
+                                   invariant=invariant)
+    assert out.bonus.shape == (p.shape[0],)
