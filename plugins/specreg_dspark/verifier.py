@@ -72,6 +72,12 @@ class BlockVerifier:
         self.propose = self.drafter.propose
         self.candidates = self.drafter.candidates
 
+    @property
+    def verify_mode(self) -> str:
+        """The plan's verify mode, run by the wrapped chain verifier ('standard' or
+        'invariant')."""
+        return self.chain.verify_mode
+
     # ---------------------------------------------------------------------------- verifying
     def _ragged(self, verify_lens: torch.Tensor | None) -> None:
         if verify_lens is not None and not self.supports_ragged_verify:

@@ -30,7 +30,7 @@ TORCH_PATH_TESTS = (
 def test_torch_kernel_paths_name_their_device():
     env = dict(os.environ)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
          "-p", "tests.support.device_check", "-k", "not triton", *TORCH_PATH_TESTS],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
