@@ -11,9 +11,9 @@
 The filtering rule applied to these values is in `specreg.kernels.filtering` (docs: Kernels).
 Checks read tensor data, so they run on the CPU path (a coded error naming every bad request at
 once) and, on GPU, only with `check_values=True`; otherwise `invalid_rows` flags bad requests
-without a host synchronisation and the verifiers never accept a draft for them. The coins of a
-batch come from `specreg.kernels.sampling.request_coins`; `specreg.kernels.checks.check_params` checks a
-batch before a kernel reads it; `specreg.demo_params` builds the mixed batch of `specreg demo`.
+without a host synchronisation and the verifiers never accept a draft for them. A batch's draws
+are keyed by `specreg.kernels.sampling.request_keys` (a seeded request's key is its seed);
+`specreg.kernels.checks.check_params` checks a batch before a kernel reads it; `specreg.demo_params` builds the mixed batch of `specreg demo`.
 """
 
 from __future__ import annotations

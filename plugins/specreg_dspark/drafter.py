@@ -25,7 +25,6 @@ from specreg.memory import PER_REQUEST, Buffer
 from specreg_dspark.kernels.draft_block import build_draft_block
 from specreg_dspark.kernels.markov_head import make_markov_head
 from specreg_dspark.kernels.markov_head.torch_impl import (
-    ExponentialRaceSampler,
     MarkovHead,
     greedy_sampler,
 )
@@ -235,7 +234,7 @@ class BlockDrafter:
             if params is not None:
                 return sample_rows(logits, params, keys=keys, positions=at,
                                    filter_order=self.filter_order, backend=self.backend).tokens
-            q = ExponentialRaceSampler(temperature).probs(logits)
+            q = torch.softmax(logits.float() / temperature, dim=-1)
             return sample_tokens(q, keys=keys, positions=at, check_values=False)
 
         return sample
