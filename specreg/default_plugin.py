@@ -1,6 +1,8 @@
 """specreg's default plugin: the generic rules, registered `trylast` so any plugin overrides them.
 
-- resolve_config: unset parameters take the AlgorithmSpec defaults.
+- resolve_config: unset parameters take the AlgorithmSpec defaults; a chain (topk 1) infers
+  the one of num_steps and num_draft_tokens not given from the other (num_draft_tokens =
+  num_steps + 1), as its adaptive candidates do, so no given number is ignored.
 - candidates: step s drafts a chain (num_steps = s, num_draft_tokens = s + 1); a tree keeps topk
   with num_draft_tokens = 1 + s * topk.
 - sizes: gamma = num_draft_tokens - 1; draft_decode = topk, draft_extend = target_verify =
@@ -38,11 +40,27 @@ _FLAGS = {
 
 @hookimpl(trylast=True)
 def specreg_resolve_config(config: SpecConfig, algorithm: AlgorithmSpec) -> SpecConfig:
-    changes = {}
-    for name in _PARAMS:
-        if getattr(config, name) is None:
-            changes[name] = getattr(algorithm, name).default
+    given = {name: getattr(config, name) for name in _PARAMS}
+    values = _chain_inferred(dict(given), algorithm)  # from what the user gave
+    for name in ("num_draft_tokens", "num_steps", "topk"):  # a chain's steps follow its width
+        if values[name] is None:
+            values[name] = getattr(algorithm, name).default
+            values = _chain_inferred(values, algorithm)
+    changes = {name: v for name, v in values.items() if v != given[name]}
     return config.evolve(**changes) if changes else config
+
+
+def _chain_inferred(values: dict[str, int | None], algorithm: AlgorithmSpec) -> dict[str, int | None]:
+    """For a chain (topk 1), the one of num_steps and num_draft_tokens that is None, from the
+    other: a chain of s drafts is verified with s + 1 tokens."""
+    if algorithm.drafting != "chain" or (values["topk"] or 1) != 1:
+        return values
+    steps, drafts = values["num_steps"], values["num_draft_tokens"]
+    if drafts is None and steps is not None:
+        return {**values, "num_draft_tokens": steps + 1}
+    if steps is None and drafts is not None:
+        return {**values, "num_steps": drafts - 1}
+    return values
 
 
 def derive_candidate(config: SpecConfig, steps: int) -> SpecConfig:

@@ -42,7 +42,8 @@ from specreg.plugin_loading import (
 from specreg.plugin_tables import EMPTY_TABLES, collect_tables, hook_impls, own_names
 from specreg.plugin_tables import hook_names as all_hook_names
 from specreg.registration_checks import hook_raised, register_checked, shared_registry_change
-from specreg.resolver import check_config, resolve_plan
+from specreg.resolution import Resolution
+from specreg.resolver import check_config, resolve_plan, resolve_sizes
 from specreg.specs import AlgorithmSpec, CacheSpec, Origin
 
 __all__ = ["SHARED_REGISTRIES", "PluginFailure", "Registry", "RegistryCache"]
@@ -337,6 +338,12 @@ class Registry:
     def check(self, config: SpecConfig | Mapping[str, Any]) -> list[Problem]:
         """Every problem with `config` (errors and warnings), without raising."""
         return check_config(self, config)
+
+    def resolution(self, config: SpecConfig | Mapping[str, Any]) -> Resolution:
+        """The resolved config, gamma and widths (and every adaptive candidate's) without
+        building the verifier, drafter or swapper; raises one `ConfigError` listing every
+        problem. Imports nothing heavy: what `specreg check` sizes framework rules with."""
+        return resolve_sizes(self, config)
 
     def resolve(self, config: SpecConfig | Mapping[str, Any]) -> SpecPlan:
         """Validate `config`, resolve gamma and widths, build the kernels: a `SpecPlan`.

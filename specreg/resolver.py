@@ -3,11 +3,13 @@
 The pass: resolve the config (fill unset parameters), derive the adaptive candidates, size the
 config and every candidate in one call (gamma and every phase's width on both workers), then
 every plugin's validation, all problems reported together; finally the verifier, drafter and
-cache swapper, each checked against its `specreg.protocols` protocol. Every hook runs at most
-once per plugin, and only on the plugins the config concerns: those that registered its
-algorithm or cache (and were not overridden for it), those that registered no spec at all, and
-the default plugin. A `memo` dict lives for the pass so a plugin derives what it needs once. The resolver knows the registry only
-through the `HookTables` protocol, so neither module imports the other's internals.
+cache swapper, each checked against its `specreg.protocols` protocol and the plan's sizes
+(`specreg.plan_checks`: what cannot run is refused here, not at the first step). Every hook
+runs at most once per plugin, and only on the plugins the config concerns: those that
+registered its algorithm or cache (and were not overridden for it), those that registered no
+spec at all, and the default plugin. A `memo` dict lives for the pass so a plugin derives what
+it needs once. The resolver knows the registry only through the `HookTables` protocol, so
+neither module imports the other's internals.
 """
 
 from __future__ import annotations
@@ -33,19 +35,26 @@ from specreg.errors import (
 from specreg.integers import int_range_text, is_int
 from specreg.phase import PHASES
 from specreg.plan import SpecPlan
-from specreg.plugin_info import PluginInfo
-from specreg.protocols import (
-    DRAFTER_PROTOCOLS,
-    VERIFIER_PROTOCOLS,
-    CacheSwapperProtocol,
-    missing_members,
+from specreg.plan_checks import (
+    DEFAULT_VERIFIER_DRAFTING,
+    chain_steps_problems,
+    missing_verifier,
+    object_problems,
+    sized_problems,
+    sizes_problems,
+    validate_answer_problems,
+    verify_mode_problems,
 )
+from specreg.plugin_info import PluginInfo
+from specreg.protocols import DRAFTER_PROTOCOLS, VERIFIER_PROTOCOLS, CacheSwapperProtocol
 from specreg.resolution import Candidate, Resolution, Sizes, adaptive_steps
 from specreg.specs import AlgorithmSpec, CacheSpec
 from specreg.translate import config_from_flags
 
 DEFAULT_PLUGIN = "specreg.default"
 _LEGACY_SIZE_HOOKS = ("specreg_resolve_gamma", "specreg_num_tokens_per_req")
+#: Plugin faults that only echo a fault in the user's input: dropped while the input has one.
+_ECHO_CODES = ("SR115", "SR125")
 
 
 class HookTables(Protocol):
@@ -93,6 +102,16 @@ def check_config(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
     return found + _requested_backend()[1]
 
 
+def resolve_sizes(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> Resolution:
+    """The pass's resolution (configs, gamma, widths) without building any object; raises one
+    `ConfigError` listing every error."""
+    found = _run_pass(tables, config)
+    errors = split_problems(found.problems)[0]
+    if errors or found.resolution is None:
+        raise ConfigError(errors)
+    return found.resolution
+
+
 def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> SpecPlan:
     """Validate `config`, resolve gamma and widths, build the kernels: a `SpecPlan`.
 
@@ -106,22 +125,31 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
     resolution = found.resolution
     assert resolution is not None  # no error means the resolution hooks answered
     args = {"config": resolution.config, "resolution": resolution, "memo": found.memo}
-    drafting = found.algorithm.drafting
+    algorithm, drafting = found.algorithm, found.algorithm.drafting
+    problems: list[Problem] = []
     verifier = _build(
-        tables, "specreg_make_verifier", found.skip, VERIFIER_PROTOCOLS[drafting],
-        algorithm=found.algorithm, **args,
+        tables, "specreg_make_verifier", found.skip, VERIFIER_PROTOCOLS[drafting], problems,
+        algorithm=algorithm, **args,
     )
-    _check_verify_mode(resolution.config, found.algorithm.name, verifier)
+    if verifier is None and not problems:  # none built (not one refused: that is reported)
+        answered = tables.has_hook("specreg_make_verifier", skip=found.skip | {DEFAULT_PLUGIN})
+        origin = algorithm.origin.plugin if algorithm.origin else None
+        problems.append(missing_verifier(algorithm, answered, origin))
     drafter = _build(
-        tables, "specreg_make_drafter", found.skip, DRAFTER_PROTOCOLS[drafting],
-        algorithm=found.algorithm, **args,
+        tables, "specreg_make_drafter", found.skip, DRAFTER_PROTOCOLS[drafting], problems,
+        algorithm=algorithm, **args,
     )
     swapper = None
     if found.cache is not None:
         swapper = _build(
-            tables, "specreg_make_cache_swapper", found.skip, CacheSwapperProtocol,
+            tables, "specreg_make_cache_swapper", found.skip, CacheSwapperProtocol, problems,
             cache=found.cache, **args,
         )
+    if problems:
+        raise PluginError(problems)
+    refused_mode = verify_mode_problems(resolution.config, algorithm.name, verifier)
+    if refused_mode:
+        raise ConfigError(refused_mode)
     return SpecPlan(
         algorithm=found.algorithm,
         cache=found.cache,
@@ -135,27 +163,6 @@ def resolve_plan(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> 
     )
 
 
-def _check_verify_mode(config: SpecConfig, algorithm: str, verifier: Any) -> None:
-    """SR133 when the config asks for the invariant verify mode and the plan's verifier does
-    not run it (it does not say `verify_mode == 'invariant'`): running the standard rule instead
-    would be a silent fallback."""
-    if config.verify_mode != "invariant" or getattr(verifier, "verify_mode", None) == "invariant":
-        return
-    raise ConfigError(
-        problem(
-            "SR133",
-            f"{algorithm}: the plan's verifier ({type(verifier).__name__}) does not run the "
-            "invariant verify mode",
-            accepted="a verifier built with the config's verify_mode (specreg's ChainVerifier, "
-            "BlockVerifier, LookupVerifier and EagleVerifier take it)",
-            fix="leave verify_mode unset for this algorithm; plugin authors: pass "
-            "config.verify_mode to the verifier specreg_make_verifier returns, and set its "
-            "verify_mode attribute",
-            field="verify_mode",
-        )
-    )
-
-
 def _requested_backend() -> tuple[str, list[Problem]]:
     """SPECREG_KERNEL_BACKEND as the plan will keep it, and SR116 when it names no backend (an
     environment problem, reported with the config's, by `check` and `resolve` alike)."""
@@ -166,25 +173,24 @@ def _requested_backend() -> tuple[str, list[Problem]]:
 
 
 def _build(
-    tables: HookTables, hook_name: str, skip: frozenset[str], protocol: type, **kwargs: Any
+    tables: HookTables, hook_name: str, skip: frozenset[str], protocol: type,
+    problems: list[Problem], **kwargs: Any,
 ) -> Any:
+    """The object `hook_name` returns, or None; what is wrong with it goes to `problems` (a
+    class instead of an instance, a missing member: SR123; other sizes than the plan's:
+    SR126), and then it is None too."""
     plugin, obj = tables.call_hook_named(hook_name, skip=skip, **kwargs)
     if obj is None:
         return None
-    missing = missing_members(obj, protocol)
-    if missing:
-        raise PluginError(
-            problem(
-                "SR123",
-                f"plugin {plugin!r} returned {type(obj).__name__} from {hook_name}, which "
-                f"breaks {protocol.__name__}: missing or mismatched {', '.join(missing)}",
-                accepted=f"an object with every member of specreg.protocols.{protocol.__name__}",
-                fix="report it to the plugin's authors; plugin authors: add the members (the "
-                "conformance kit lists them)",
-                field=hook_name,
-            )
-        )
-    return obj
+    algorithm = kwargs.get("algorithm")
+    if algorithm is None:  # a cache swapper: its protocol only
+        wrong = object_problems(obj, hook_name, plugin, protocol, kwargs["cache"])
+    else:
+        wrong = object_problems(obj, hook_name, plugin, protocol, algorithm)
+        role = hook_name.removeprefix("specreg_make_")
+        wrong = wrong or sized_problems(role, obj, plugin, algorithm, kwargs["resolution"])
+    problems += wrong
+    return None if wrong else obj
 
 
 def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pass:
@@ -200,10 +206,17 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
     problems += [n for n in config.notices if n.is_error]
     resolution: Resolution | None = None
     resolve_problems: list[Problem] = []
+    answered_by: dict[str, str] = {}
     try:
-        resolution = _resolve(tables, config, algorithm, skip, memo)
+        resolution = _resolve(tables, config, algorithm, skip, memo, answered_by)
+        resolve_problems += sizes_problems(algorithm, resolution, answered_by["sizes"])
     except SpecRegError as exc:
         resolve_problems += exc.problems
+    if algorithm.drafting not in DEFAULT_VERIFIER_DRAFTING and not tables.has_hook(
+        "specreg_make_verifier", skip=skip | {DEFAULT_PLUGIN}
+    ):  # what resolve would find after building: said here, without building anything
+        origin = algorithm.origin.plugin if algorithm.origin else None
+        problems.append(missing_verifier(algorithm, False, origin))
     generic: list[Problem] = []  # the default plugin's rules, superseded per field below
     for plugin, found in tables.call_hook(
         "specreg_validate_config",
@@ -215,18 +228,15 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
         resolution=resolution,
         memo=memo,
     ):
-        for item in found:
-            if not isinstance(item, Problem):
-                item = problem(
-                    "SR114",
-                    f"plugin {plugin!r} returned {type(item).__name__} from "
-                    "specreg_validate_config instead of specreg.Problem",
-                    fix="return a list of specreg.Problem",
-                )
-            (generic if plugin == DEFAULT_PLUGIN else problems).append(item)
+        reported, wrong = validate_answer_problems(plugin, found)
+        (generic if plugin == DEFAULT_PLUGIN else problems).extend(reported)
+        problems += wrong
     # A plugin's own error about a field replaces the generic range message for it.
     owned = {p.field for p in problems if p.is_error and p.field}
     problems += [p for p in generic if not (p.is_error and p.field in owned)]
+    problems += chain_steps_problems(
+        config, algorithm, resolution, problems, answered_by.get("specreg_resolve_config", "")
+    )
     problems += consequences_dropped(resolve_problems, problems)
     problems = superseded_dropped(problems)
     return _Pass(algorithm, cache, resolution, dedupe_problems(problems), skip, memo)
@@ -261,12 +271,12 @@ def superseded_dropped(found: list[Problem]) -> list[Problem]:
 
 
 def consequences_dropped(resolve_problems: list[Problem], found: list[Problem]) -> list[Problem]:
-    """The resolve hooks' problems, less SR115 (a hook returned nonsense) when validation
-    already found an error in the user's input: the hook only echoed that input, so blaming the
-    plugin would point the user at the wrong party. Once the input is fixed, a real plugin bug
-    still shows."""
-    if any(p.is_error and p.code != "SR115" for p in found):
-        return [p for p in resolve_problems if p.code != "SR115"]
+    """The resolve hooks' problems, less SR115 (a hook returned nonsense) and SR125 (sizes that
+    contradict each other) when validation already found an error in the user's input: the
+    hook only echoed that input, so blaming the plugin would point the user at the wrong party.
+    Once the input is fixed, a real plugin bug still shows."""
+    if any(p.is_error and p.code not in _ECHO_CODES for p in found):
+        return [p for p in resolve_problems if p.code not in _ECHO_CODES]
     return resolve_problems
 
 
@@ -276,11 +286,15 @@ def _resolve(
     algorithm: AlgorithmSpec,
     skip: frozenset[str],
     memo: dict[str, Any],
+    answered_by: dict[str, str],
 ) -> Resolution:
+    """The resolution hooks' answers; `answered_by` learns which hook and plugin gave the
+    config and the sizes (for the problems that name them)."""
     common: dict[str, Any] = {"skip": skip, "firstresult": True, "algorithm": algorithm, "memo": memo}
-    resolved = _expect_config(
-        tables.call_hook("specreg_resolve_config", config=config, **common), algorithm
-    )
+    named = {k: v for k, v in common.items() if k != "firstresult"}
+    plugin, answer = tables.call_hook_named("specreg_resolve_config", config=config, **named)
+    answered_by["specreg_resolve_config"] = f"specreg_resolve_config of plugin {plugin!r}"
+    resolved = _expect_config(answer, algorithm)
     steps = adaptive_steps(config)
     candidates: list[SpecConfig] = []
     if steps:
@@ -292,7 +306,8 @@ def _resolve(
             )
         candidates = [_expect_config(c, algorithm) for c in derived]
     configs = [resolved, *candidates]
-    sizes = tables.call_hook("specreg_resolve_sizes", configs=configs, **common)
+    plugin, sizes = tables.call_hook_named("specreg_resolve_sizes", configs=configs, **named)
+    answered_by["sizes"] = f"specreg_resolve_sizes of plugin {plugin!r}"
     if (
         not isinstance(sizes, Sequence)
         or len(sizes) != len(configs)
@@ -302,42 +317,45 @@ def _resolve(
             "specreg_resolve_sizes", algorithm, sizes,
             f"a list of {len(configs)} specreg.Sizes, one per config",
         )
-    sizes = [
-        _per_config_overrides(tables, c, s, algorithm, skip)
+    overridden = [
+        _per_config_overrides(tables, c, s, algorithm, skip, answered_by)
         for c, s in zip(configs, sizes, strict=True)
     ]
     return Resolution(
         config=resolved,
-        main=sizes[0],
+        main=overridden[0],
         candidates=tuple(
             Candidate(steps=s, config=c, sizes=z)
-            for s, c, z in zip(steps, candidates, sizes[1:], strict=True)
+            for s, c, z in zip(steps, candidates, overridden[1:], strict=True)
         ),
     )
 
 
 def _per_config_overrides(
     tables: HookTables, config: SpecConfig, sizes: Sizes, algorithm: AlgorithmSpec,
-    skip: frozenset[str],
+    skip: frozenset[str], answered_by: dict[str, str],
 ) -> Sizes:
     """Answers of the per-config hooks (`specreg_resolve_gamma`, `specreg_num_tokens_per_req`)
-    replace the sizes hook's; they are called only when some plugin implements them."""
+    replace the sizes hook's; they are called only when some plugin implements them, and
+    `answered_by` learns which plugin answered."""
     gamma = sizes.gamma
     if tables.has_hook("specreg_resolve_gamma", skip=skip):
-        answer = tables.call_hook(
-            "specreg_resolve_gamma", skip=skip, firstresult=True, config=config,
-            algorithm=algorithm,
+        plugin, answer = tables.call_hook_named(
+            "specreg_resolve_gamma", skip=skip, config=config, algorithm=algorithm
         )
-        gamma = gamma if answer is None else _expect_int("specreg_resolve_gamma", answer, algorithm)
+        if answer is not None:
+            answered_by["sizes"] = f"specreg_resolve_gamma of plugin {plugin!r}"
+            gamma = _expect_int("specreg_resolve_gamma", answer, algorithm)
     target, draft = dict(sizes.target), dict(sizes.draft)
     if tables.has_hook("specreg_num_tokens_per_req", skip=skip):
         for phase in PHASES:
             for table, is_draft in ((target, False), (draft, True)):
-                answer = tables.call_hook(
-                    "specreg_num_tokens_per_req", skip=skip, firstresult=True, config=config,
+                plugin, answer = tables.call_hook_named(
+                    "specreg_num_tokens_per_req", skip=skip, config=config,
                     algorithm=algorithm, phase=phase, is_draft_worker=is_draft,
                 )
                 if answer is not None:
+                    answered_by["sizes"] = f"specreg_num_tokens_per_req of plugin {plugin!r}"
                     table[phase] = _expect_int(
                         f"specreg_num_tokens_per_req(phase={phase})", answer, algorithm
                     )

@@ -1,6 +1,7 @@
-"""Catalog entries of plugins (SR109-SR115, SR118, SR119, SR123).
+"""Catalog entries of plugins (SR109-SR115, SR118, SR119, SR123-SR128).
 
-Loading, registering, answering hooks and keeping the per-step contract.
+Loading, registering, answering hooks, and the plan those answers build: objects that keep the
+per-step contract and agree with the plan's sizes.
 """
 
 from specreg.catalog.entry import ErrorEntry
@@ -178,15 +179,152 @@ ENTRIES = (
         ),
         when="registry.resolve(config), right after the plugin's specreg_make_* hook returned.",
         solutions=(
-            "Users: report it to the plugin's authors, or use another algorithm or cache.",
+            "Plugin authors: when the message says the hook returned a class, return an "
+            "instance instead, e.g. `MyDrafter(...)`, from the specreg_make_* hook it names.",
             "Plugin authors: add the missing members; the conformance kit "
             "(specreg.testing.check_algorithm) lists every clause.",
+            "Users: report it to the plugin's authors, or use another algorithm or cache.",
         ),
         example_fix=(
             "class MyVerifier:\n    rules = ('greedy',)\n    num_draft_tokens = 4\n"
             "    widths = (4,)\n    def verify_greedy(self, candidates, target_logits, *, "
             "verify_lens=None): ...\n    def verify_sampling(self, candidates, target_probs, "
             "draft_probs, **kw): ..."
+        ),
+    ),
+    ErrorEntry(
+        code="SR124",
+        title="No plugin built an object the plan needs",
+        meaning=(
+            "Every plan verifies drafts with plan.verifier. specreg's default plugin builds one "
+            "(ChainVerifier) for chain and block drafting only: a tree algorithm gets its "
+            "verifier from its own plugin's specreg_make_verifier. No plugin returned one for "
+            "this algorithm, so a serving loop would have nothing to verify with. Cause: the "
+            "plugin. The conformance kit reports a tree or block plan without a drafter, and a "
+            "cache plan without a swapper, under this code too."
+        ),
+        when=(
+            "registry.check/resolve, `specreg check`, `plan` and `demo` of a tree algorithm whose "
+            "plugin implements no specreg_make_verifier (or whose hook returned None for it); the "
+            "conformance kit."
+        ),
+        solutions=(
+            "Plugin authors: implement specreg_make_verifier for the algorithm, returning an "
+            "object of specreg.protocols.TreeVerifierProtocol (the tree contract in the hook "
+            "reference), or reuse specreg_eagle's EagleVerifier as Medusa does.",
+            "Plugin authors of an algorithm that drafts one chain per request: declare "
+            "drafting='chain' in its AlgorithmSpec, and specreg's ChainVerifier verifies it.",
+            "Users: report it to the plugin's authors, and use another algorithm meanwhile.",
+        ),
+        example_fix=(
+            "@hookimpl\n"
+            "def specreg_make_verifier(config, algorithm, resolution):\n"
+            "    if algorithm.name != 'mytree':\n"
+            "        return None                      # not ours: the next plugin answers\n"
+            "    from specreg_eagle.verifier import EagleVerifier\n"
+            "    return EagleVerifier(num_steps=config.num_steps, topk=config.topk,\n"
+            "                         num_draft_tokens=config.num_draft_tokens)"
+        ),
+    ),
+    ErrorEntry(
+        code="SR125",
+        title="The plugin's sizes contradict each other",
+        meaning=(
+            "A verify scores the root (the last committed token) and the drafts after it, so "
+            "the target_verify width is gamma + 1 for a chain, and above gamma for any drafting "
+            "style: 1 <= gamma < target_verify width, and every width is at least 1. The sizes "
+            "the plugin's specreg_resolve_sizes (or specreg_resolve_gamma / "
+            "specreg_num_tokens_per_req) answered break that, so the plan's buffers and its "
+            "verifier would disagree at the first step. Cause: the plugin."
+        ),
+        when=(
+            "registry.check/resolve, `specreg check`, `plan`, `demo` and the conformance kit, "
+            "for the main config and every adaptive candidate."
+        ),
+        solutions=(
+            "Plugin authors: return gamma = num_draft_tokens - 1 for a chain or block (the "
+            "number of draft nodes for a tree), and widths of at least 1; the default "
+            "specreg_resolve_sizes does so, so drop the override unless the algorithm differs.",
+            "Users: report it to the plugin's authors; the message names the plugin and hook.",
+        ),
+        example_fix=(
+            "# before\nSizes.same_on_both(gamma=n, widths={...: n})      # gamma == width\n"
+            "# after\nSizes.same_on_both(gamma=n - 1, widths={...: n})"
+        ),
+    ),
+    ErrorEntry(
+        code="SR126",
+        title="A plan object disagrees with the plan's sizes",
+        meaning=(
+            "The drafter drafts plan.gamma tokens per request and the verifier verifies "
+            "plan.num_tokens_per_req(TARGET_VERIFY) of them (the largest over adaptive "
+            "candidates, whose every width it accepts). The object the plugin's specreg_make_* "
+            "hook returned was built for other numbers, so proposals or verifies would not fit "
+            "the plan's buffers. Cause: the plugin."
+        ),
+        when="registry.resolve(config) (and `specreg check`, `plan`, `demo`, the kit), right "
+        "after the hook returned the object.",
+        solutions=(
+            "Plugin authors: build the drafter with gamma = resolution.gamma (the plan's gamma, "
+            "the maxima over candidates) rather than a number of your own.",
+            "Plugin authors: build the verifier for resolution.target[Phase.TARGET_VERIFY] and "
+            "every candidate's width (resolution.configs()).",
+            "Users: report it to the plugin's authors.",
+        ),
+        example_fix=(
+            "@hookimpl\ndef specreg_make_drafter(config, algorithm, resolution):\n"
+            "    if algorithm.name != 'mine':\n        return None\n"
+            "    # before: MyDrafter(gamma=4)\n"
+            "    return MyDrafter(gamma=resolution.gamma)"
+        ),
+    ),
+    ErrorEntry(
+        code="SR127",
+        title="A chain plan's num_steps is not its gamma",
+        meaning=(
+            "A chain drafts one token per step, so num_steps drafts are verified with "
+            "num_draft_tokens = num_steps + 1 (gamma = num_steps). A plan holding other numbers "
+            "silently ignores one of them: num_steps 6 with gamma 3 drafts 3 tokens where 6 were "
+            "asked. specreg's default resolution infers the missing one (num_draft_tokens = "
+            "num_steps + 1, or num_steps = num_draft_tokens - 1), as its adaptive candidates "
+            "do. Cause: the input when both numbers were given and disagree; the plugin's "
+            "specreg_resolve_config when only one was."
+        ),
+        when=(
+            "registry.check/resolve (`specreg check`, `plan`, `demo`, the kit) of a chain "
+            "algorithm, e.g. --speculative-num-steps 6 --speculative-num-draft-tokens 4, or "
+            "--speculative-num-steps 6 alone with a plugin whose resolution keeps its default "
+            "num_draft_tokens."
+        ),
+        solutions=(
+            "Users: give num_draft_tokens = num_steps + 1, or only one of the two flags.",
+            "Plugin authors: in specreg_resolve_config infer num_draft_tokens = num_steps + 1 "
+            "when only num_steps is set (or leave the hook to the default, which does), and "
+            "report given numbers that disagree from specreg_validate_config.",
+        ),
+        example_fix=(
+            "# before\n--speculative-num-steps 6 --speculative-num-draft-tokens 4\n"
+            "# after\n--speculative-num-steps 6 --speculative-num-draft-tokens 7"
+        ),
+    ),
+    ErrorEntry(
+        code="SR128",
+        title="A validate hook returned something other than a list of problems",
+        meaning=(
+            "specreg_validate_config returns a list of specreg.Problem (empty when the config is "
+            "sound), which specreg merges with every other plugin's. The plugin returned "
+            "another type (one Problem, a string, a dict, ...), so what it meant to report is "
+            "lost, and the config is refused rather than passed unchecked. Cause: the plugin."
+        ),
+        when="registry.check/resolve (`specreg check`, `plan`, `demo`, the kit).",
+        solutions=(
+            "Plugin authors: return [problem(...)], a list, even for one problem; [] when "
+            "there is none or the algorithm is not the plugin's.",
+            "Users: report it to the plugin's authors.",
+        ),
+        example_fix=(
+            "# before\nreturn problem('SR501', 'num_steps is odd', fix=..., field='num_steps')\n"
+            "# after\nreturn [problem('SR501', 'num_steps is odd', fix=..., field='num_steps')]"
         ),
     ),
 )

@@ -123,7 +123,11 @@ def check_algorithm(
     report = ConformanceReport(f"algorithm {algorithm.name!r}")
 
     configs = valid_configs(registry, algorithm, base)
-    report.clause("has valid configs in its declared ranges", bool(configs), "none of the probes passed check()")
+    report.clause(
+        "has valid configs in its declared ranges", bool(configs),
+        "none of the probes passed check(); the defaults': "
+        + "; ".join(p.render() for p in registry.check(base) if p.is_error),
+    )
     for config in configs:
         try:
             plan = registry.resolve(config)

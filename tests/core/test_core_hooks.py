@@ -15,10 +15,11 @@ from specreg import (
     Phase,
     PluginError,
     Registry,
+    SpecRegError,
     hookimpl,
     problem,
 )
-from tests.support.plugins import SpecAndCachePlugin
+from tests.support.plugins import SpecAndCachePlugin, TreeVerifierStand
 
 TREE = AlgorithmSpec(
     name="treealgo",
@@ -31,11 +32,15 @@ TREE = AlgorithmSpec(
 CACHE = CacheSpec(name="memcache", options={"rows": 16})
 
 
+class TreeAndCache(TreeVerifierStand, SpecAndCachePlugin):
+    """Registers TREE and CACHE, and a stand-in verifier for TREE."""
+
+
 def make_registry(*plugins) -> Registry:
-    """A registry of the plugin "tree" (registers TREE and CACHE) and the plugins holding the hook
-    each test exercises."""
+    """A registry of the plugin "tree" (registers TREE and CACHE, with a stand-in verifier) and
+    the plugins holding the hook each test exercises."""
     registry = Registry()
-    registry.register_plugin(SpecAndCachePlugin(TREE, caches=(CACHE,)), "tree")
+    registry.register_plugin(TreeAndCache(TREE, caches=(CACHE,)), "tree")
     for i, plugin in enumerate(plugins):
         assert registry.register_plugin(plugin, f"extra{i}") == f"extra{i}", registry.failures
     return registry
@@ -140,10 +145,10 @@ def test_hook_specreg_resolve_gamma():
     class Gamma:
         @hookimpl
         def specreg_resolve_gamma(self, config, algorithm):
-            return config.num_draft_tokens + 100 if algorithm.name == "treealgo" else None
+            return config.num_draft_tokens - 3 if algorithm.name == "treealgo" else None
 
     assert make_registry().resolve({"algorithm": "treealgo"}).gamma == 5
-    assert make_registry(Gamma()).resolve({"algorithm": "treealgo"}).gamma == 106
+    assert make_registry(Gamma()).resolve({"algorithm": "treealgo"}).gamma == 3
 
 
 def test_hook_specreg_num_tokens_per_req():
@@ -281,7 +286,12 @@ def test_hook_specreg_make_verifier():
         def specreg_make_verifier(self, config, algorithm):
             return Verifier() if algorithm.drafting == "tree" else None
 
-    assert make_registry().resolve({"algorithm": "treealgo"}).verifier is None
+    registry = Registry()  # TREE's plugin without a verifier: a tree has no default one
+    registry.register_plugin(SpecAndCachePlugin(TREE), "tree")
+    with pytest.raises(SpecRegError) as info:
+        registry.resolve({"algorithm": "treealgo"})
+    assert info.value.code == "SR124" and "specreg_make_verifier" in str(info.value)
+    assert "SR124" in {p.code for p in registry.check({"algorithm": "treealgo"})}
     plan = make_registry(Make()).resolve({"algorithm": "treealgo"})
     assert isinstance(plan.verifier, Verifier)
     assert plan.to_dict()["verifier"] == "tree verifier"
@@ -380,15 +390,20 @@ def test_hook_returning_garbage_is_sr115():
     assert info.value.code == "SR115"
 
 
-def test_validation_must_return_problems():
-    class Strings:
+@pytest.mark.parametrize(
+    "answer",
+    [["not a problem object"], "not a list", problem("SR103", "one problem, not in a list")],
+    ids=["list-of-str", "str", "problem"],
+)
+def test_validation_must_return_a_list_of_problems(answer):
+    class Answers:
         @hookimpl
         def specreg_validate_config(self):
-            return ["not a problem object"]
+            return answer
 
     with pytest.raises(ConfigError) as info:
-        make_registry(Strings()).resolve({"algorithm": "treealgo"})
-    assert info.value.code == "SR114"
+        make_registry(Answers()).resolve({"algorithm": "treealgo"})
+    assert info.value.codes == ("SR128",) and "'extra0'" in str(info.value)
 
 
 def test_wrappers_are_refused():

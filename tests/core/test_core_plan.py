@@ -7,7 +7,7 @@ from specreg import AlgorithmSpec, ParamRange, Phase, Registry, SpecConfig, hook
 from specreg import resolve_num_tokens_per_req as sglang_style_width
 from specreg.backend import triton_available
 from specreg.errors import ConfigError, UnknownPhaseError
-from tests.support.plugins import SpecPlugin
+from tests.support.plugins import SpecPlugin, TreeVerifierStand
 
 TREE = AlgorithmSpec(
     name="treealgo",
@@ -19,7 +19,7 @@ TREE = AlgorithmSpec(
 )
 
 
-class TreePlugin(SpecPlugin):
+class TreePlugin(TreeVerifierStand, SpecPlugin):
     algorithms = (TREE,)
 
     @hookimpl

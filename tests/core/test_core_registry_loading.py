@@ -93,8 +93,9 @@ def test_explicit_override_wins_and_shadows_the_original_hooks(load_registry):
     spec = registry.get_algorithm("toychain")
     assert spec.description == "replacement" and spec.origin.plugin == "override"
     plan = registry.resolve({"algorithm": "toychain"})
-    # override's gamma hook answers; toy's width hook (draft worker n-1) is shadowed
-    assert plan.gamma == 4
+    # override's gamma hook answers (n - 2, not the default n - 1); toy's width hook (draft
+    # worker n-1) is shadowed
+    assert plan.gamma == 1
     assert plan.num_tokens_per_req("target_verify", is_draft_worker=True) == 3
     # the original's alias stays with the original only where the override does not claim it
     assert registry.get_algorithm("tc").origin.plugin == "toy"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import specreg.config
-from specreg import Registry
+from specreg import ConfigError, Registry
 
 ROOT = Path(__file__).parents[2]
 DRAFT = {"vocab_size": 64, "block_size": 8, "markov_rank": 8, "markov_head_type": "vanilla",
@@ -98,8 +98,12 @@ def test_a_legacy_per_config_hook_still_answers():
 
     registry = Registry.load(fresh=True)
     registry.register_plugin(Gamma(), "legacy")
-    plan = registry.resolve({"algorithm": "eagle", "candidate_steps": [1, 3]})
+    plan = registry.resolve({"algorithm": "eagle", "candidate_steps": [2, 3]})
     assert plan.gamma == 2 and all(c.gamma == 2 for c in plan.candidates)
+    with pytest.raises(ConfigError) as info:  # candidate 1 verifies 2 tokens: gamma 2 cannot run
+        registry.resolve({"algorithm": "eagle", "candidate_steps": [1, 3]})
+    assert info.value.codes == ("SR125",) and "plugin 'legacy'" in str(info.value)
+    assert "specreg_resolve_gamma" in str(info.value) and "candidate step 1" in str(info.value)
 
 
 def _imports(path: Path) -> set[str]:

@@ -1,14 +1,15 @@
 """The toy plugins the tests register, defined once: a plugin that registers the algorithm (and
-cache) specs it is given, the small chain spec most of them register, and the consistency
-workers' entry-point plugins.
+cache) specs it is given, the small chain spec most of them register, a stand-in verifier for
+tree specs, and the consistency workers' entry-point plugins.
 
 A test that needs one more hook subclasses `SpecPlugin`, sets `algorithms` and adds the hook; a
-plain string in `algorithms` stands for `small_chain_spec(name)`.
+plain string in `algorithms` stands for `small_chain_spec(name)`. A tree algorithm needs a
+verifier of its plugin's (resolve refuses it without one, SR124): `TreeVerifierStand` adds one.
 """
 
 from __future__ import annotations
 
-from specreg import AlgorithmSpec, CacheSpec, ParamRange, hookimpl
+from specreg import AlgorithmSpec, CacheSpec, ParamRange, Phase, hookimpl
 
 
 def small_chain_spec(name: str) -> AlgorithmSpec:
@@ -33,6 +34,36 @@ class SpecPlugin:
             register(small_chain_spec(spec) if isinstance(spec, str) else spec)
 
 
+class StandInTreeVerifier:
+    """The tree verifier protocol's shape, sized for a resolution; the tests that hold one never
+    verify with it."""
+
+    rules = ("tree_greedy",)
+
+    def __init__(self, resolution) -> None:
+        self.num_draft_tokens = resolution.target[Phase.TARGET_VERIFY]
+        sizes = (resolution.main, *(c.sizes for c in resolution.candidates))
+        self.widths = tuple(sorted({s.verify_width for s in sizes}))
+
+    def verify_greedy(self, tree, target_logits=None, *, draft_lengths=None):
+        raise NotImplementedError
+
+    def verify_sampling(self, tree, target_probs, *, draft_probs=None, **kwargs):
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return "stand-in tree verifier"
+
+
+class TreeVerifierStand:
+    """Mixed into a `SpecPlugin`: builds a `StandInTreeVerifier` for its tree algorithms."""
+
+    @hookimpl
+    def specreg_make_verifier(self, algorithm, resolution):
+        trees = {s.name for s in self.algorithms if isinstance(s, AlgorithmSpec) and s.drafting == "tree"}
+        return StandInTreeVerifier(resolution) if algorithm.name in trees else None
+
+
 class SpecAndCachePlugin(SpecPlugin):
     """Registers its algorithm specs and its cache specs."""
 
@@ -51,12 +82,14 @@ class SpecAndCachePlugin(SpecPlugin):
 
 # ------------------------------------------------ the consistency workers' plugins (tests/core)
 class _Verifier:
-    """Stands in for a kernel object (the chain verifier protocol's shape, no kernels); the
-    consistency check never calls it."""
+    """Stands in for a kernel object (the chain verifier protocol's shape, no kernels), sized
+    for the plan's verify width; the consistency check never calls it."""
 
     rules = ("greedy",)
-    num_draft_tokens = 4
-    widths = (4,)
+
+    def __init__(self, num_draft_tokens: int = 4) -> None:
+        self.num_draft_tokens = num_draft_tokens
+        self.widths = (num_draft_tokens,)
 
     def verify_greedy(self, candidates, target_logits, *, verify_lens=None):
         raise NotImplementedError
@@ -76,8 +109,10 @@ class ToyPlugin(SpecPlugin):
     )
 
     @hookimpl
-    def specreg_make_verifier(self, algorithm):
-        return _Verifier() if algorithm.name == "toy" else None
+    def specreg_make_verifier(self, algorithm, resolution):
+        if algorithm.name != "toy":
+            return None
+        return _Verifier(resolution.target[Phase.TARGET_VERIFY])
 
 
 class ExtraPlugin(SpecPlugin):

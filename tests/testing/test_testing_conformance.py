@@ -75,7 +75,7 @@ def test_kit_catches_a_lossy_verifier():
         algorithms = ("lossy",)
 
         @hookimpl
-        def specreg_make_verifier(self, config, algorithm):
+        def specreg_make_verifier(self, config, algorithm, resolution):
             if algorithm.name != "lossy":
                 return None
             import torch
@@ -85,9 +85,9 @@ def test_kit_catches_a_lossy_verifier():
             class AcceptAll:
                 """Meets the protocol's shape, and accepts everything."""
 
-                rules = ("greedy",)
-                num_draft_tokens = config.num_draft_tokens
-                widths = (config.num_draft_tokens,)
+                rules = ("greedy",)  # sized as the plan asks: only its verdicts are wrong
+                num_draft_tokens = max(c.num_draft_tokens for c in resolution.configs())
+                widths = tuple(sorted({c.num_draft_tokens for c in resolution.configs()}))
 
                 def verify_greedy(self, candidates, target_logits, **kwargs):
                     b, n = candidates.shape

@@ -26,10 +26,10 @@ def drafting_plugin(name: str, make):
         algorithms = (name,)
 
         @hookimpl
-        def specreg_make_drafter(self, config, algorithm):
+        def specreg_make_drafter(self, algorithm, resolution):
             if algorithm.name != name:
                 return None
-            return _Drafter(config.num_draft_tokens - 1, make)
+            return _Drafter(resolution.gamma, make)
 
     registry = Registry()
     assert registry.register_plugin(Plugin(), name) == name

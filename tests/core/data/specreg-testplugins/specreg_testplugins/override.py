@@ -21,4 +21,4 @@ def specreg_register_algorithms(register):
 def specreg_resolve_gamma(config, algorithm):
     if algorithm.name != "toychain":
         return None
-    return 2 * (config.num_draft_tokens - 1)
+    return config.num_draft_tokens - 2  # the default answers num_draft_tokens - 1
