@@ -1,6 +1,7 @@
 """The checks on what a plugin registers, and the coded problem each refusal reports.
 
-A plugin's hooks must match specreg's specifications (SR111) under a free name (SR112), its
+A plugin's hooks must match specreg's specifications (SR111, naming the closest hook or
+argument to a misspelt one) under a free name (SR112), its
 specs must be specreg's types (SR113) under names no other plugin claims without an override
 (SR112), its error entries must use free plugin codes (SR119), and a hook that raises is named
 (SR114). A registry that a `RegistryCache` shares refuses every change (SR109).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import pluggy
 
+from specreg._suggest import closest
 from specreg.errors import Problem, problem
 from specreg.plugin_loading import ALLOWLIST_ENV
 
@@ -27,7 +29,7 @@ def register_checked(
         return problem(
             "SR111",
             f"plugin {name!r} has a hook implementation that does not match its "
-            f"specification: {exc}",
+            f"specification: {exc}.{_argument_hints(pm, plugin)}",
             accepted="hookimpls named and shaped as in specreg.hookspecs",
             fix="compare the plugin's hookimpls with the hook reference",
         )
@@ -40,14 +42,44 @@ def register_checked(
     bad = _unknown_or_wrapper_hooks(pm, name)
     if bad:
         pm.unregister(name=name)
-        return problem(
-            "SR111",
-            f"plugin {name!r} implements {', '.join(bad)}, which are not specreg hooks "
-            "(or are wrappers, which specreg does not call)",
-            accepted=", ".join(hook_names),
-            fix="rename the function to a hook in specreg.hookspecs",
-        )
+        return _not_hooks(name, bad, hook_names)
     return None
+
+
+def _not_hooks(name: str, bad: list[str], hook_names: list[str]) -> Problem:
+    """SR111 for functions marked as hookimpls that are no specreg hook (or are wrappers),
+    each with the hook its name is closest to."""
+    renames = {b: match for b in bad if (match := closest(b, hook_names)) and match != b}
+    hint = f" Did you mean {', '.join(renames.values())}?" if renames else ""
+    return problem(
+        "SR111",
+        f"plugin {name!r} implements {', '.join(bad)}, which specreg does not call: not a "
+        f"specreg hook (or a wrapper).{hint}",
+        accepted=", ".join(hook_names),
+        fix="rename " + "; ".join(f"{b} to {m}" for b, m in renames.items()) if renames else
+        "rename the function to a hook in specreg.hookspecs (the hook reference lists them)",
+    )
+
+
+def _argument_hints(pm: pluggy.PluginManager, plugin: object) -> str:
+    """' Did you mean ...?' naming the closest argument of its hook for each hookimpl argument
+    the hook does not pass, or ''."""
+    hints = []
+    for attr in dir(plugin):
+        spec = getattr(getattr(pm.hook, attr, None), "spec", None)
+        if spec is None or pm.parse_hookimpl_opts(plugin, attr) is None:
+            continue
+        function = getattr(plugin, attr)
+        code = getattr(getattr(function, "__func__", function), "__code__", None)
+        if code is None:
+            continue
+        names = code.co_varnames[: code.co_argcount]
+        for arg in names:
+            if arg not in ("self", *spec.argnames):
+                match = closest(arg, spec.argnames)
+                if match:
+                    hints.append(f"{match!r} (for {arg!r} in {attr})")
+    return f" Did you mean {', '.join(hints)}?" if hints else ""
 
 
 def _unknown_or_wrapper_hooks(pm: pluggy.PluginManager, name: str) -> list[str]:

@@ -53,6 +53,8 @@ ENTRIES = (
         ),
         when="Registry.load() registers each plugin with the plugin manager.",
         solutions=(
+            "Read the message: it names the hook (or the hook's argument) closest to the "
+            "misspelt name, and the fix renames it.",
             "Compare the plugin's hookimpl with `specreg.hookspecs` (docs: Hook reference).",
             "Use only argument names the hook specification declares; fewer is fine.",
         ),

@@ -39,6 +39,18 @@ class BadArgs:
         return None
 
 
+class MisspeltDrafter:
+    @hookimpl
+    def specreg_make_drafer(self, config, algorithm):  # a letter short of specreg_make_drafter
+        return None
+
+
+class MisspeltArgument:
+    @hookimpl
+    def specreg_resolve_gamma(self, config, algoritm):  # a letter short of algorithm
+        return None
+
+
 def test_a_sound_plugin_registers():
     pm = _manager()
     assert register_checked(pm, Good(), "good", hook_names()) is None
@@ -57,6 +69,19 @@ def test_a_hook_with_unknown_arguments_is_sr111():
     pm = _manager()
     found = register_checked(pm, BadArgs(), "badargs", hook_names())
     assert found.code == "SR111" and not pm.has_plugin("badargs")
+
+
+def test_a_misspelt_hook_is_named_with_the_hook_it_is_closest_to():
+    found = register_checked(_manager(), MisspeltDrafter(), "typo", hook_names())
+    assert found.code == "SR111"
+    assert "Did you mean specreg_make_drafter?" in found.message
+    assert found.fix == "rename specreg_make_drafer to specreg_make_drafter"
+
+
+def test_a_misspelt_argument_is_named_with_the_argument_it_is_closest_to():
+    found = register_checked(_manager(), MisspeltArgument(), "typo", hook_names())
+    assert found.code == "SR111"
+    assert "Did you mean 'algorithm' (for 'algoritm' in specreg_resolve_gamma)?" in found.message
 
 
 def test_a_taken_name_is_sr112():
