@@ -5,8 +5,9 @@ Exit status, for every subcommand: 0 the answer is sound; 1 a coded problem in w
 that is not lossless); 2 a usage error, the command line itself does not parse (no or an
 unknown subcommand, an unknown flag, a flag without its value: SR142, SR152). Every error is
 coded, argparse's own included. With `--json` the answer is JSON on stdout, errors too:
-{"ok": false, "exit_status": ..., "errors": [...], "warnings": [...]}.
-`list`, `check` and `explain` import neither torch nor triton.
+{"ok": false, "exit_status": ..., "errors": [...], "warnings": [...]}. `check` and `plan` give
+one verdict per config (`specreg.cli_verdict`), so they exit alike. `list`, `check` and
+`explain` import neither torch nor triton.
 """
 
 from __future__ import annotations
@@ -17,15 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from specreg.cli_args import (
-    add_budget_flags,
-    add_config_flags,
-    config_from_args,
-    memory_budgets,
-    parse_config_flags,
-)
+from specreg.cli_args import add_budget_flags, add_config_flags
+from specreg.cli_verdict import config_verdict
 from specreg.errors import Problem, SpecRegError, problem, split_problems
-from specreg.framework_findings import framework_findings
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_STATUS_TEXT = (
@@ -55,17 +50,6 @@ def report(problems: Sequence[Problem], status: int, *, as_json: bool) -> int:
         for p in problems:
             print(f"{p.severity}: {p.render()}", file=sys.stderr)
     return status
-
-
-def _memory_problems(registry: Any, data: dict[str, Any], args: argparse.Namespace) -> list[Problem]:
-    """SR145 when the plan of a sound config exceeds the memory budgets given."""
-    device, host, problems = memory_budgets(args)
-    if problems or (device is None and host is None):
-        return problems
-    memory = registry.resolve(data).memory()
-    return memory.budget_problems(
-        device_budget=device, host_budget=host, flags=("--memory-budget", "--host-memory-budget")
-    )
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -115,55 +99,44 @@ def cmd_list(args: argparse.Namespace) -> int:
     return status
 
 
+NOT_BUILT = (
+    "the plan's verifier and drafter were not built: they need torch, which `specreg check` "
+    "does not import; `specreg plan` builds and checks them"
+)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    registry = _load_registry()
-    data, problems = parse_config_flags(args)
-    if "speculative_algorithm" in data or not problems:
-        try:
-            problems += registry.check(data)
-            problems += framework_findings(registry, data)
-        except SpecRegError as exc:
-            problems += exc.problems
-    if not any(p.is_error for p in problems):
-        try:
-            problems += _memory_problems(registry, data, args)
-        except SpecRegError as exc:
-            problems += exc.problems
-    errors, warnings = split_problems(problems)
-    status = EXIT_PROBLEMS if errors else EXIT_OK
+    verdict = config_verdict(_load_registry(), args, build=False)
+    errors, warnings = split_problems(list(verdict.problems))
+    sound = not errors
     if args.json:
-        return report(problems, status, as_json=True)
+        answer = problems_document(verdict.problems, verdict.status)
+        print(json.dumps(answer | {"objects_checked": verdict.objects_checked}, indent=2))
+        return verdict.status
     for p in errors:
         print(f"error: {p.render()}")
     for p in warnings:
         print(f"warning: {p.render()}")
-    print(f"{len(errors)} problem(s) found." if errors else "OK: the config is sound.")
-    return status
+    print("OK: the config is sound." if sound else f"{len(errors)} problem(s) found.")
+    if sound and not verdict.objects_checked:
+        print(f"note: {NOT_BUILT}.")
+    return verdict.status
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    registry = _load_registry()
-    try:
-        data = config_from_args(args)
-        plan = registry.resolve(data)
-        notices = framework_findings(registry, data)
-        device, host, problems = memory_budgets(args)
-    except SpecRegError as exc:
-        return report(exc.problems, EXIT_PROBLEMS, as_json=args.json)
-    memory = plan.memory()
-    problems += memory.budget_problems(
-        device_budget=device, host_budget=host, flags=("--memory-budget", "--host-memory-budget")
-    )
-    status = EXIT_PROBLEMS if problems else EXIT_OK
+    verdict = config_verdict(_load_registry(), args, build=True)
+    plan = verdict.plan
+    if plan is None:
+        return report(verdict.problems, verdict.status, as_json=args.json)
     if args.json:
         answer = plan.to_dict()
-        if problems or notices:
-            answer |= problems_document([*problems, *notices], status)
+        if verdict.problems:
+            answer |= problems_document(verdict.problems, verdict.status)
         print(json.dumps(answer, indent=2, default=str))
-        return status
-    report([*notices, *problems], status, as_json=False)
-    _print_plan(plan.to_dict(), plan, memory)
-    return status
+        return verdict.status
+    report(verdict.problems, verdict.status, as_json=False)
+    _print_plan(plan.to_dict(), plan, plan.memory())
+    return verdict.status
 
 
 def _print_plan(data: dict[str, Any], plan: Any, memory: Any) -> None:
@@ -305,6 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     parser = build_parser()
+    unknown = _unknown_command(parser, argv)
+    if unknown is not None:
+        return report([unknown], EXIT_USAGE, as_json=as_json)
     try:
         args, extras = parser.parse_known_args(argv)
     except UsageError as exc:
@@ -336,6 +312,30 @@ def _unknown_flags(
         )
         for flag in flags
     ]
+
+
+def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> Problem | None:
+    """SR152 with the closest subcommand when the first word names none (`specreg chek`)."""
+    from specreg._suggest import did_you_mean
+
+    commands = sorted(_subcommands(parser))
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in commands:
+        return None
+    return problem(
+        "SR152",
+        f"`specreg` has no subcommand {word!r}.{did_you_mean(word, commands)}",
+        accepted=", ".join(commands),
+        fix=f"run one of {', '.join(commands)} (`specreg --help` describes each)",
+        field="specreg",
+    )
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

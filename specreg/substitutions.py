@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from specreg._suggest import did_you_mean
 from specreg.errors import Problem, problem
 
 #: The switch of each framework's substitutions, read when that framework's adapter is on.
@@ -92,7 +93,7 @@ def problems_of(
             continue
         other = SUBSTITUTIONS.get(name)
         why = (f"{name!r} substitutes a {other.framework} seam, not a {where} one" if other
-               else f"{name!r} is not a runtime substitution")
+               else f"{name!r} is not a runtime substitution.{did_you_mean(name, accepted)}")
         out.append(problem(
             "SR181", why, accepted=", ".join(accepted) + ", or all",
             fix=(f"pass {flag} with names from {', '.join(accepted)}, or drop it" if flag else

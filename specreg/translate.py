@@ -101,12 +101,21 @@ def _aliases(raw: dict[str, Any], fields: dict[str, Any], notices: list[Problem]
             fields["cache"] = None  # no KV-cache backend, as SGLang without --enable-hisparse
             continue
         fields[alias.field] = raw[alias.key]
-        notices.append(
-            problem(
-                "SR161", f"{alias.flag} is specreg's own spelling; SGLang has no such flag",
-                accepted=alias.real, fix=f"use {alias.real}", field=alias.field, severity="warning",
-            )
-        )
+        notices.append(_alias_notice(alias.flag, alias.real, alias.field, raw[alias.key]))
+
+
+def _alias_notice(flag: str, real: str, field: str | None, value: Any) -> Problem:
+    """SR161 for specreg's own spelling of a flag; for --kv-cache hisparse, the deliberate
+    difference from SGLang's --enable-hisparse: the HiSparse runtime rules are SGLang's."""
+    text, fix = f"{flag} is specreg's own spelling; SGLang has no such flag", f"use {real}"
+    if flag == "--kv-cache" and str(value).strip().lower() == "hisparse":
+        real += " --disable-radix-cache"
+        text += (": --kv-cache hisparse configures specreg's HiSparse swapper alone, so SGLang's "
+                 "HiSparse runtime rules (SR167-SR173: linear speculation, 2-4 draft tokens, "
+                 "...) are not checked")
+        fix = (f"use {real} to check the config against SGLang's runtime; keep --kv-cache "
+               "hisparse for specreg's swapper outside SGLang")
+    return problem("SR161", text, accepted=real, fix=fix, field=field, severity="warning")
 
 
 def _as_int(value: Any) -> Any:

@@ -23,10 +23,18 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     _entry(
         "SR161", "Flag that SGLang does not have (specreg alias)",
         "An older specreg spelling that no serving framework accepts. It still works as an alias, "
-        "and the notice names the real flag so the same line works in SGLang.",
+        "and the notice names the real flag so the same line works in SGLang. One deliberate "
+        "difference: --kv-cache hisparse (like SpecConfig(cache='hisparse') in Python) "
+        "configures specreg's HiSparse swapper alone, which takes any topk and number of draft "
+        "tokens, while SGLang's --enable-hisparse runs SGLang's HiSparse runtime, whose own "
+        "rules (SR167-SR173) `specreg check` and `plan` then apply. So one config can be sound "
+        "with --kv-cache hisparse and refused with --enable-hisparse.",
         "--speculative-draft-config or --kv-cache (or their key spellings) in a config.",
         ("Use --speculative-draft-model-path FOLDER instead of --speculative-draft-config FILE.",
-         "Use --enable-hisparse (and --hisparse-config JSON) instead of --kv-cache hisparse."),
+         "Use --enable-hisparse --disable-radix-cache (and --hisparse-config JSON) instead of "
+         "--kv-cache hisparse to check the config as SGLang runs it.",
+         "Keep --kv-cache hisparse to check the config for specreg's swapper used outside "
+         "SGLang's HiSparse runtime."),
         "# before\n--kv-cache hisparse\n# after\n--enable-hisparse",
     ),
     _entry(
@@ -77,17 +85,28 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     _entry(
         "SR167", "HiSparse: SGLang's swap manager needs 2-4 draft tokens",
         "SGLang's own HiSparse speculative swap manager refuses other draft-token counts when it is "
-        "built, after the model weights have loaded. specreg reports it at config time.",
-        "--enable-hisparse with a verify width outside 2..4.",
-        ("Set --speculative-num-draft-tokens (or steps + 1) between 2 and 4.",),
+        "built, after the model weights have loaded. specreg reports it at config time. The "
+        "limit is the swap manager's: the hisparse_swap substitution, which runs specreg's "
+        "swapper in its place, lifts it (specreg's own limits, SR183 and SR184, then apply). "
+        "--kv-cache hisparse (specreg's swapper alone, SR161) is not held to it.",
+        "--enable-hisparse with a verify width outside 2..4, without the hisparse_swap "
+        "substitution.",
+        ("Set --speculative-num-draft-tokens (or steps + 1) between 2 and 4.",
+         "Or run SGLang with SPECREG_SGLANG=enforce SPECREG_SGLANG_SUBSTITUTE=hisparse_swap "
+         "(`specreg check --substitute hisparse_swap` checks that config): specreg's swapper "
+         "takes any number of draft tokens."),
         "--speculative-num-steps 3 --speculative-eagle-topk 1   # 4 draft tokens",
     ),
     _entry(
         "SR168", "HiSparse: draft tokens x index top_k above 8192",
         "SGLang's HiSparse swap workspace holds at most 8192 occurrences (draft tokens times the "
-        "sparse-attention index top_k) and requires top_k >= 1024.",
-        "--enable-hisparse with draft tokens x top_k > 8192, or top_k < 1024.",
-        ("Lower --speculative-num-draft-tokens.", "Lower top_k in --hisparse-config."),
+        "sparse-attention index top_k) and requires top_k >= 1024. The limit is the swap "
+        "manager's: the hisparse_swap substitution lifts it (SR183 and SR184 then apply).",
+        "--enable-hisparse with draft tokens x top_k > 8192, or top_k < 1024, without the "
+        "hisparse_swap substitution.",
+        ("Lower --speculative-num-draft-tokens.", "Lower top_k in --hisparse-config.",
+         "Or run SGLang with SPECREG_SGLANG_SUBSTITUTE=hisparse_swap (`--substitute "
+         "hisparse_swap` in check and plan)."),
         "--speculative-num-draft-tokens 4 --hisparse-config '{\"top_k\": 2048}'",
     ),
     _entry(
@@ -107,7 +126,9 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     ),
     _entry(
         "SR171", "HiSparse: speculation must be linear (topk 1)",
-        "SGLang's HiSparse speculative integration supports chain drafting only.",
+        "SGLang's HiSparse speculative integration supports chain drafting only (no "
+        "substitution lifts it). --kv-cache hisparse configures specreg's swapper alone, which "
+        "takes trees, and is not held to it (SR161).",
         "--enable-hisparse with --speculative-eagle-topk above 1.",
         ("Set --speculative-eagle-topk 1.",),
         "--speculative-eagle-topk 1",

@@ -239,7 +239,8 @@ ENTRIES = (
             "(no value), `specreg list extra`."
         ),
         solutions=(
-            "Read the message: argparse names what it expected (a choice list, a value).",
+            "Read the message: it names the closest subcommand, or what argparse expected (a "
+            "choice list, a value).",
             "Run `specreg --help` or `specreg COMMAND --help` for the usage.",
         ),
         example_fix="# before\nspecreg chek --speculative-algorithm eagle\n"

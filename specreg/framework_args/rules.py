@@ -46,12 +46,14 @@ def model_defaults(arch: str | None, algorithm: str | None = None) -> tuple[int,
 
 def hisparse_runtime_problems(
     framework: Mapping[str, Any], topk: int, num_draft_tokens: int,
-    substitutions: tuple[str, ...] = (),
+    substitutions: tuple[str, ...] | None = (),
 ) -> list[Problem]:
     """SGLang's HiSparse rules that its runtime (swap manager, hooks) enforces, as coded problems.
 
     With the `hisparse_swap` substitution (`specreg.substitutions`) specreg's swapper replaces
-    SGLang's swap manager, so the manager's own limits (SR167, SR168) do not apply."""
+    SGLang's swap manager, so the manager's own limits (SR167, SR168) do not apply, and
+    specreg's (SR183, SR184) do. `substitutions=None` means they are unknown (the switch named
+    one that does not exist, refused on its own): then neither set is reported."""
     if not framework.get("enable_hisparse"):
         return []
     out: list[Problem] = []
@@ -84,6 +86,8 @@ def hisparse_runtime_problems(
             "SR173", "--enable-hisparse does not support --enable-mixed-chunk",
             accepted="no --enable-mixed-chunk", fix="drop --enable-mixed-chunk", field="enable_mixed_chunk",
         ))
+    if substitutions is None:
+        return out
     if "hisparse_swap" in substitutions:
         return out + substituted_swap_problems(framework, num_draft_tokens)
     if not 2 <= num_draft_tokens <= 4:

@@ -91,7 +91,11 @@ def test_bad_cache_option_syntax_is_coded():
     assert result.returncode == 1 and "SR108" in result.stdout
 
 
-@pytest.mark.parametrize("command", [["list"], ["check", "--speculative-algorithm", "eagle"], ["explain", "SR100"]])
+@pytest.mark.parametrize("command", [
+    ["list"], ["check", "--speculative-algorithm", "eagle"], ["explain", "SR100"],
+    # SGLang's HiSparse rules need the resolved sizes, not the plan's objects
+    ["check", "--speculative-algorithm", "eagle", "--enable-hisparse", "--disable-radix-cache"],
+])
 def test_list_check_explain_do_not_import_torch(command):
     code = (
         "import sys\nfrom specreg.cli import main\n"

@@ -20,7 +20,7 @@ from tests.support.cli import fix_line, specreg
         (("demo", "--kv-cache", "bogus"), 1, "SR102", "unknown cache 'bogus'"),
         # argparse's own errors, coded
         (("demo", "--seed", "abc"), 1, "SR143", "--seed takes a whole number, got 'abc'"),
-        (("chek",), 2, "SR152", "invalid choice: 'chek'"),
+        (("chek",), 2, "SR152", "no subcommand 'chek'. Did you mean 'check'?"),
         ((), 2, "SR152", "the following arguments are required"),
         (("check", "--speculative-algorithm"), 2, "SR152", "expected one argument"),
         (("check", "--speculative-algoritm", "eagle"), 2, "SR142", "Did you mean"),
