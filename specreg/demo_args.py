@@ -56,9 +56,11 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def demo_arg_problems(args: argparse.Namespace, registry: Any) -> list[Problem]:
-    """Every problem with the demo's flags, found before anything runs (SR143, SR144, and the
-    unknown-name codes with the demo's own --algorithm and --kv-cache flags). --steps and
-    --seed arrive as text and are set to their numbers when they are sound."""
+    """Every problem with the demo's flags, found before anything runs (SR143; SR144 for an
+    output file that cannot be written, an image format matplotlib does not write included;
+    SR131 for --metrics without prometheus_client; the unknown-name codes with the demo's own
+    --algorithm and --kv-cache flags). --steps and --seed arrive as text and are set to their
+    numbers when they are sound."""
     from specreg._suggest import unknown_name_problem
 
     out: list[Problem] = []
@@ -92,11 +94,11 @@ def demo_arg_problems(args: argparse.Namespace, registry: Any) -> list[Problem]:
 
 
 def _metrics_problems(path: str) -> list[Problem]:
-    """SR144 for --metrics: its folder, and prometheus_client (the metrics extra)."""
+    """SR144 for --metrics' folder; SR131 without prometheus_client (the metrics extra)."""
     out = _folder_problems(path, "--metrics")
     if importlib.util.find_spec("prometheus_client") is None:
         out.append(problem(
-            "SR144", "--metrics needs prometheus_client, which is not installed",
+            "SR131", "--metrics needs prometheus_client, which is not installed",
             accepted="specreg installed with the metrics extra",
             fix="pip install 'specreg[metrics]', or drop --metrics", field="--metrics",
         ))
@@ -132,6 +134,8 @@ def range_problem(flag: str, value: int, low: int, high: int, default: str) -> P
 
 
 def _plot_problems(path: str) -> list[Problem]:
+    """SR144 for --plot: its folder, matplotlib (the plot extra), and an extension naming an
+    image format matplotlib writes (the run would otherwise end in its traceback)."""
     out = _folder_problems(path, "--plot")
     if importlib.util.find_spec("matplotlib") is None:
         out.append(
@@ -140,6 +144,22 @@ def _plot_problems(path: str) -> list[Problem]:
                 "--plot needs matplotlib, which is not installed",
                 accepted="specreg installed with the plot extra",
                 fix="pip install 'specreg[plot]', or drop --plot",
+                field="--plot",
+            )
+        )
+        return out
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    stem, extension = os.path.splitext(path)
+    if extension.lstrip(".").lower() not in formats:
+        named = f"its extension {extension!r}" if extension else "it has no extension, which"
+        out.append(
+            problem(
+                "SR144",
+                f"--plot {path}: {named} names no image format matplotlib writes",
+                accepted="a file name ending in " + ", ".join(f".{f}" for f in formats),
+                fix=f"name the image with such an extension, e.g. --plot {stem or 'plot'}.png",
                 field="--plot",
             )
         )

@@ -80,15 +80,17 @@ ENTRIES = (
         title="Output file cannot be written",
         meaning=(
             "A file a command should write (such as the demo's --plot image) cannot be "
-            "created: its folder is missing or not writable, or the tool that writes it is not "
-            "installed. It is checked before the run, so no work is lost."
+            "created: its folder is missing or not writable, its extension names no image "
+            "format the plotting library writes, or that library (matplotlib) is not "
+            "installed. It is checked before the run, so no work is lost. (--metrics without "
+            "prometheus_client is SR131.)"
         ),
-        when="specreg demo --plot missing_dir/x.png, or --plot without matplotlib installed, or "
-        "--metrics without prometheus_client installed.",
+        when="specreg demo --plot missing_dir/x.png, --plot out.txt, or --plot without "
+        "matplotlib installed.",
         solutions=(
             "Create the folder first, or point the flag at an existing writable folder.",
+            "Name the image with an extension matplotlib writes: .png, .pdf, .svg, .jpg, ...",
             "Install the plotting extra: pip install 'specreg[plot]'.",
-            "Install the metrics extra for --metrics: pip install 'specreg[metrics]'.",
         ),
         example_fix="# before\n--plot missing_dir/x.png\n# after\nmkdir -p missing_dir && specreg demo --plot missing_dir/x.png",
     ),

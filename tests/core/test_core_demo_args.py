@@ -39,3 +39,31 @@ def test_demo_step_limit_matches_the_toy_model():
     assert ToyConfig().max_positions == TOY_POSITIONS
     assert ToyConfig().window == VERIFY_MARGIN
     assert MAX_STEPS == TOY_POSITIONS - PROMPT_LEN - VERIFY_MARGIN
+
+
+def test_demo_checks_the_plot_format_before_the_run(tmp_path):
+    """Was: the whole demo ran, then matplotlib's traceback for an unknown format."""
+    result = specreg("demo", "--plot", "out.txt", cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == ""  # refused before any row ran
+    assert "Traceback" not in result.stderr
+    assert "[SR144] --plot out.txt: its extension '.txt' names no image format" in result.stderr
+    assert fix_line(result.stderr, "SR144").startswith("name the image with such an extension, "
+                                                       "e.g. --plot out.png")
+
+
+def test_demo_metrics_without_prometheus_client_is_the_missing_extra_code(monkeypatch, tmp_path):
+    """SR131, the catalog's code for the metrics extra missing (SR144 is for the file)."""
+    import argparse
+    import importlib.util
+
+    from specreg import Registry
+    from specreg.demo_args import add_demo_arguments, demo_arg_problems
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "prometheus_client" else real(name, *a))
+    parser = argparse.ArgumentParser()
+    add_demo_arguments(parser)
+    args = parser.parse_args(["--metrics", str(tmp_path / "m.prom")])
+    (found,) = demo_arg_problems(args, Registry())
+    assert found.code == "SR131" and "pip install 'specreg[metrics]'" in found.fix
