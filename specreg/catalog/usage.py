@@ -1,5 +1,5 @@
 """Catalog entries SR140–SR159: command-line usage, plugin loading seen by a user, memory budgets
-and the conformance kit's findings."""
+and the conformance kit's findings (SR147-SR151, SR154-SR156)."""
 
 from specreg.catalog.entry import ErrorEntry
 
@@ -213,19 +213,30 @@ ENTRIES = (
         title="The plugin has no drafting code",
         meaning=(
             "The algorithm's plan has no drafter (specreg_make_drafter returned nothing) and "
-            "its verifier is specreg's own, so the demo and the conformance kit drafted with "
+            "its verifier is specreg's own (ChainVerifier, which the default plugin builds for "
+            "chain and block drafting), so the demo and the conformance kit drafted with "
             "specreg's toy draft model. Their results then measure the toy model, not the "
-            "plugin. This is a notice, not an error."
+            "plugin. This is a notice, not an error. (A tree algorithm has no such stand-in: "
+            "without its own verifier it is SR124.)"
         ),
-        when="`specreg demo` rows and conformance reports of an algorithm that only registers a spec.",
+        when="`specreg demo` rows and conformance reports of a chain or block algorithm that "
+        "only registers a spec.",
         solutions=(
-            "Implement specreg_make_drafter returning an object with propose(history, lengths).",
+            "Chain algorithms: implement specreg_make_drafter returning an object of "
+            "specreg.protocols.ChainDrafterProtocol (gamma, propose(history, lengths)), for your "
+            "algorithm only: return None for every other algorithm, or your drafter replaces "
+            "theirs.",
+            "Block algorithms: return a BlockDrafterProtocol object; tree algorithms a "
+            "TreeDrafterProtocol one (start, step, tree), with a TreeVerifierProtocol verifier: "
+            "the hook reference's per-step contract lists each.",
             "If the algorithm drafts with a model the serving framework runs, say so in its "
             "description; the toy model standing in for it is then the intended test.",
         ),
         example_fix=(
-            "@hookimpl\ndef specreg_make_drafter(config, algorithm):\n"
-            "    return MyDrafter(gamma=config.num_draft_tokens - 1)"
+            "@hookimpl\ndef specreg_make_drafter(config, algorithm, resolution):\n"
+            "    if algorithm.name != 'mine':\n"
+            "        return None                       # another plugin's algorithm\n"
+            "    return MyDrafter(gamma=resolution.gamma)"
         ),
     ),
     ErrorEntry(
@@ -262,5 +273,73 @@ ENTRIES = (
             "For a plugin's code, install the plugin (or fix its load failure) first.",
         ),
         example_fix="# before\nspecreg explain SR1O1\n# after\nspecreg explain SR101",
+    ),
+    ErrorEntry(
+        code="SR154",
+        title="Generation through the plan is not lossless",
+        meaning=(
+            "The conformance kit generates with the plan on specreg's toy models and compares "
+            "with plain decoding: greedy output must equal plain greedy decoding token for "
+            "token, sampled tokens must follow the target's distribution (chi-square test), and "
+            "a cache swapper must lose no KV row. One of these failed, so the plugin's verifier, "
+            "drafter or swapper changes what the model generates. Cause: the plugin."
+        ),
+        when="specreg.testing.check_algorithm / check_cache (the conformance kit).",
+        solutions=(
+            "Plugin authors: compare the verifier with specreg's reference rules (the Kernels "
+            "page); accept a draft only where plain decoding would emit it (greedy) or with "
+            "min(1, p/q) (sampling), and emit the bonus from the target.",
+            "Plugin authors: run the loop of specreg.testing (SpeculativeLoop) on the failing "
+            "config; the clause names the first mismatching column.",
+        ),
+        example_fix=(
+            "# before: accepts every draft\nnum_accepted = torch.full((b,), n - 1)\n"
+            "# after: the leading match with the target's argmax\n"
+            "return specreg.ChainVerifier(...).verify_greedy(candidates, target_logits)"
+        ),
+    ),
+    ErrorEntry(
+        code="SR155",
+        title="A plan object raised while generating",
+        meaning=(
+            "Generating through the plan, the plugin's verifier, drafter or swapper raised an "
+            "exception that carries no specreg code (a shape that disagrees with the plan's "
+            "widths, a crash in a kernel), so a serving loop would fail at that step. Cause: "
+            "the plugin."
+        ),
+        when="specreg.testing.check_algorithm / check_cache (the conformance kit) and "
+        "`specreg demo` rows.",
+        solutions=(
+            "Plugin authors: the clause names the exception and the config; size every tensor "
+            "from the plan (plan.gamma, plan.num_tokens_per_req(phase)).",
+            "Plugin authors: raise a coded error (specreg.problem with a catalog code) for "
+            "inputs the object refuses.",
+        ),
+        example_fix=(
+            "# before\nreturn drafts[:, :4]            # a fixed gamma\n"
+            "# after\nreturn drafts[:, :self.gamma]   # the plan's gamma"
+        ),
+    ),
+    ErrorEntry(
+        code="SR156",
+        title="A plugin's problem has no registered code or no fix",
+        meaning=(
+            "Every problem a user sees names a code `specreg explain` knows and the fix. The "
+            "plugin reported a problem whose code no catalog entry defines (a plugin code it "
+            "never registered through specreg_register_errors) or whose fix is empty. Cause: "
+            "the plugin."
+        ),
+        when="specreg.testing.check_algorithm (the conformance kit) checks the problems a "
+        "plugin reports for values outside the declared ranges.",
+        solutions=(
+            "Plugin authors: register the plugin's codes (SR500-SR899) with "
+            "specreg_register_errors, or reuse the core code that fits (SR103 for ranges).",
+            "Plugin authors: pass fix=... to every problem(...).",
+        ),
+        example_fix=(
+            "# before\nproblem('SR512', 'topk too large')\n"
+            "# after\nproblem('SR103', 'topk=9 is out of range', accepted='topk in [1, 8]',\n"
+            "        fix='set --speculative-eagle-topk within [1, 8]', field='topk')"
+        ),
     ),
 )

@@ -4,18 +4,20 @@ a `SpecPlan`, lossless checks, and the conformance kit for plugin authors.
 Imports torch (unlike `import specreg`).
 """
 
-from specreg.testing.conformance import (
+from specreg.testing.conformance import check_algorithm
+from specreg.testing.conformance_cache import check_cache
+from specreg.testing.conformance_report import (
+    Clause,
     ConformanceError,
     ConformanceNotice,
     ConformanceReport,
-    check_algorithm,
-    check_cache,
 )
 from specreg.testing.loop import GenerationResult, SpeculativeLoop, run_generation
 from specreg.testing.lossless import check_greedy, check_sampling, chi_square_p_value
 from specreg.testing.toy_model import ToyConfig, ToyLM, greedy_reference
 
 __all__ = [
+    "Clause",
     "ConformanceError",
     "ConformanceNotice",
     "ConformanceReport",

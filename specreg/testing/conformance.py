@@ -1,22 +1,22 @@
 """The conformance kit: the contract every algorithm and cache plugin must meet.
 
-`check_algorithm(registry, name)` and `check_cache(registry, name)` return a report and raise
-`ConformanceError` listing every failed clause: widths and gamma, coded problems out of range,
-the per-step protocols (`specreg.protocols`) of the plan's verifier, drafter and swapper,
-adaptive candidates (the verifier accepts every candidate's width and generation is lossless at
-each), and lossless generation. Plugins shipped with specreg run them in specreg's own tests;
-plugin authors run them through the pytest plugin (`specreg.testing.pytest_plugin`).
+`check_algorithm(registry, name)` (and `check_cache`, `specreg.testing.conformance_cache`)
+return a report (`specreg.testing.conformance_report`) and raise `ConformanceError` naming
+every failed clause,
+each with a catalog code and one sentence: configs that resolve (and no plugin fault, such as a
+given number the resolution ignores, on a config that gives one number), widths and gamma, coded
+problems out of range, the per-step protocols (`specreg.protocols`) of the plan's verifier,
+drafter and swapper, adaptive candidates (the verifier accepts every candidate's width and
+generation is lossless at each), and lossless generation. Plugins shipped with specreg run them
+in specreg's own tests; plugin authors run them through the pytest plugin
+(`specreg.testing.pytest_plugin`).
 """
 
 from __future__ import annotations
 
 import itertools
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import attrs
-import torch
 
 from specreg.errors import Problem, SpecRegError, problem
 from specreg.integers import is_int
@@ -30,45 +30,21 @@ from specreg.protocols import (
 )
 from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
+from specreg.testing.conformance_lossless import lossless_clauses
+from specreg.testing.conformance_report import (
+    Clause,
+    ConformanceError,
+    ConformanceNotice,
+    ConformanceReport,
+)
 from specreg.testing.drafter_checks import no_drafting_code
-from specreg.testing.lossless import check_greedy, check_sampling
-from specreg.testing.toy_model import ToyConfig, ToyLM
 
+__all__ = ["Clause", "ConformanceError", "ConformanceNotice", "ConformanceReport", "check_algorithm"]
 
-class ConformanceNotice(UserWarning):
-    """Something a passing report must not hide (SR151: the toy model drafted, not the plugin)."""
-
-
-class ConformanceError(AssertionError):
-    """Some clauses of the plugin contract failed; `failures` lists them."""
-
-    def __init__(self, subject: str, failures: list[str]) -> None:
-        self.failures = failures
-        super().__init__(f"{subject} fails {len(failures)} clause(s):\n  - " + "\n  - ".join(failures))
-
-
-@attrs.define
-class ConformanceReport:
-    subject: str
-    checked: list[str] = attrs.field(factory=list)
-    failures: list[str] = attrs.field(factory=list)
-    notices: list[str] = attrs.field(factory=list)
-
-    def notice(self, found: Problem | None) -> None:
-        """Record a notice once, and warn with it so a passing pytest run shows it too."""
-        if found is not None and found.render() not in self.notices:
-            self.notices.append(found.render())
-            warnings.warn(ConformanceNotice(f"{self.subject}: {found.render()}"), stacklevel=3)
-
-    def clause(self, name: str, ok: bool, detail: str = "") -> None:
-        self.checked.append(name)
-        if not ok:
-            self.failures.append(f"{name}: {detail}" if detail else name)
-
-    def raise_if_failed(self) -> ConformanceReport:
-        if self.failures:
-            raise ConformanceError(self.subject, self.failures)
-        return self
+#: Codes that blame the plugin, not the config: on a config that gives at most one number, any
+#: of them fails the kit (on one that gives contradicting numbers, SR127 is the user's fault).
+PLUGIN_FAULTS = frozenset({"SR114", "SR115", "SR123", "SR124", "SR125", "SR126", "SR127",
+                           "SR128"})
 
 
 def _probe_values(allowed: Any, limit: int) -> list[int]:
@@ -77,24 +53,41 @@ def _probe_values(allowed: Any, limit: int) -> list[int]:
     return sorted({low, min(low + 1, high), min(low + 2, high), allowed.default or low, min(high, low + limit)})
 
 
-def valid_configs(
-    registry: Registry, algorithm: AlgorithmSpec, base: Mapping[str, Any], limit: int = 4
-) -> list[dict[str, Any]]:
-    """The base config (defaults) plus a small grid over the declared ranges, kept where
-    `registry.check` finds no error."""
+def _is_chain(algorithm: AlgorithmSpec) -> bool:
+    return algorithm.drafting == "chain" and algorithm.topk.minimum == 1
+
+
+def probe_configs(algorithm: AlgorithmSpec, base: Mapping[str, Any], limit: int = 4) -> list[dict[str, Any]]:
+    """The base config (defaults) plus a small grid over the declared ranges; a chain's probes
+    keep num_steps = num_draft_tokens - 1 (other pairs contradict each other, SR127)."""
     grid = itertools.product(
         _probe_values(algorithm.num_steps, limit),
         _probe_values(algorithm.topk, limit),
         _probe_values(algorithm.num_draft_tokens, limit * 2),
     )
-    out = []
-    candidates = [dict(base)] + [
-        {**base, "num_steps": steps, "topk": topk, "num_draft_tokens": n} for steps, topk, n in grid
+    if _is_chain(algorithm):  # a chain's steps follow its width
+        grid = ((n - 1, k, n) for s, k, n in grid if k == 1)
+    numbers = dict.fromkeys(grid)  # in order, each once
+    return [dict(base), *({**base, "num_steps": s, "topk": k, "num_draft_tokens": n}
+                          for s, k, n in numbers)]
+
+
+def one_number_configs(algorithm: AlgorithmSpec, base: Mapping[str, Any], limit: int = 4) -> list[dict[str, Any]]:
+    """Configs that give one number each (num_steps alone, num_draft_tokens alone): whatever
+    the plugin infers from it, no plugin fault may follow."""
+    return [
+        {**base, field: value}
+        for field in ("num_steps", "num_draft_tokens")
+        for value in _probe_values(getattr(algorithm, field), limit)[:3]
     ]
-    for config in candidates:
-        if not any(p.is_error for p in registry.check(config)):
-            out.append(config)
-    return out
+
+
+def valid_configs(
+    registry: Registry, algorithm: AlgorithmSpec, base: Mapping[str, Any], limit: int = 4
+) -> list[dict[str, Any]]:
+    """The probe configs `registry.check` finds no error in."""
+    return [c for c in probe_configs(algorithm, base, limit)
+            if not any(p.is_error for p in registry.check(c))]
 
 
 def out_of_range_configs(algorithm: AlgorithmSpec, base: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -123,95 +116,113 @@ def check_algorithm(
     report = ConformanceReport(f"algorithm {algorithm.name!r}")
 
     configs = valid_configs(registry, algorithm, base)
-    report.clause(
-        "has valid configs in its declared ranges", bool(configs),
-        "none of the probes passed check(); the defaults': "
-        + "; ".join(p.render() for p in registry.check(base) if p.is_error),
-    )
+    _config_clauses(report, registry, algorithm, base, configs)
+    plans = []
     for config in configs:
-        try:
-            plan = registry.resolve(config)
-        except SpecRegError as exc:
-            report.clause(f"resolves {config}", False, str(exc))
-            continue
-        report.notice(no_drafting_code(plan))
-        for phase, is_draft in itertools.product(PHASES, (False, True)):
-            width = plan.num_tokens_per_req(phase, is_draft_worker=is_draft)
-            report.clause(
-                f"width {phase.value} ({'draft' if is_draft else 'target'}) > 0 for {config}",
-                is_int(width) and width > 0,
-                f"got {width!r}",
-            )
-        report.clause(
-            f"gamma < target_verify width for {config}",
-            0 < plan.gamma < plan.num_tokens_per_req(Phase.TARGET_VERIFY) + 1,
-            f"gamma {plan.gamma}",
-        )
-        _protocol_clauses(report, plan, config)
-
+        plan = _resolved(report, registry, config)
+        if plan is not None:
+            plans.append((config, plan))
+            report.notice(no_drafting_code(plan))
+            _width_clauses(report, plan, config)
+            _protocol_clauses(report, plan, config)
     for config in out_of_range_configs(algorithm, base):
-        # An error, or a warning where the algorithm fixes the parameter and ignores the value.
-        problems = registry.check(config)
-        reported = bool(problems) and all(_known(registry, p.code) and p.fix for p in problems)
-        report.clause(
-            f"reports a coded problem with a fix for {config}",
-            reported,
-            f"problems: {[p.render() for p in problems]}" if problems else "",
-        )
-        if not problems:
-            report.failures[-1] = silent_out_of_range(registry, algorithm, config).render()
-
-    adaptive = adaptive_configs(registry, algorithm, base)
-    for config in adaptive:
-        plan = registry.resolve(config)
-        _candidate_clauses(report, plan, config)
-
-    if lossless and configs:
-        toy = ToyConfig()
-        target = ToyLM(toy, seed=seed)
-        draft = target.perturbed(0.25, seed=seed + 1)
-        prompts = torch.randint(0, toy.vocab_size - 1, (3, 24), generator=torch.Generator().manual_seed(seed))
-        for config in adaptive[:1]:  # the verify at every candidate width, lossless
-            plan = registry.resolve(config)
-            if plan.num_tokens_per_req(Phase.TARGET_VERIFY) > toy.window:
-                continue
-            for candidate in plan.candidates:
-                try:
-                    greedy = check_greedy(plan, target, draft, prompts, 16, steps=candidate.steps)
-                    ok, detail = greedy.passed, f"first mismatch at column {greedy.first_mismatch}"
-                except Exception as exc:  # noqa: BLE001 - a candidate the kernels refuse is a failure
-                    ok, detail = False, f"{type(exc).__name__}: {exc}"
-                report.clause(
-                    f"greedy output at candidate step {candidate.steps} (verify width "
-                    f"{candidate.sizes.verify_width}) equals plain greedy for {config}",
-                    ok, detail,
-                )
-        for config in _spread(configs, 2):
-            plan = registry.resolve(config)
-            if plan.num_tokens_per_req(Phase.TARGET_VERIFY) > toy.window:
-                continue
-            try:
-                greedy = check_greedy(plan, target, draft, prompts, 24)
-                report.clause(
-                    f"greedy output equals plain greedy decoding for {config}",
-                    greedy.passed,
-                    f"first mismatch at column {greedy.first_mismatch}",
-                )
-                sampled = check_sampling(plan, target, draft, prompts[0], samples=samples, seed=seed)
-                report.clause(
-                    f"sampled tokens follow the target distribution for {config}",
-                    sampled.passed,
-                    f"chi-square p-values {sampled.p_values}",
-                )
-            except SpecRegError as exc:  # coded already (a drafter's bad proposals: SR147/148)
-                report.clause(f"generation runs for {config}", False, str(exc))
-            except AssertionError as exc:  # a width disagreeing with the kernels' shapes
-                report.clause(f"kernel shapes agree with the widths for {config}", False, str(exc))
-            except Exception as exc:  # noqa: BLE001 - a plugin's kernel crashing is a failure to report
-                report.clause(
-                    f"generation runs for {config}", False, f"{type(exc).__name__}: {exc}"
-                )
+        _range_clause(report, registry, algorithm, config)
+    adaptive = []
+    for config in adaptive_configs(registry, algorithm, base):
+        plan = _resolved(report, registry, config, family="candidates")
+        if plan is not None:
+            adaptive.append((config, plan))
+            _candidate_clauses(report, plan, config)
+    if lossless and plans:
+        lossless_clauses(report, plans, adaptive, samples=samples, seed=seed)
     return report.raise_if_failed()
+
+
+def _config_clauses(
+    report: ConformanceReport, registry: Registry, algorithm: AlgorithmSpec,
+    base: Mapping[str, Any], configs: list[dict[str, Any]],
+) -> None:
+    """Valid configs exist (else every error of the defaults fails the clause), and a config
+    giving one number draws no plugin fault."""
+    name = "has valid configs in its declared ranges"
+    if configs:
+        report.record("configs", name)
+    else:
+        for found in [p for p in registry.check(base) if p.is_error] or [_no_probe(algorithm)]:
+            report.record("configs", name, found)
+    for config in one_number_configs(algorithm, base):
+        faults = [p for p in registry.check(config) if p.is_error and p.code in PLUGIN_FAULTS]
+        for found in faults or [None]:
+            report.record("configs", f"no plugin fault for {config}", found)
+
+
+def _no_probe(algorithm: AlgorithmSpec) -> Problem:
+    return problem(
+        "SR150",
+        f"no probe of {algorithm.name!r} inside its declared ranges passed check(), and its "
+        "defaults drew no error either",
+        accepted="declared ranges whose values the plugin accepts",
+        fix="declare the ranges the algorithm really takes in its AlgorithmSpec",
+    )
+
+
+def _resolved(
+    report: ConformanceReport, registry: Registry, config: Mapping[str, Any],
+    family: str = "configs",
+) -> SpecPlan | None:
+    """The plan of `config`, recording the clause that it resolves (every problem if not)."""
+    try:
+        plan = registry.resolve(config)
+    except SpecRegError as exc:
+        for found in exc.problems:
+            report.record(family, f"resolves {config}", found)
+        return None
+    report.record(family, f"resolves {config}")
+    return plan
+
+
+def _width_clauses(report: ConformanceReport, plan: SpecPlan, config: Any) -> None:
+    for phase, is_draft in itertools.product(PHASES, (False, True)):
+        width = plan.num_tokens_per_req(phase, is_draft_worker=is_draft)
+        worker = "draft" if is_draft else "target"
+        report.record("widths", f"width {phase.value} ({worker}) > 0 for {config}",
+                      None if is_int(width) and width > 0 else _sizes_problem(
+                          plan, f"the {worker} worker's {phase.value} width is {width!r}"))
+    verify = plan.num_tokens_per_req(Phase.TARGET_VERIFY)
+    report.record("widths", f"0 < gamma < target_verify width for {config}",
+                  None if 0 < plan.gamma < verify else _sizes_problem(
+                      plan, f"gamma {plan.gamma} with a target_verify width of {verify}"))
+
+
+def _sizes_problem(plan: SpecPlan, what: str) -> Problem:
+    return problem(
+        "SR125", f"the plan of {plan.algorithm.name!r} holds {what}",
+        accepted="1 <= gamma < target_verify width and every width >= 1",
+        fix="return gamma = num_draft_tokens - 1 for a chain or block (the number of draft "
+        "nodes for a tree) and widths of at least 1 from the plugin's sizing hooks",
+    )
+
+
+def _range_clause(
+    report: ConformanceReport, registry: Registry, algorithm: AlgorithmSpec, config: Any
+) -> None:
+    """An out-of-range value draws a problem (an error, or a warning where the algorithm fixes
+    the parameter and ignores it) whose code a catalog defines and which names a fix."""
+    name = f"reports a coded problem with a fix for {config}"
+    problems = registry.check(config)
+    if not problems:
+        report.record("ranges", name, silent_out_of_range(registry, algorithm, config))
+        return
+    bad = [p for p in problems if not (_known(registry, p.code) and p.fix)]
+    for found in bad or [None]:
+        report.record("ranges", name, found and problem(
+            "SR156",
+            f"{algorithm.name!r} reported {found.code} for {config} "
+            + ("with no fix" if _known(registry, found.code) else "a code no catalog defines"),
+            accepted="a problem with a registered code and a fix",
+            fix="register the plugin's codes with specreg_register_errors (or reuse a core "
+            "code) and pass fix=... to every problem(...)",
+        ))
 
 
 def adaptive_configs(
@@ -237,44 +248,61 @@ def _protocol_clauses(report: ConformanceReport, plan: SpecPlan, config: Any) ->
     for role, protocol in wanted.items():
         obj = getattr(plan, role)
         if obj is None:
-            report.clause(
-                f"plan.{role} exists for {config}",
-                role == "cache_swapper" or (role == "drafter" and drafting == "chain"),
-                f"a {drafting} algorithm's plan needs a {role} ({protocol.__name__})",
-            )
+            optional = role == "cache_swapper" or (role == "drafter" and drafting == "chain")
+            report.record("protocols", f"plan.{role} exists for {config}", None if optional else
+                          missing_object(plan.algorithm.name, role, drafting, protocol))
             continue
         missing = missing_members(obj, protocol)
-        report.clause(
-            f"plan.{role} satisfies {protocol.__name__} for {config}",
-            not missing,
-            f"missing or mismatched: {', '.join(missing)}",
-        )
+        report.record("protocols", f"plan.{role} satisfies {protocol.__name__} for {config}",
+                      missing and problem(
+                          "SR123",
+                          f"the plan's {role} {type(obj).__name__} breaks {protocol.__name__}: "
+                          f"missing or mismatched {', '.join(missing)}",
+                          accepted=f"every member of specreg.protocols.{protocol.__name__}",
+                          fix=f"give {type(obj).__name__} the members listed (the hook "
+                          "reference's per-step contract shows each signature)",
+                      ) or None)
+
+
+def missing_object(subject: str, role: str, drafting: str, protocol: type) -> Problem:
+    hook = "specreg_make_cache_swapper" if role == "cache_swapper" else f"specreg_make_{role}"
+    return problem(
+        "SR124",
+        f"the plan of {subject!r} has no {role}: {hook} returned nothing, and a {drafting} "
+        f"algorithm's plan needs one ({protocol.__name__})",
+        accepted=f"a {protocol.__name__} object from {hook}",
+        fix=f"implement {hook} returning a {protocol.__name__} object for {subject!r}",
+    )
 
 
 def _candidate_clauses(report: ConformanceReport, plan: SpecPlan, config: Any) -> None:
     """The plan's maxima cover every candidate, and the verifier accepts every candidate's width."""
     widths = tuple(getattr(plan.verifier, "widths", ()))
     top = plan.num_tokens_per_req(Phase.TARGET_VERIFY)
-    report.clause(
-        f"verifier sized for the plan's maxima for {config}",
-        getattr(plan.verifier, "num_draft_tokens", None) == top,
-        f"verifier num_draft_tokens {getattr(plan.verifier, 'num_draft_tokens', None)}, plan {top}",
-    )
+    sized = getattr(plan.verifier, "num_draft_tokens", None)
+    report.record("candidates", f"verifier sized for the plan's maxima for {config}",
+                  None if sized == top else _unsized(plan, f"verifier num_draft_tokens {sized}, "
+                                                     f"the plan's {top}"))
     for candidate in plan.candidates:
         width = candidate.sizes.verify_width
-        report.clause(
+        held = width <= top and candidate.gamma <= plan.gamma and width in widths
+        report.record(
+            "candidates",
             f"candidate step {candidate.steps}: width {width} within the plan's maxima and "
             f"accepted by the verifier for {config}",
-            width <= top and candidate.gamma <= plan.gamma and width in widths,
-            f"verifier widths {list(widths)}, plan maxima {top} / gamma {plan.gamma}",
+            None if held else _unsized(plan, f"candidate step {candidate.steps} verifies "
+                                       f"{width} tokens; verifier widths {list(widths)}, plan "
+                                       f"maxima {top} / gamma {plan.gamma}"),
         )
 
 
-def _spread(items: list[Any], count: int) -> Iterable[Any]:
-    if len(items) <= count:
-        return items
-    step = (len(items) - 1) / (count - 1)
-    return [items[round(i * step)] for i in range(count)]
+def _unsized(plan: SpecPlan, what: str) -> Problem:
+    return problem(
+        "SR126", f"the plan of {plan.algorithm.name!r}: {what}",
+        accepted="a verifier sized for the plan's maxima that accepts every candidate's width",
+        fix="build the verifier from the resolution argument: num_draft_tokens = "
+        "resolution.target[Phase.TARGET_VERIFY], widths = every resolution.configs() width",
+    )
 
 
 def _known(registry: Registry, code: str) -> bool:
@@ -284,60 +312,6 @@ def _known(registry: Registry, code: str) -> bool:
     except KeyError:
         return False
     return True
-
-
-def check_cache(
-    registry: Registry,
-    name: str,
-    *,
-    algorithm_config: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    calls: int = 40,
-) -> ConformanceReport:
-    """Run the cache contract: resolves with an algorithm, and nothing is lost end to end.
-
-    `algorithm_config` names the algorithm to pair the cache with (default: the first
-    registered algorithm whose config with this cache draws no problem from `registry.check`,
-    not even a notice)."""
-    from specreg.testing.kv import swap_property_check
-
-    cache = registry.get_cache(name)
-    report = ConformanceReport(f"cache {cache.name!r}")
-    config = {**(algorithm_config or _first_algorithm(registry, cache.name)), "cache": cache.name}
-    try:
-        plan = registry.resolve(config)
-    except SpecRegError as exc:
-        report.clause(f"resolves with {config}", False, str(exc))
-        return report.raise_if_failed()
-    report.clause("builds a swapper", plan.cache_swapper is not None, "make_cache_swapper returned None")
-    if plan.cache_swapper is None:
-        return report.raise_if_failed()
-    missing = missing_members(plan.cache_swapper, CacheSwapperProtocol)
-    report.clause(
-        "the swapper satisfies CacheSwapperProtocol", not missing,
-        f"missing or mismatched: {', '.join(missing)}",
-    )
-    toy = ToyConfig()
-    target = ToyLM(toy, seed=seed)
-    draft = target.perturbed(0.25, seed=seed + 1)
-    prompts = torch.randint(0, toy.vocab_size - 1, (3, 24), generator=torch.Generator().manual_seed(seed))
-    greedy = check_greedy(plan, target, draft, prompts, 24)
-    report.clause(
-        "greedy output through the cache equals plain greedy decoding",
-        greedy.passed,
-        f"first mismatch at column {greedy.first_mismatch}",
-    )
-    lost = swap_property_check(plan, target, calls=calls, seed=seed)
-    report.clause("nothing lost over random swap calls", not lost, "; ".join(lost[:5]))
-    return report.raise_if_failed()
-
-
-def _first_algorithm(registry: Registry, cache: str) -> dict[str, Any]:
-    for algorithm in registry.algorithms():
-        config = {"algorithm": algorithm.name, "cache": cache}
-        if not registry.check(config):
-            return {"algorithm": algorithm.name}
-    return {"algorithm": registry.algorithms()[0].name} if registry.algorithms() else {}
 
 
 def silent_out_of_range(

@@ -73,7 +73,10 @@ def no_drafting_code(plan: Any) -> Problem | None:
         f"nothing) and uses specreg's own verifier, so specreg's toy draft model drafted: the "
         f"result measures the toy model, not the plugin",
         accepted="an algorithm whose plugin implements specreg_make_drafter",
-        fix="implement specreg_make_drafter returning an object with propose(history, lengths)",
+        fix="implement specreg_make_drafter returning "
+        + ("a BlockDrafterProtocol object" if plan.algorithm.drafting == "block"
+           else "a ChainDrafterProtocol object (gamma, propose(history, lengths))")
+        + f", for {plan.algorithm.name!r} only: return None for every other algorithm",
         field="drafter",
         severity="warning",
     )

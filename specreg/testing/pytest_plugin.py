@@ -52,6 +52,7 @@ def specreg_registry_factory() -> Callable[..., Any]:
 
 @pytest.fixture
 def specreg_conformance() -> SimpleNamespace:
-    from specreg.testing.conformance import check_algorithm, check_cache
+    from specreg.testing.conformance import check_algorithm
+    from specreg.testing.conformance_cache import check_cache
 
     return SimpleNamespace(check_algorithm=check_algorithm, check_cache=check_cache)

@@ -36,6 +36,12 @@ def test_builtin_algorithms_conform(registry, name, base):
     assert any("plan.verifier satisfies" in c for c in report.checked)
     assert any("plan.drafter satisfies" in c for c in report.checked)
     assert any(c.startswith("greedy output at candidate step") for c in report.checked)
+    summary = report.summary()  # one line: every family checked, each held in full
+    assert summary == str(report).splitlines()[0] and " passes: " in summary
+    for family in ("configs", "widths", "protocols", "ranges", "candidates", "lossless"):
+        held = next(part for part in summary.split("(")[1].split(", ") if part.startswith(family))
+        done, total = held.split()[1].rstrip(")").split("/")
+        assert done == total and int(total) > 0, summary
 
 
 @pytest.mark.parametrize(
@@ -106,3 +112,43 @@ def test_kit_catches_a_lossy_verifier():
     with pytest.raises(ConformanceError) as info:
         check_algorithm(registry, "lossy")
     assert any("greedy output equals plain greedy" in f for f in info.value.failures)
+
+
+def test_every_kit_failure_is_a_coded_sentence_and_the_error_names_the_clauses():
+    class Liar(SpecPlugin):
+        algorithms = ("liar",)
+
+        @hookimpl
+        def specreg_num_tokens_per_req(self, algorithm, phase):
+            return 0 if algorithm.name == "liar" and phase == "draft_decode" else None
+
+    registry = Registry()
+    registry.register_plugin(Liar(), "liar")
+    with pytest.raises(ConformanceError) as info:
+        check_algorithm(registry, "liar", lossless=False)
+    report = info.value.report
+    assert report.failed and all(c.problem is not None and c.problem.fix for c in report.failed)
+    assert {c.problem.code for c in report.failed} == {"SR125"}  # no bare AssertionError text
+    lines = str(info.value).splitlines()
+    assert lines[0] == report.summary() and "fails 7 clause(s)" in lines[0]
+    assert "configs 0/7" in lines[0] and "ranges 4/4" in lines[0]
+    assert all(line.startswith("  - [configs] ") and "[SR125]" in line for line in lines[1:])
+    assert info.value.clauses[0] == "has valid configs in its declared ranges"
+    assert info.value.clauses[1] == "no plugin fault for {'algorithm': 'liar', 'num_steps': 1}"
+
+
+def test_the_gamma_clause_is_gamma_below_the_verify_width():
+    """Was coded as gamma < width + 1: a plan with gamma equal to its verify width passed."""
+    from types import SimpleNamespace
+
+    from specreg.testing.conformance import _width_clauses
+    from specreg.testing.conformance_report import ConformanceReport
+
+    for gamma, held in ((3, True), (4, False), (0, False)):
+        plan = SimpleNamespace(gamma=gamma, algorithm=SimpleNamespace(name="toy"),
+                               num_tokens_per_req=lambda phase, is_draft_worker=False: 4)
+        report = ConformanceReport("algorithm 'toy'")
+        _width_clauses(report, plan, {"algorithm": "toy"})
+        (clause,) = [c for c in report.clauses if "gamma" in c.name]
+        assert clause.name.startswith("0 < gamma < target_verify width")
+        assert clause.passed is held and (held or clause.problem.code == "SR125")
