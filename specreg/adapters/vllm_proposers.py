@@ -14,14 +14,15 @@ error (SR190). As vLLM's own ngram
 proposer, a request gets no drafts when it is not decoding, when it has reached the model's
 maximum length (and at most the room left below it), and when the drafter found no match (a
 drafter's `propose_lists(history, lengths)`, when it has one, says how many tokens it really
-proposed).
+proposed). A NAME no loaded plugin registered is refused where vLLM looks the class up
+(SR101, with the closest name), not when vLLM builds the proposer.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from specreg.errors import PluginError, problem
+from specreg.errors import PluginError, UnknownNameError, problem
 from specreg.protocols import DRAFTER_NEEDS, TOKEN_HISTORY, drafter_needs
 
 SEAM = (
@@ -134,7 +135,30 @@ class SpecregProposer:
         """Nothing to load: the drafter works from the token history."""
 
 
+class UnknownProposerError(UnknownNameError, AttributeError):
+    """`vllm_proposers.NAME` for an algorithm no loaded plugin registered (coded, and an
+    AttributeError as every failed attribute lookup is)."""
+
+
+def proposer_class(algorithm: str) -> type[SpecregProposer]:
+    """The proposer class of `algorithm`, whatever registry will resolve it."""
+    return type(f"SpecregProposer_{algorithm}", (SpecregProposer,), {"algorithm": algorithm})
+
+
 def __getattr__(name: str) -> type[SpecregProposer]:
+    """`specreg.adapters.vllm_proposers.NAME`, as vLLM looks up a custom_class: refused here,
+    with the closest name (SR101), when no loaded plugin registered algorithm NAME."""
     if name.startswith("_"):
         raise AttributeError(name)
-    return type(f"SpecregProposer_{name}", (SpecregProposer,), {"algorithm": name})
+    from specreg._suggest import unknown_name_problem
+    from specreg.registry import Registry
+
+    registry = Registry.load()
+    try:
+        registry.get_algorithm(name)
+    except UnknownNameError:
+        where = 'the speculative config\'s "model" (specreg.adapters.vllm_proposers.NAME)'
+        raise UnknownProposerError(
+            unknown_name_problem(registry, name, "algorithm", flag=where)
+        ) from None
+    return proposer_class(name)

@@ -10,7 +10,7 @@ import pytest
 from specreg_lookup.kernels.ngram_match.reference import propose_row
 
 from specreg import Registry
-from specreg.adapters.vllm_proposers import __getattr__ as proposer_class
+from specreg.adapters.vllm_proposers import proposer_class
 from specreg.errors import PluginError
 
 
