@@ -211,6 +211,31 @@ def test_bitmask_kernel_equals_reference(backend):
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_scores_of_any_rank_are_masked_as_xgrammar_masks_them(backend):
+    """[..., V], as the docstring says: a 1-D row (xgrammar's apply_token_bitmask_inplace takes
+    one; it was SR917) and four dimensions give what the rows give one by one."""
+    gen = torch.Generator().manual_seed(4)
+    vocab = 77
+    row = torch.randn(vocab, generator=gen)
+    word = torch.randint(-2**31, 2**31 - 1, (bitmask_words(vocab),), generator=gen,
+                         dtype=torch.int64).to(torch.int32)
+    theirs = row.clone()
+    xgr.apply_token_bitmask_inplace(theirs, word)
+    ours = apply_token_bitmask_(row.clone(), word, backend=backend)
+    assert torch.equal(ours, theirs)
+    scores = torch.randn(2, 3, 2, vocab, generator=gen)
+    words = torch.randint(-2**31, 2**31 - 1, (2, 3, 2, bitmask_words(vocab)), generator=gen,
+                          dtype=torch.int64).to(torch.int32)
+    want = torch.stack([masked_row(r, w, probabilities=False)
+                        for r, w in zip(scores.reshape(-1, vocab), words.reshape(12, -1),
+                                        strict=True)]).reshape(scores.shape)
+    assert torch.equal(apply_token_bitmask_(scores, words, backend=backend), want)
+    with pytest.raises(KernelInputError) as info:  # the row it names is [0] for one row
+        apply_token_bitmask_(row.clone(), torch.zeros_like(word), backend=backend)
+    assert info.value.codes == ("SR918",) and "[[0]]" in str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_chain_with_mask_equals_the_reference_on_masked_scores(backend):
     """The verifier with `token_bitmask=` against the chain rule's plain reference run on scores
     masked row by row by the mask's reference, on the same draws (a seeded request is keyed by

@@ -61,16 +61,26 @@ def apply_token_bitmask_(
 
 
 def _planes(scores: torch.Tensor, words: torch.Tensor, vocab: int):
-    """[R, V] views of `scores` (strided as given) with their [R, W] words, in row order."""
+    """[R, V] views of `scores` [..., V] (strided as given) with their [R, W] words, in row
+    order: a 1-D row is a plane of one row, leading dimensions past the first are walked."""
+    if scores.dim() == 1:
+        yield scores.unsqueeze(0), words
+        return
     if scores.dim() == 2:
         yield scores, words
         return
-    if scores.dim() == 3:
-        n = scores.shape[1]
-        for i in range(scores.shape[0]):
-            yield scores[i], words[i * n:(i + 1) * n]
-        return
-    raise AssertionError("checked: 2 or 3 dimensions")
+    rows = words.shape[0] // scores.shape[0]
+    for i in range(scores.shape[0]):
+        yield from _planes(scores[i], words[i * rows:(i + 1) * rows], vocab)
+
+
+def _position(row: int, lead: list[int]) -> list[int]:
+    """The index in the leading dimensions `lead` of flat row `row` ([row] for 1-D scores)."""
+    out = []
+    for size in reversed(lead):
+        row, at = divmod(row, size)
+        out.append(at)
+    return out[::-1] or [row]
 
 
 def check_bitmask(
@@ -88,9 +98,9 @@ def check_bitmask(
             accepted=f"int32 {want}", fix="pass the grammar engine's bitmask (int32 words)",
             field=field,
         ))
-    if scores.dim() not in (2, 3) or not scores.is_floating_point():
+    if scores.dim() < 1 or not scores.is_floating_point():
         found.append(f"the scores it masks are {scores.dtype} {list(scores.shape)}, not float "
-                     "[R, V] or [b, n, V]")
+                     "[..., V]")
     if bitmask.dtype != torch.int32:
         found.append(f"{field} is {bitmask.dtype}, not int32")
     if list(bitmask.shape) != want:
@@ -112,8 +122,7 @@ def check_bitmask(
         empty = empty.nonzero().flatten()
         if empty.numel():
             lead = list(scores.shape[:-1])
-            where = [list(divmod(int(r), lead[1])) if len(lead) == 2 else [int(r)]
-                     for r in empty[:8]]
+            where = [_position(int(r), lead) for r in empty[:8]]
             raise KernelInputError(problem(
                 "SR918", f"{field} allows no token at {len(empty)} row(s), e.g. {where} "
                 "(request, position)", accepted="at least one allowed token per verified row",
