@@ -41,10 +41,11 @@ from specreg.demo_output import (
     save_metrics,
     save_plot,
 )
-from specreg.errors import ConfigError, SpecRegError
+from specreg.errors import ConfigError, PluginError, SpecRegError, dedupe_problems
 from specreg.plan import SpecPlan
 from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
+from specreg.testing.conformance import plugin_faults
 from specreg.testing.drafter_checks import drafter_label, no_drafting_code
 from specreg.testing.kv import toy_cache_options
 from specreg.testing.loop import GenerationResult, params_method
@@ -211,6 +212,10 @@ def run_case(
     started = time.perf_counter()
     try:
         plan: SpecPlan = registry.resolve(config)
+        if case.label == "default":  # the defaults hide a resolution that ignores a number
+            faults = plugin_faults(registry, algorithm, config)
+            if faults:
+                raise PluginError(dedupe_problems(found for _, found in faults))
         row.config = {
             k: v
             for k, v in plan.config.to_dict().items()

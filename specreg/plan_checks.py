@@ -76,12 +76,14 @@ def chain_steps_problems(
     found: Iterable[Problem], resolved_by: str,
 ) -> list[Problem]:
     """SR127 when a chain plan's num_steps is not its gamma (one of them silently ignored),
-    unless a problem about either field already explains it. `given` is the user's config,
+    unless a problem about either field, or sizes that cannot run (SR125), already explain it. `given` is the user's config,
     `resolved_by` the hook and plugin that resolved it."""
     if resolution is None or algorithm.drafting != "chain" or (resolution.config.topk or 1) != 1:
         return []
     steps, gamma = resolution.config.num_steps, resolution.main.gamma
-    if steps is None or steps == gamma or any(p.field in _STEP_FIELDS for p in found):
+    if steps is None or steps == gamma or any(
+        p.field in _STEP_FIELDS or p.code == "SR125" for p in found
+    ):
         return []
     drafts = resolution.config.num_draft_tokens
     if given.num_steps is not None and given.num_draft_tokens is not None:

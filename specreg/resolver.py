@@ -234,8 +234,9 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
     # A plugin's own error about a field replaces the generic range message for it.
     owned = {p.field for p in problems if p.is_error and p.field}
     problems += [p for p in generic if not (p.is_error and p.field in owned)]
-    problems += chain_steps_problems(
-        config, algorithm, resolution, problems, answered_by.get("specreg_resolve_config", "")
+    problems += chain_steps_problems(  # after sizes that cannot run, a consequence of them
+        config, algorithm, resolution, [*problems, *resolve_problems],
+        answered_by.get("specreg_resolve_config", ""),
     )
     problems += consequences_dropped(resolve_problems, problems)
     problems = superseded_dropped(problems)

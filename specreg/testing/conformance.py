@@ -82,6 +82,20 @@ def one_number_configs(algorithm: AlgorithmSpec, base: Mapping[str, Any], limit:
     ]
 
 
+def plugin_faults(
+    registry: Registry, algorithm: AlgorithmSpec, base: Mapping[str, Any]
+) -> list[tuple[dict[str, Any], Problem]]:
+    """Each config giving one number (`one_number_configs`, on `base` less its numbers) with
+    the plugin faults `registry.check` finds in it: what the user may not be blamed for."""
+    bare = {k: v for k, v in base.items() if k not in ("num_steps", "topk", "num_draft_tokens")}
+    return [
+        (config, found)
+        for config in one_number_configs(algorithm, bare)
+        for found in registry.check(config)
+        if found.is_error and found.code in PLUGIN_FAULTS
+    ]
+
+
 def valid_configs(
     registry: Registry, algorithm: AlgorithmSpec, base: Mapping[str, Any], limit: int = 4
 ) -> list[dict[str, Any]]:
@@ -150,10 +164,11 @@ def _config_clauses(
     else:
         for found in [p for p in registry.check(base) if p.is_error] or [_no_probe(algorithm)]:
             report.record("configs", name, found)
+    faults = plugin_faults(registry, algorithm, base)
     for config in one_number_configs(algorithm, base):
-        faults = [p for p in registry.check(config) if p.is_error and p.code in PLUGIN_FAULTS]
-        for found in faults or [None]:
-            report.record("configs", f"no plugin fault for {config}", found)
+        found = [p for c, p in faults if c == config]
+        for fault in found or [None]:
+            report.record("configs", f"no plugin fault for {config}", fault)
 
 
 def _no_probe(algorithm: AlgorithmSpec) -> Problem:
