@@ -28,6 +28,7 @@ from specreg_ngram.errors import CHAIN_MISMATCH
 
 if TYPE_CHECKING:
     from specreg import SpecConfig
+    from specreg.resolution import Resolution
 
 NAME = "ngram_example"
 DEFAULT_NUM_DRAFT_TOKENS = 4
@@ -98,9 +99,10 @@ def specreg_validate_config(config: SpecConfig, algorithm: AlgorithmSpec) -> lis
 
 
 @hookimpl
-def specreg_make_drafter(config: SpecConfig, algorithm: AlgorithmSpec) -> object | None:
+def specreg_make_drafter(algorithm: AlgorithmSpec, resolution: Resolution) -> object | None:
     if algorithm.name != NAME:
         return None
     from specreg_ngram.drafter import NgramDrafter
 
-    return NgramDrafter(num_draft_tokens=config.num_draft_tokens)
+    # the plan's gamma: the widest over adaptive candidates, which verify a prefix of the chain
+    return NgramDrafter(num_draft_tokens=resolution.gamma + 1)
