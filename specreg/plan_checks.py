@@ -20,10 +20,14 @@ from specreg.integers import is_int
 from specreg.phase import PHASES, Phase
 from specreg.protocols import missing_members
 from specreg.resolution import Resolution, Sizes
-from specreg.specs import AlgorithmSpec
+from specreg.specs import AlgorithmSpec, CacheSpec
 
 #: The drafting styles specreg's default plugin builds a verifier for (ChainVerifier).
 DEFAULT_VERIFIER_DRAFTING = ("chain", "block")
+#: Codes that blame a plugin, not the user's input (SR127 blames the input when the user gave
+#: both numbers).
+PLUGIN_FAULTS = frozenset({"SR114", "SR115", "SR123", "SR124", "SR125", "SR126", "SR127",
+                           "SR128"})
 #: Fields whose own problem already explains a chain's steps (SR107 included: the plugin says
 #: it ignores the value), so SR127 would only repeat it.
 _STEP_FIELDS = ("num_steps", "num_draft_tokens")
@@ -172,15 +176,15 @@ def missing_verifier(algorithm: AlgorithmSpec, answered: bool, owner: str | None
 
 
 def object_problems(
-    obj: Any, hook: str, plugin: str | None, protocol: type, algorithm: AlgorithmSpec,
+    obj: Any, hook: str, plugin: str | None, protocol: type, owner: AlgorithmSpec | CacheSpec,
 ) -> list[Problem]:
     """SR123 for a class returned where an instance belongs, or an object that misses a
-    member of `protocol`."""
+    member of `protocol` (`owner`: the algorithm or cache it was built for)."""
     if isinstance(obj, type):
         return [problem(
             "SR123",
             f"plugin {plugin!r} returned the class {obj.__name__} from {hook} for "
-            f"{algorithm.name!r}, not an instance of it",
+            f"{owner.name!r}, not an instance of it",
             accepted=f"an instance with every member of specreg.protocols.{protocol.__name__}",
             fix=f"plugin authors: return an instance, e.g. `{obj.__name__}(...)`, from {hook}; "
             "users: report it to the plugin's authors",

@@ -37,6 +37,7 @@ from specreg.phase import PHASES
 from specreg.plan import SpecPlan
 from specreg.plan_checks import (
     DEFAULT_VERIFIER_DRAFTING,
+    PLUGIN_FAULTS,
     chain_steps_problems,
     missing_verifier,
     object_problems,
@@ -53,7 +54,7 @@ from specreg.translate import config_from_flags
 
 DEFAULT_PLUGIN = "specreg.default"
 _LEGACY_SIZE_HOOKS = ("specreg_resolve_gamma", "specreg_num_tokens_per_req")
-#: Plugin faults that only echo a fault in the user's input: dropped while the input has one.
+#: Plugin faults that may only echo a fault in the user's input: dropped while it has one.
 _ECHO_CODES = ("SR115", "SR125")
 
 
@@ -183,12 +184,10 @@ def _build(
     if obj is None:
         return None
     algorithm = kwargs.get("algorithm")
-    if algorithm is None:  # a cache swapper: its protocol only
-        wrong = object_problems(obj, hook_name, plugin, protocol, kwargs["cache"])
-    else:
-        wrong = object_problems(obj, hook_name, plugin, protocol, algorithm)
+    wrong = object_problems(obj, hook_name, plugin, protocol, algorithm or kwargs["cache"])
+    if algorithm is not None and not wrong:  # a cache swapper has no sizes of its own
         role = hook_name.removeprefix("specreg_make_")
-        wrong = wrong or sized_problems(role, obj, plugin, algorithm, kwargs["resolution"])
+        wrong = sized_problems(role, obj, plugin, algorithm, kwargs["resolution"])
     problems += wrong
     return None if wrong else obj
 
@@ -276,7 +275,7 @@ def consequences_dropped(resolve_problems: list[Problem], found: list[Problem]) 
     contradict each other) when validation already found an error in the user's input: the
     hook only echoed that input, so blaming the plugin would point the user at the wrong party.
     Once the input is fixed, a real plugin bug still shows."""
-    if any(p.is_error and p.code not in _ECHO_CODES for p in found):
+    if any(p.is_error and p.code not in PLUGIN_FAULTS for p in found):
         return [p for p in resolve_problems if p.code not in _ECHO_CODES]
     return resolve_problems
 

@@ -22,6 +22,7 @@ from specreg.errors import Problem, SpecRegError, problem
 from specreg.integers import is_int
 from specreg.phase import PHASES, Phase
 from specreg.plan import SpecPlan
+from specreg.plan_checks import PLUGIN_FAULTS
 from specreg.protocols import (
     DRAFTER_PROTOCOLS,
     VERIFIER_PROTOCOLS,
@@ -41,10 +42,6 @@ from specreg.testing.drafter_checks import no_drafting_code
 
 __all__ = ["Clause", "ConformanceError", "ConformanceNotice", "ConformanceReport", "check_algorithm"]
 
-#: Codes that blame the plugin, not the config: on a config that gives at most one number, any
-#: of them fails the kit (on one that gives contradicting numbers, SR127 is the user's fault).
-PLUGIN_FAULTS = frozenset({"SR114", "SR115", "SR123", "SR124", "SR125", "SR126", "SR127",
-                           "SR128"})
 
 
 def _probe_values(allowed: Any, limit: int) -> list[int]:
@@ -60,13 +57,13 @@ def _is_chain(algorithm: AlgorithmSpec) -> bool:
 def probe_configs(algorithm: AlgorithmSpec, base: Mapping[str, Any], limit: int = 4) -> list[dict[str, Any]]:
     """The base config (defaults) plus a small grid over the declared ranges; a chain's probes
     keep num_steps = num_draft_tokens - 1 (other pairs contradict each other, SR127)."""
-    grid = itertools.product(
+    grid = list(itertools.product(
         _probe_values(algorithm.num_steps, limit),
         _probe_values(algorithm.topk, limit),
         _probe_values(algorithm.num_draft_tokens, limit * 2),
-    )
+    ))
     if _is_chain(algorithm):  # a chain's steps follow its width
-        grid = ((n - 1, k, n) for s, k, n in grid if k == 1)
+        grid = [(n - 1, k, n) for _, k, n in grid if k == 1]
     numbers = dict.fromkeys(grid)  # in order, each once
     return [dict(base), *({**base, "num_steps": s, "topk": k, "num_draft_tokens": n}
                           for s, k, n in numbers)]
@@ -162,13 +159,16 @@ def _config_clauses(
     if configs:
         report.record("configs", name)
     else:
-        for found in [p for p in registry.check(base) if p.is_error] or [_no_probe(algorithm)]:
-            report.record("configs", name, found)
+        for error in [p for p in registry.check(base) if p.is_error] or [_no_probe(algorithm)]:
+            report.record("configs", name, error)
     faults = plugin_faults(registry, algorithm, base)
     for config in one_number_configs(algorithm, base):
+        clause = f"no plugin fault for {config}"
         found = [p for c, p in faults if c == config]
-        for fault in found or [None]:
-            report.record("configs", f"no plugin fault for {config}", fault)
+        if not found:
+            report.record("configs", clause)
+        for fault in found:
+            report.record("configs", clause, fault)
 
 
 def _no_probe(algorithm: AlgorithmSpec) -> Problem:
@@ -229,11 +229,14 @@ def _range_clause(
         report.record("ranges", name, silent_out_of_range(registry, algorithm, config))
         return
     bad = [p for p in problems if not (_known(registry, p.code) and p.fix)]
-    for found in bad or [None]:
-        report.record("ranges", name, found and problem(
+    if not bad:
+        report.record("ranges", name)
+    for found in bad:
+        report.record("ranges", name, problem(
             "SR156",
-            f"{algorithm.name!r} reported {found.code} for {config} "
-            + ("with no fix" if _known(registry, found.code) else "a code no catalog defines"),
+            f"{algorithm.name!r} reported {found.code} for {config}: "
+            + ("a problem with no fix" if _known(registry, found.code) else
+               "a code no catalog defines"),
             accepted="a problem with a registered code and a fix",
             fix="register the plugin's codes with specreg_register_errors (or reuse a core "
             "code) and pass fix=... to every problem(...)",

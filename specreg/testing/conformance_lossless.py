@@ -10,6 +10,7 @@ report (`specreg.testing.conformance_report`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import torch
@@ -36,16 +37,16 @@ def lossless_clauses(
         for candidate in plan.candidates:
             name = (f"greedy output at candidate step {candidate.steps} (verify width "
                     f"{candidate.sizes.verify_width}) equals plain greedy for {config}")
-            generation_clause(report, name, plan, lambda p=plan, s=candidate.steps: _greedy(
-                p, target, draft, prompts, 16, s))
+            generation_clause(report, name, plan, partial(
+                _greedy, plan, target, draft, prompts, 16, candidate.steps))
     for config, plan in _spread(plans, 2):
         if plan.num_tokens_per_req(Phase.TARGET_VERIFY) > toy.window:
             continue
         generation_clause(report, f"greedy output equals plain greedy decoding for {config}",
-                           plan, lambda p=plan: _greedy(p, target, draft, prompts, 24, None))
+                          plan, partial(_greedy, plan, target, draft, prompts, 24, None))
         generation_clause(
             report, f"sampled tokens follow the target distribution for {config}", plan,
-            lambda p=plan: _sampled(p, target, draft, prompts[0], samples, seed),
+            partial(_sampled, plan, target, draft, prompts[0], samples, seed),
         )
 
 

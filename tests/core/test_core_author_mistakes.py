@@ -80,3 +80,12 @@ def test_the_plugin_without_a_mistake_passes_everywhere(sites, monkeypatch):
     report = check_algorithm(Registry.load(allowlist={plugin}, fresh=True), ALGORITHM,
                              samples=500)
     assert not report.failures and " passes: " in report.summary()
+
+
+@pytest.mark.parametrize("code", sorted({m.code for m in MISTAKES.values() if m.code}))
+def test_explain_says_what_each_refusal_means_and_how_to_fix_it(code):
+    from specreg.catalog import lookup
+
+    result = specreg("explain", code)
+    assert result.returncode == 0 and result.stdout.startswith(f"{code}: {lookup(code).title}")
+    assert "Solutions" in result.stdout and "Plugin authors" in result.stdout
