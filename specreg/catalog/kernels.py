@@ -24,7 +24,8 @@ ENTRIES = (
         when="Any kernel wrapper, before launch.",
         solutions=(
             "Cast the tensor to one of the accepted dtypes the message lists.",
-            "Index tensors are int32 or int64; probabilities are floating point.",
+            "Index tensors are int64 (token ids, lengths; int32 is accepted too); "
+            "probabilities are floating point.",
         ),
         example_fix="# before\ncandidates.float()\n# after\ncandidates.long()",
     ),

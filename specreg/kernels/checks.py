@@ -66,10 +66,16 @@ def check_dtype(name: str, tensor: torch.Tensor, allowed: Sequence[torch.dtype])
                 "SR901",
                 f"{name} has dtype {str(tensor.dtype).replace('torch.', '')}",
                 accepted=_dtype_names(allowed),
-                fix=f"cast {name} with .to(torch.{_dtype_names(allowed[:1])})",
+                fix=f"cast {name} with .to(torch.{_dtype_names([_preferred(allowed)])})",
                 field=name,
             )
         )
+
+
+def _preferred(allowed: Sequence[torch.dtype]) -> torch.dtype:
+    """The dtype a fix names: int64 where it is accepted (the contracts' index dtype, token
+    ids and lengths), else the first accepted."""
+    return torch.int64 if torch.int64 in allowed else allowed[0]
 
 
 def check_same_device(**tensors: torch.Tensor | None) -> torch.device:
