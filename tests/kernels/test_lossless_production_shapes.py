@@ -51,9 +51,6 @@ from tests.support import lossless as ll
 
 SMALL_V, QWEN_V = 32_768, 151_936
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-TAIL_BINS = 6
-#: The injected error of control (i), as a multiple of the stated eps.
-CONTROL_FACTOR = 1.1
 #: Elements of one [chunk, n, V] target block (the rows are repeated over the chunk).
 CHUNK_ELEMENTS = 1 << 26
 
@@ -78,30 +75,11 @@ def _tensor(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return torch.from_numpy(values).to(torch.float64).to(dtype)
 
 
-def _draws(law: np.ndarray, size, rng: np.random.Generator) -> np.ndarray:
-    """Tokens drawn from `law` (float64, sums to 1) by inverse CDF in float64."""
-    cdf = np.cumsum(law)
-    tokens = np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right")
-    return np.minimum(tokens, law.shape[0] - 1)
-
-
-def _check_lossless(tokens, law, heads, stated_eps, seed):
-    """The binned chi-square against `law`, its power claim, and control (i)."""
-    bins = ll.binning(law, heads, TAIL_BINS)
-    counts, impossible = bins.counts(tokens)
-    assert impossible == 0, "a token of zero probability was emitted"
-    assert ll.detectable_tv(tokens.shape[0], bins.bins) <= stated_eps
-    assert ll.chi_square_pvalue(counts, bins.probs) >= ll.ALPHA
-    rng = np.random.default_rng(seed)
-    faulty = ll.with_defect(tokens, bins, law, CONTROL_FACTOR * stated_eps, rng)
-    assert ll.chi_square_pvalue(bins.counts(faulty)[0], bins.probs) < ll.ALPHA
-
-
 def _check_dtypes(tokens: dict, law, heads, stated: dict, seed):
     """Each dtype's tokens, then both together (one law: the rows hold the same values)."""
     for index, (dtype, found) in enumerate(tokens.items()):
-        _check_lossless(found, law, heads, stated[dtype], seed + index)
-    _check_lossless(np.concatenate(list(tokens.values())), law, heads, stated["both"], seed + 7)
+        ll.check_lossless(found, law, heads, stated[dtype], seed + index)
+    ll.check_lossless(np.concatenate(list(tokens.values())), law, heads, stated["both"], seed + 7)
 
 
 # --- (a), (b): the chain verifier ----------------------------------------------------------
@@ -123,7 +101,7 @@ CHAIN_PLAN = {
 def _chain_inputs(rows: ll.DyadicRows, requests: int, seed: int):
     """Drafts [N, 2] ~ q and random absolute positions [N] of `requests` requests."""
     rng = np.random.default_rng(seed)
-    return _draws(rows.q, (requests, 2), rng), rng.integers(0, 2**40, requests)
+    return ll.draws(rows.q, (requests, 2), rng), rng.integers(0, 2**40, requests)
 
 
 def _run_chain(rows: ll.DyadicRows, dtype, inputs, with_draft, offset, count=None):
@@ -194,7 +172,7 @@ def test_chain_emits_the_target_law(rule, vocab):
             assert np.array_equal(again[0], firsts[dtype][:512])
             assert np.array_equal(again[1], second[: again[1].shape[0]])
     _check_dtypes(firsts, rows.p, rows.heads, stated, seed=vocab)
-    _check_lossless(np.concatenate(seconds), rows.p, rows.heads, stated["second"], vocab + 9)
+    ll.check_lossless(np.concatenate(seconds), rows.p, rows.heads, stated["second"], vocab + 9)
 
 
 # --- (c): the sampling-parameter chain -----------------------------------------------------
@@ -242,7 +220,7 @@ def _run_params(logits: ll.LevelLogits, case: dict, dtype, requests, offset, cou
     vocab = logits.target.shape[0]
     q = ll.filtered_softmax(logits.draft, case["temperature"], **_filter(case))
     rng = np.random.default_rng(offset)
-    drafts, positions = _draws(q, requests, rng), rng.integers(0, 2**40, requests)
+    drafts, positions = ll.draws(q, requests, rng), rng.integers(0, 2**40, requests)
     count = requests if count is None else count
     chunk = _chunk(vocab, 2)
     target = _tensor(logits.target, dtype).expand(chunk, 2, vocab).contiguous()
@@ -314,7 +292,7 @@ def test_params_chain_emits_the_filtered_target_law(vocab, binding):
             assert np.array_equal(again[0], firsts[dtype][:256])
             assert np.array_equal(again[1], second[: again[1].shape[0]])
     _check_dtypes(firsts, law, logits.heads, stated, seed=vocab + 11)
-    _check_lossless(np.concatenate(seconds), law, logits.heads, stated["second"], vocab + 13)
+    ll.check_lossless(np.concatenate(seconds), law, logits.heads, stated["second"], vocab + 13)
 
 
 # --- exact checks: the stream and the race against the independent NumPy implementation ----
@@ -576,7 +554,7 @@ def test_detectable_tv_holds_by_simulation():
     of the time (the claim is 99 %; 3 standard errors), and samples from the expected law
     itself at most 0.1 %."""
     rng = np.random.default_rng(10)
-    bins = 4 + TAIL_BINS
+    bins = 4 + ll.TAIL_BINS
     probs = np.full(bins, 1.0 / bins)
     sign = np.where(np.arange(bins) % 2 == 0, 1.0, -1.0)
     critical = ll.stats.chi2.isf(ll.ALPHA, bins - 1)
