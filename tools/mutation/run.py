@@ -65,6 +65,27 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
         ["tests/kernels/test_boundaries_chain.py", "tests/kernels/test_sampling_params.py",
          "tests/kernels/test_kernel_references.py", "tests/kernels/test_production_shapes.py"],
     ),
+    "specreg.kernels.random_stream.torch_impl": (
+        "specreg/kernels/random_stream/torch_impl.py",
+        ["tests/kernels/test_random_stream.py", "tests/kernels/test_chain_race.py",
+         "tests/kernels/test_lossless_production_shapes.py",
+         "tests/kernels/test_stream_only_randomness.py"],
+    ),
+    "specreg.kernels.sampling.torch_impl": (
+        "specreg/kernels/sampling/torch_impl.py",
+        ["tests/kernels/test_sampling.py", "tests/kernels/test_chain_race.py",
+         "tests/kernels/test_chain_sampling.py", "tests/kernels/test_lossless_production_shapes.py",
+         "tests/kernels/test_chain_invariant.py"],
+    ),
+    "specreg.kernels.pivot.torch_impl": (
+        "specreg/kernels/pivot/torch_impl.py",
+        ["tests/kernels/test_filtering_pivot.py", "tests/kernels/test_boundaries_filtering.py",
+         "tests/kernels/test_sampling_params.py", "tests/kernels/test_filtering_numbers.py"],
+    ),
+    "specreg.kernels.relaxed.torch_impl": (
+        "specreg/kernels/relaxed/torch_impl.py",
+        ["tests/kernels/test_relaxed.py", "tests/kernels/test_relaxed_params.py"],
+    ),
     "specreg_eagle.kernels.verify_greedy.torch_impl": (
         "plugins/specreg_eagle/kernels/verify_greedy/torch_impl.py",
         ["tests/eagle/test_boundaries_eagle.py", "tests/eagle/test_eagle_verify.py",
