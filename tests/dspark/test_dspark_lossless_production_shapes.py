@@ -44,13 +44,7 @@ BLOCK_PLAN = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread (see tests/kernels/test_lossless_production_shapes.py)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _rows(vocab: int):

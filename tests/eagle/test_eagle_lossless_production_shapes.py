@@ -23,6 +23,7 @@ import torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 
 from tests.support import lossless as ll
+from tests.support.eagle import tree_links
 
 SMALL_V, QWEN_V = 32_768, 151_936
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -47,26 +48,7 @@ TREE_PLAN = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread (see the chain file's fixture: on a shared 2-core machine two
-    spinning threads cost far more than they give)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _links(b: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    first, sibling = [-1] * NODES, [-1] * NODES
-    for node in range(NODES):
-        kids = [c for c in range(NODES) if PARENTS[c] == node]
-        if kids:
-            first[node] = kids[0]
-        for a, c in zip(kids, kids[1:], strict=False):
-            sibling[a] = c
-    index = torch.arange(b * NODES).view(b, NODES)
-    return index, torch.tensor(first).expand(b, NODES), torch.tensor(sibling).expand(b, NODES)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _laws(vocab: int):
@@ -107,7 +89,7 @@ def _run_tree(p, q, law_of, dtype, cand, positions, offset, with_draft):
         b = min(chunk, requests - start)
         tokens = torch.from_numpy(cand[start : start + b])
         laws = law_of[tokens]
-        index, next_token, next_sibling = _links(b)
+        index, next_token, next_sibling = tree_links(b, PARENTS)
         result = verify_tree_sampling(
             tokens, index, next_token, next_sibling, p_rows[laws], depth=DEPTH,
             draft_probs=q_rows[laws] if with_draft else None,

@@ -55,16 +55,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 CHUNK_ELEMENTS = 1 << 26
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: the verifiers' CPU paths run many row-sized ops, and on a shared
-    2-core machine two spinning threads cost 20x (measured: the params path, V 151,936, 512
-    requests, 1.8 s on one thread, 38 s on two; this file 115 s on one, over 10 minutes on two
-    while other jobs ran). On a quiet machine one thread costs little here."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _chunk(vocab: int, n: int) -> int:
