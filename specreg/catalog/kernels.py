@@ -304,7 +304,8 @@ ENTRIES = (
             "i.e. when the draft was started with params=. A deterministic top-k draft has no "
             "such q: it is verified by the target-only rule, without draft logits."
         ),
-        when="EagleDrafter.draft_logits(draft) on a draft started without params=.",
+        when="EagleDrafter.draft_logits(draft) or MedusaDrafter.draft_probs(draft) on a "
+        "draft started without params=.",
         solutions=("Start the draft with drafter.start(logits, hidden, params=params, "
                    "generator=...).",
                    "Verify without draft_logits= (the target-only rule)."),
