@@ -412,8 +412,11 @@ class MedusaDrafter:
         parents, ids, heads, choices, _ = self._layout_tensors(draft.steps, device)
         flat = draft.head_tokens.reshape(b, -1)
         draft_tokens = flat[:, heads * self.topk + choices]  # [b, N - 1]
+        # One row per request, materialised: the Triton kernel reads rows at its own stride, so
+        # an expanded view (stride 0) would hand every request after the first another row.
         tree = build_tree(
-            bonus_tokens, parents.expand(b, -1), ids.expand(b, -1), draft_tokens, seq_lens,
+            bonus_tokens, parents.expand(b, -1).contiguous(), ids.expand(b, -1).contiguous(),
+            draft_tokens, seq_lens,
             topk=layout.encoding_topk, depth=draft.steps, num_verify_tokens=width,
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
             check_values=self.check_values, backend=self.backend,

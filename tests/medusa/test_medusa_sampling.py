@@ -343,6 +343,34 @@ def test_a_request_draws_the_same_alone_or_in_a_batch(plan, rows):
     assert torch.equal(alone.draft_probs, batch.draft_probs[order])
 
 
+def test_the_triton_path_builds_the_same_trees(force_backend, rows):
+    """On the Triton backend (the interpreter here) the deterministic and the sampled trees of
+    several requests equal the torch path's: same links, positions and tokens, q rows within
+    float32 rounding of the torch filter's. (build_tree's Triton kernel reads each request's
+    row at its own stride: an expanded layout row handed every request after the first a
+    broken tree.)"""
+    _, _, heads = rows
+    b = 3
+    params = SamplingParams.of(b, temperature=[0.0, 0.7, 1.3], top_k=[0, 20, 5],
+                               min_p=[0.0, 0.0, 0.1])
+    head_logits = heads.expand(b, 2, V) + torch.arange(b)[:, None, None] * 0.1
+    built = {}
+    for backend in ("torch", "triton"):
+        force_backend(backend)
+        drafter = MedusaDrafter(topk=3, widths_by_steps={2: 7})
+        assert drafter.backend == backend
+        args = (head_logits, torch.zeros(b, dtype=torch.long), torch.arange(b) + 3)
+        built[backend] = (drafter.tree_from_heads(*args),
+                          drafter.sample_tree_from_heads(*args, params=params, keys=_keys(b)))
+    (plain, sampled), (plain_triton, sampled_triton) = built["torch"], built["triton"]
+    for torch_tree, triton_tree in ((plain, plain_triton), (sampled.tree, sampled_triton.tree)):
+        assert not bool(triton_tree.invalid.any())
+        for field in ("tree_mask", "positions", "retrieve_next_token", "retrieve_next_sibling",
+                      "draft_tokens"):
+            assert torch.equal(getattr(torch_tree, field), getattr(triton_tree, field)), field
+    assert float((sampled.draft_probs - sampled_triton.draft_probs).abs().max()) < 1e-6
+
+
 # -------------------------------------------------------------------- (e) bad input, coded
 @pytest.mark.parametrize("bad, code", [
     (dict(top_p=0.0), "SR913"),
