@@ -343,6 +343,29 @@ def test_a_request_draws_the_same_alone_or_in_a_batch(plan, rows):
     assert torch.equal(alone.draft_probs, batch.draft_probs[order])
 
 
+def test_the_loop_runs_medusa_with_draft_and_greedy_stays_plain_greedy(registry):
+    """The reference loop picks the with-draft rule for a medusa plan under per-request
+    parameters (the heads drawn from q, draft_probs to the verifier), and its greedy requests
+    equal plain greedy decoding token for token."""
+    from specreg.demo_params import mixed_demo_params
+    from specreg.testing.loop import SpeculativeLoop
+    from specreg.testing.toy_model import ToyConfig, ToyLM, greedy_reference
+
+    config = ToyConfig()
+    target = ToyLM(config, seed=0)
+    draft = target.perturbed(0.25, seed=1)
+    plan = registry.resolve({"algorithm": "medusa", "num_steps": 3, "topk": 2})
+    prompts = torch.randint(0, config.vocab_size, (12, 8),
+                            generator=torch.Generator().manual_seed(3))
+    params = mixed_demo_params(12)
+    loop = SpeculativeLoop(plan, target, draft, params=params)
+    assert loop.verify_rule == "with_draft"
+    result = loop.generate(prompts, 10)
+    greedy = params.greedy
+    assert torch.equal(result.tokens[greedy], greedy_reference(target, prompts[greedy], 10))
+    assert result.acceptance.accepted_tokens > 0
+
+
 def test_the_triton_path_builds_the_same_trees(force_backend, rows):
     """On the Triton backend (the interpreter here) the deterministic and the sampled trees of
     several requests equal the torch path's: same links, positions and tokens, q rows within
