@@ -305,10 +305,11 @@ class MedusaDrafter:
         rows = drawable.flatten().nonzero().flatten()
         if rows.numel():
             request, head = rows // s, first_head + rows % s
+            keys, positions = sampling.keys, sampling.positions
             drawn = sample_children(
                 flat.index_select(0, rows), params.select(request), self.topk,
-                keys=None if sampling.keys is None else sampling.keys[request],
-                positions=None if sampling.positions is None else sampling.positions[request] + head,
+                keys=None if keys is None else keys[request],
+                positions=None if positions is None else positions[request] + head,
                 generator=sampling.generator, filter_order=self.filter_order,
                 backend=self.backend, check_values=False,
             )

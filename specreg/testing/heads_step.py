@@ -57,5 +57,8 @@ def heads_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor
         **lengths_keyword(loop),
     )
     assert tree.num_verify_tokens == n, (tree.num_verify_tokens, n)
-    q_source = {"draft_probs": drafter.draft_probs(draft)} if loop.with_draft else {}  # type: ignore[attr-defined]
+    q_source = (
+        {"draft_probs": drafter.draft_probs(draft)}  # type: ignore[attr-defined]
+        if loop.with_draft else {}
+    )
     return verify_tree(loop, batch, tree, verifier, **q_source)

@@ -6,10 +6,10 @@ imports nothing from specreg): q_d = filter(head d's logits / T), the second of 
 without replacement P2(j) = q_j * sum_{i != j} q_i / (1 - q_i), and the filtered target. Every
 chi-square runs at level ALPHA = 1e-4 on at most MAX_BINS bins: the likeliest tokens of
 expected count >= MIN_EXPECTED alone, the rest of the support in one bin; a token of zero
-probability fails at once. Each docstring
-states the smallest binned total variation its test detects with power 0.99
-(`detectable_tv`), and every statistical test has a negative control the same check must
-reject. Draws are keyed on the random stream by fixed keys, so each run is the same.
+probability fails at once. Each docstring states the smallest binned total variation its test
+detects with power 0.99 (`detectable_tv`), and every statistical test has a negative control
+the same check must reject. Draws are keyed on the random stream by fixed keys, so each run is
+the same.
 """
 
 from __future__ import annotations
@@ -213,8 +213,8 @@ def test_a_heads_children_follow_its_filtered_q_without_replacement(plan, rows):
     """12,000 requests draw both heads (topk 3) from one row each under KIND. Head 0's first
     child must follow q_0 = filter(head 0 / T), its second child the second draw without
     replacement P2, head 1's first child q_1 (drawn at the next position). Each check has at
-    most 12 bins (MAX_BINS): it detects a binned TV of 0.035 with power 0.99 at level 1e-4. The drafter's
-    q rows equal the float64 law to 1e-6. Controls the same check rejects: children drawn from
+    most 12 bins (MAX_BINS): it detects a binned TV of 0.035 with power 0.99 at level 1e-4.
+    The drafter's q rows equal the float64 law to 1e-6. Controls the same check rejects: children drawn from
     the unfiltered softmax at the same temperature, from the filtered law at T = 1.2, and a
     "second child" drawn with replacement (an independent first draw: the next request's)."""
     _, _, heads = rows
@@ -339,7 +339,8 @@ def test_a_request_draws_the_same_alone_or_in_a_batch(plan, rows):
         head_logits[order], torch.zeros(4, dtype=torch.long), lens[order],
         params=params.select(order), keys=_keys(b)[order])
     n = batch.tree.num_verify_tokens
-    assert torch.equal(alone.tree.draft_tokens.view(4, n), batch.tree.draft_tokens.view(b, n)[order])
+    assert torch.equal(alone.tree.draft_tokens.view(4, n),
+                       batch.tree.draft_tokens.view(b, n)[order])
     assert torch.equal(alone.draft_probs, batch.draft_probs[order])
 
 
