@@ -269,10 +269,15 @@ class EagleVerifier:
         *,
         params: SamplingParams,
         draft_logits: torch.Tensor | None = None,
+        draft_probs: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits [b, N, V]: temperature-0
         requests verify greedily, the others by tree sampling on the filtered p and q.
+        q comes from `draft_logits` [b, N, V] (filtered here by each request's parameters:
+        EAGLE's `draft_logits`) or from `draft_probs` [b, N, V], each node's q already filtered
+        and read as given (Medusa's sampled trees; all-zero rows run the target-only rule at
+        that node); not both (SR929); neither: the target-only rule.
         `kwargs`: `verify_tree_with_params`'s (`keys` (a seeded request's key is its seed),
         `positions` (default: the tree's root positions + 1), `coins`, `generator`, `block_v`,
         `draft_lengths`)."""
@@ -290,7 +295,8 @@ class EagleVerifier:
             kwargs.pop("coins", None)
         found = verify_tree_with_params(
             *self._links(tree), target_logits, params=params,
-            draft=None if invariant else draft_logits, filter_order=self.filter_order,
+            draft=None if invariant else draft_logits,
+            draft_q=None if invariant else draft_probs, filter_order=self.filter_order,
             invariant=invariant, **self._bound(),
             **({} if invariant else self._thresholds()), **kwargs,
         )

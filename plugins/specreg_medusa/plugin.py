@@ -182,7 +182,8 @@ def specreg_make_verifier(
     return EagleVerifier(
         num_steps=max(table), topk=config.topk or DEFAULT_TOPK,
         num_draft_tokens=max(table.values()), widths_by_steps=table,
-        acceptance=config.acceptance, verify_mode=config.verify_mode,
+        filter_order=config.filter_order, acceptance=config.acceptance,
+        verify_mode=config.verify_mode,
     )
 
 
@@ -198,4 +199,5 @@ def specreg_make_drafter(
     return MedusaDrafter(
         topk=config.topk or DEFAULT_TOPK, widths_by_steps=widths_by_steps(resolution.configs()),
         num_layers=heads.num_layers if heads.num_layers is not None else 1,
+        filter_order=config.filter_order,
     )
