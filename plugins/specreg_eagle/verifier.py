@@ -288,7 +288,8 @@ class EagleVerifier:
         if invariant is not True and invariant is not False:  # one mode per request
             return merge_by_request(invariant, *(
                 self.verify_from_logits(tree, target_logits, params=params,
-                                        draft_logits=draft_logits, invariant=mode, **kwargs)
+                                        draft_logits=draft_logits, draft_probs=draft_probs,
+                                        invariant=mode, **kwargs)
                 for mode in (True, False)
             ))
         if invariant:
