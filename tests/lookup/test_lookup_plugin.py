@@ -317,3 +317,23 @@ def test_conformance_kit_passes_with_tree_proposals(registry, name, max_depth):
     report = check_algorithm(registry, name, base_config={"draft_config": draft_config},
                              lossless=False)
     assert report.failures == [] and len(report.checked) > 10
+
+
+def test_the_suffix_request_api_refuses_unknown_ids_with_a_coded_value_error():
+    """arctic-inference's SuffixDecodingCache raises ValueError for a request that is not
+    active (and for starting one twice); so does SuffixDrafter, with SR495 and its fix."""
+    from specreg_lookup.errors import RequestStateError
+
+    drafter = SuffixDrafter(SuffixOptions(), num_steps=4)
+    for call in (lambda: drafter.speculate("r1", [1, 2]),
+                 lambda: drafter.add_active_response("r1", [3]),
+                 lambda: drafter.stop_request("r1")):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert isinstance(info.value, RequestStateError) and info.value.code == "SR495"
+        assert "not active" in str(info.value) and "start_request('r1', prompt)" in str(info.value)
+    drafter.start_request("r1", [1, 2, 3])
+    with pytest.raises(RequestStateError, match="already active"):
+        drafter.start_request("r1", [1])
+    drafter.stop_request("r1")
+    assert drafter.active_requests == set()
