@@ -204,7 +204,8 @@ class SuffixDrafter:
         o = self.options
         tree = self._tree_of(req_id, "speculate")
         limit = self.gamma if max_spec_tokens is None else int(max_spec_tokens)
-        context = [int(t) for t in context[len(context) - min(len(context), o.max_tree_depth):]]
+        tail = context[-o.max_tree_depth :]
+        context = tail.tolist() if hasattr(tail, "tolist") else list(tail)
         as_tree = o.proposals == "tree"
         args = (limit, o.max_spec_factor, o.max_spec_offset, self._min_prob, as_tree)
         local = tree.speculate(context, *args, seq_id=0)

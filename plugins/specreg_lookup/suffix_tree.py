@@ -30,99 +30,110 @@ from fractions import Fraction
 import attrs
 
 
-class _Node:
-    """One trie node: how many inserted suffixes pass through or end at it, its children by
-    token and, once it has two or more, their order (`groups`: count -> children with that
-    count in order; `top`: the highest count)."""
+class _Order:
+    """The order of a node's two or more children: count -> the children with that count, in
+    arctic's order (`groups`), and the highest count (`top`)."""
 
-    __slots__ = ("children", "count", "groups", "token", "top")
+    __slots__ = ("groups", "top")
 
-    def __init__(self, token: int) -> None:
-        self.token = token
-        self.count = 0
-        self.children: dict[int, _Node] = {}
-        self.groups: dict[int, OrderedDict[_Node, None]] | None = None
-        self.top = 0
+    def __init__(self, first: _Node) -> None:
+        self.groups: dict[int, OrderedDict[_Node, None]] = {first.count: OrderedDict({first: None})}
+        self.top = first.count
 
-    def first_child(self) -> _Node | None:
-        if self.groups is None:
-            return next(iter(self.children.values()), None)
+    def head(self) -> _Node:
         return next(iter(self.groups[self.top]))
 
-    def ordered_children(self) -> list[_Node]:
-        if self.groups is None:
-            return list(self.children.values())
-        return [c for count in sorted(self.groups, reverse=True) for c in self.groups[count]]
-
-    def add_child(self, token: int, *, ordered: bool) -> _Node:
-        """A new child with count 1, last among its siblings."""
-        child = self.children[token] = _Node(token)
-        child.count = 1
-        if ordered and len(self.children) > 1:
-            if self.groups is None:  # the order starts when the second child comes
-                (first,) = (c for c in self.children.values() if c is not child)
-                self.groups = {first.count: OrderedDict({first: None})}
-                self.top = first.count
-            self.groups.setdefault(1, OrderedDict())[child] = None
-        return child
-
-    def raise_count(self, child: _Node) -> None:
-        """child.count += 1, moving it as arctic's `_increment_count` does."""
+    def ordered(self) -> list[_Node]:
         groups = self.groups
-        if groups is None:
-            child.count += 1
-            return
+        return [c for count in sorted(groups, reverse=True) for c in groups[count]]
+
+    def join(self, child: _Node, *, front: bool) -> None:
+        """`child` enters its count's group, first or last."""
+        group = self.groups.get(child.count)
+        if group is None:
+            group = self.groups[child.count] = OrderedDict()
+        group[child] = None
+        if front:
+            group.move_to_end(child, last=False)
+        if child.count > self.top:
+            self.top = child.count
+
+    def leave(self, child: _Node) -> bool:
+        """`child` leaves its count's group; whether it was the group's first."""
         count = child.count
-        group = groups[count]
+        group = self.groups[count]
         led = next(iter(group)) is child
         del group[child]
         if not group:
-            del groups[count]
-        child.count = count + 1
-        target = groups.get(count + 1)
-        if target is None:
-            target = groups[count + 1] = OrderedDict()
-        target[child] = None
-        if led:
-            target.move_to_end(child, last=False)
-        if count + 1 > self.top:
-            self.top = count + 1
+            del self.groups[count]
+            if count == self.top:
+                self.top = max(self.groups, default=0)
+        return led
+
+
+class _Node:
+    """One trie node: how many inserted suffixes pass through or end at it, its children by
+    token, the first of them in arctic's order (`best`; not kept for the root, whose order no
+    match reads) and, while it has two or more, their whole order."""
+
+    __slots__ = ("best", "children", "count", "order", "token")
+
+    def __init__(self, token: int, count: int = 0) -> None:
+        self.token = token
+        self.count = count
+        self.children: dict[int, _Node] = {}
+        self.best: _Node | None = None
+        self.order: _Order | None = None
+
+    def ordered_children(self) -> list[_Node]:
+        if self.order is None:
+            return list(self.children.values())
+        return self.order.ordered()
+
+    def add_sibling(self, child: _Node) -> None:
+        """A new child (count 1) beside existing ones: last among them."""
+        if self.order is None:  # the order starts when the second child comes
+            assert self.best is not None
+            self.order = _Order(self.best)
+        self.order.join(child, front=False)
+
+    def raise_count(self, child: _Node) -> None:
+        """child.count += 1, moving it as arctic's `_increment_count` does: first among its new
+        count's children if it was first among its old count's, else last."""
+        order = self.order
+        if order is None:
+            child.count += 1
+            return
+        led = order.leave(child)
+        child.count += 1
+        order.join(child, front=led)
+        self.best = order.head()
 
     def lower_count(self, child: _Node) -> None:
-        """child.count -= 1 (to at least 1), moving it as arctic's `_decrement_count` does."""
-        groups = self.groups
-        if groups is None:
+        """child.count -= 1 (to at least 1), moving it as arctic's `_decrement_count` does:
+        first among its new count's children."""
+        order = self.order
+        if order is None:
             child.count -= 1
             return
-        count = child.count
-        group = groups[count]
-        del group[child]
-        if not group:
-            del groups[count]
-            if count == self.top:
-                self.top = count - 1
-        child.count = count - 1
-        target = groups.get(count - 1)
-        if target is None:
-            target = groups[count - 1] = OrderedDict()
-        target[child] = None
-        target.move_to_end(child, last=False)
+        order.leave(child)
+        child.count -= 1
+        order.join(child, front=True)
+        self.best = order.head()
 
     def drop_child(self, child: _Node) -> None:
         """The child leaves with its subtree (its count reached 0)."""
         del self.children[child.token]
-        groups = self.groups
-        if groups is None:
+        order = self.order
+        if order is None:
+            self.best = None
             return
-        if len(self.children) < 2:
-            self.groups = None
-            return
-        group = groups[child.count]
-        del group[child]
-        if not group:
-            del groups[child.count]
-            if child.count == self.top:
-                self.top = max(groups)
+        order.leave(child)
+        if len(self.children) == 1:
+            self.order = None
+            self.best = next(iter(self.children.values()))
+        else:
+            self.best = order.head()
 
 
 @attrs.frozen(kw_only=True)
@@ -149,9 +160,6 @@ class TreeDraft:
     parents: list[int]
     score: Score
     match_len: int
-
-
-NO_DRAFT = TreeDraft(tokens=[], parents=[], score=Score(), match_len=0)
 
 
 def exact_probability(value: float) -> Fraction:
@@ -188,11 +196,17 @@ class SuffixTree:
             seq.append(token)
             active.insert(0, root)
             for i, parent in enumerate(active):
-                child = parent.children.get(token)
+                children = parent.children
+                child = children.get(token)
                 if child is None:
-                    child = parent.add_child(token, ordered=parent is not root)
-                elif parent is root:
-                    child.count += 1  # the root's order is never read: a match has a token
+                    child = children[token] = _Node(token, 1)
+                    if parent is not root:  # the root's order is never read: a match has a token
+                        if parent.best is None:
+                            parent.best = child
+                        else:
+                            parent.add_sibling(child)
+                elif parent.order is None:  # the only child, or the root's
+                    child.count += 1
                 else:
                     parent.raise_count(child)
                 active[i] = child  # active[i] is now the suffix of length i + 1
@@ -212,10 +226,7 @@ class SuffixTree:
                 if child.count == 1:
                     node.drop_child(child)
                     break
-                if node is root:
-                    child.count -= 1
-                else:
-                    node.lower_count(child)
+                node.lower_count(child)  # the root's children have no order: a plain count
                 node = child
 
     def match(self, context: Sequence[int], seq_id: int | None = None) -> list[_Node | None]:
@@ -249,37 +260,42 @@ class SuffixTree:
         min(max_spec_tokens, m * max_spec_factor + max_spec_offset) tokens walked from the
         match; the best score wins, a tie going to the longer match. `min_token_prob` may be
         given as its `exact_probability` already."""
-        best = NO_DRAFT
         nodes = self.match(context, seq_id)
         walk = _walk_tree if tree else _walk_path
         min_prob = (min_token_prob if isinstance(min_token_prob, Fraction)
                     else exact_probability(min_token_prob))
+        floor = (min_prob.numerator, min_prob.denominator)
+        best: tuple[list[int], list[int], int, int, int] = ([], [], 0, 1, 0)  # .., total, base, m
+        depth = self.max_depth
         for m, node in enumerate(nodes, start=1):
             if node is None:
                 break
             limit = max(0, min(max_spec_tokens, int(m * max_spec_factor + max_spec_offset + 1e-6)))
             longer = nodes[m] if m < len(nodes) else None
-            if longer is not None and longer.count == node.count and limit < self.max_depth - m:
+            if longer is not None and longer.count == node.count and limit < depth - m:
                 # every occurrence of this match extends to the longer one, whose subtree is this
                 # one's (to the depth the walk reaches, children in the same order): its draft is
                 # this one's, with a limit at least as large, and a tie goes to the longer match
                 continue
-            tokens, parents, total = walk(node, limit, min_prob)
-            score = Score(total=total, base=node.count)
-            if score >= best.score:
-                best = TreeDraft(tokens=tokens, parents=parents, score=score, match_len=m)
-        return best
+            tokens, parents, total = walk(node, limit, floor)
+            if total * best[3] >= best[2] * node.count:  # total / count >= best's, exactly
+                best = (tokens, parents, total, node.count, m)
+        tokens, parents, total, base, m = best
+        return TreeDraft(tokens=tokens, parents=parents, score=Score(total=total, base=base),
+                         match_len=m)
 
 
-def _walk_path(node: _Node, limit: int, min_prob: Fraction) -> tuple[list[int], list[int], int]:
-    """The first child at each step while its count / N is at least min_prob."""
+def _walk_path(node: _Node, limit: int, floor: tuple[int, int]
+               ) -> tuple[list[int], list[int], int]:
+    """The first child at each step while its count / N is at least min_prob (floor: its
+    numerator and denominator)."""
     tokens: list[int] = []
-    base = node.count
-    floor_num, floor_den = min_prob.numerator, min_prob.denominator
+    floor_num, floor_den = floor
+    least = floor_num * node.count
     total = 0
     while len(tokens) < limit:
-        child = node.first_child()
-        if child is None or child.count * floor_den < floor_num * base:
+        child = node.best
+        if child is None or child.count * floor_den < least:
             break
         tokens.append(child.token)
         total += child.count
@@ -287,7 +303,8 @@ def _walk_path(node: _Node, limit: int, min_prob: Fraction) -> tuple[list[int], 
     return tokens, list(range(-1, len(tokens) - 1)), total
 
 
-def _walk_tree(node: _Node, limit: int, min_prob: Fraction) -> tuple[list[int], list[int], int]:
+def _walk_tree(node: _Node, limit: int, floor: tuple[int, int]
+               ) -> tuple[list[int], list[int], int]:
     """The most probable nodes first, each at least min_prob, popped as arctic's heap pops.
 
     arctic's heap holds two kinds of item: a token to emit (which pushes its continuation) and
@@ -297,7 +314,7 @@ def _walk_tree(node: _Node, limit: int, min_prob: Fraction) -> tuple[list[int], 
     tokens: list[int] = []
     parents: list[int] = []
     base = node.count
-    floor_num, floor_den = min_prob.numerator, min_prob.denominator
+    floor_num, floor_den = floor
     total = 0
     # (count, node, parent slot, expand): expand=True pushes the node's children
     heap: list[tuple[int, _Node, int, bool]] = []

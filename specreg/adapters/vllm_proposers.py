@@ -35,7 +35,8 @@ from specreg.adapters.vllm_rows import RowRequests
 from specreg.errors import PluginError, problem
 from specreg.protocols import DRAFTER_NEEDS, TOKEN_HISTORY, drafter_needs
 
-#: What a drafter keyed by request offers (arctic-inference's SuffixDecodingCache API).
+#: What a drafter keyed by request offers (arctic-inference's SuffixDecodingCache API), besides
+#: its `active_requests`.
 REQUEST_API = ("start_request", "add_active_response", "speculate", "stop_request")
 #: vLLM's speculative-config fields that carry an algorithm's options under custom_class
 #: (vLLM sets prompt_lookup_min/max to 0 there, so ngram's sizes cannot come this way).
@@ -124,7 +125,8 @@ class SpecregProposer:
             raise _undeclared(self.algorithm, drafter, needs, contradicts=True)
         self.drafter = drafter
         self.requests: RowRequests | None = None
-        if all(callable(getattr(drafter, name, None)) for name in REQUEST_API):
+        if hasattr(drafter, "active_requests") and all(
+                callable(getattr(drafter, name, None)) for name in REQUEST_API):
             self.requests = RowRequests()
 
     def room(self, num_tokens: int) -> int:
