@@ -17,8 +17,9 @@ v0.1.0 to 0.3.0), told without its path compression, which changes no count:
   2, and the rule gives a tie to the longer match). `min_token_prob` is read as the decimal it
   was written as (0.1 is 1/10), and a token's count / N is compared with it exactly.
 - Tree drafts pop nodes from a binary heap run exactly as libstdc++'s `std::priority_queue`
-  (keys: the nodes' counts, the same order as their probabilities), so equal probabilities
-  leave the heap in arctic's order.
+  over arctic's items (keys: the nodes' counts, the same order as their probabilities), so
+  equal probabilities leave the heap in arctic's order, except where arctic's float32 products
+  round two equal probabilities apart and the rounding orders them.
 """
 
 from __future__ import annotations
