@@ -145,6 +145,7 @@ class SpecregProposer:
         if self.requests is not None:
             return self._propose_by_request(sampled_token_ids, num_tokens_no_spec,
                                             token_ids_cpu)
+        import numpy as np
         import torch
 
         drafts: list[list[int]] = [[] for _ in sampled_token_ids]
@@ -155,11 +156,10 @@ class SpecregProposer:
         ]
         if not active:
             return drafts
-        rows = [token_ids_cpu[i, : int(num_tokens_no_spec[i])] for i in active]
-        lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-        history = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long)
-        for row, tokens in enumerate(rows):
-            history[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
+        sizes = np.array([int(num_tokens_no_spec[i]) for i in active], dtype=np.int64)
+        rows = np.asarray(token_ids_cpu)[active, : int(sizes.max())].astype(np.int64)
+        rows[np.arange(rows.shape[1])[None, :] >= sizes[:, None]] = 0  # not the stale tokens
+        history, lengths = torch.from_numpy(rows), torch.from_numpy(sizes)
         as_lists = getattr(self.drafter, "propose_lists", None)
         if callable(as_lists):  # what it really proposed: fewer, or none where nothing matched
             proposed = [list(p)[: self.k] for p in as_lists(history, lengths)]

@@ -156,8 +156,6 @@ def make_trace(seed: int) -> Trace:
     phrases = [[rng.randrange(2, vocab) for _ in range(rng.randrange(2, 6))]
                for _ in range(rng.randrange(2, 6))]
     requests: list[TraceRequest] = []
-    seen_texts: set[tuple[int, ...]] = set()  # every request's tokens at every step
-    prompts: set[tuple[int, ...]] = set()
     arrival = 0
     for n in range(rng.randrange(2, 9)):
         arrival += rng.choice([0, 0, 1, 2, 4])
@@ -167,17 +165,23 @@ def make_trace(seed: int) -> Trace:
             room = config.max_model_len - len(prompt)
             output = _text(rng, phrases, vocab, rng.randrange(1, max(2, min(room, 22)) + 1))
             output = output[: max(1, room)]
-            full = prompt + output
-            texts = {tuple(full[:i]) for i in range(len(prompt), len(full) + 1)}
             # A prompt equal to another request's tokens at some step is a request the seam
             # cannot tell from that one's continuation: the traces leave that case out.
-            if tuple(prompt) not in seen_texts and not texts & prompts:
+            if not any(_holds_at_some_step(other, prompt) or
+                       _holds_at_some_step(TraceRequest(req_id="", prompt=tuple(prompt),
+                                                        output=tuple(output), arrival=0,
+                                                        prefill_steps=1), list(other.prompt))
+                       for other in requests):
                 break
-        seen_texts |= texts
-        prompts.add(tuple(prompt))
         requests.append(TraceRequest(req_id=f"r{n}", prompt=tuple(prompt), output=tuple(output),
                                      arrival=arrival, prefill_steps=rng.choice([1, 1, 1, 2, 3])))
     return Trace(seed=seed, config=config, requests=tuple(requests))
+
+
+def _holds_at_some_step(request: TraceRequest, tokens: list[int]) -> bool:
+    """Whether `request`'s tokens (its prompt and some of its output) are ever `tokens`."""
+    full = request.prompt + request.output
+    return len(request.prompt) <= len(tokens) <= len(full) and list(full[: len(tokens)]) == tokens
 
 
 Propose = Callable[[Batch, list[list[int]]], list[list[int]]]
