@@ -211,11 +211,23 @@ def _restore(saved: tuple[int, int]) -> None:
     os.dup2(saved[1], 2)
 
 
+#: Top-level packages whose modules a fresh import drops first (the core, the built-in plugins,
+#: the tests).
+_PROJECT_PACKAGES = frozenset({"specreg", "tests", "specreg_eagle", "specreg_dspark",
+                               "specreg_hisparse", "specreg_lookup", "specreg_medusa",
+                               "specreg_draft_model"})
+
+
 def _fresh_import(module: str, path: str, source: str | None, tests: list[str]):
     """A job: the module served from `source` to a fresh import, `pytest -x` over `tests`."""
 
     def job() -> int:
         if source is not None:
+            # A module already imported here (by the runner, or by a module it imported) would
+            # be served from sys.modules and the mutant never seen: drop the project's modules
+            # and the tests that hold their names, so the run imports them afresh.
+            for name in [n for n in sys.modules if n.split(".")[0] in _PROJECT_PACKAGES]:
+                del sys.modules[name]
             sys.meta_path.insert(0, _MutatedSource(module, str(ROOT / path), source))
         return _pytest(["-x", *tests])
 
