@@ -41,7 +41,8 @@ class ChainVerifier:
     acceptance. Results of the lossy rule name it in `VerifyResult.acceptance`.
     `verify_mode` (the plan's `config.verify_mode`): 'invariant' verifies sampled chains by the
     drafter-invariant rule (`specreg.kernels.chain.verify_chain_invariant`: tokens equal plain
-    keyed sampling); each sampling call may also pass `invariant=True` / `False`.
+    keyed sampling); each sampling call may also pass `invariant=True` / `False`, or a bool
+    tensor [b] choosing per request (`specreg.verify_modes`).
     """
 
     rules: tuple[str, ...] = ("greedy", "chain_sampling")
@@ -168,11 +169,12 @@ class ChainVerifier:
         draft_probs: torch.Tensor | None,
         *,
         params: SamplingParams | None = None,
-        invariant: bool | None = None,
+        invariant: Any = None,
         **inputs: Any,
     ) -> VerifyResult:
         """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
-        Under the invariant verify mode (the plan's, or `invariant=True` for this call) the
+        Under the invariant verify mode (the plan's, `invariant=True` for this call, or a bool
+        tensor [b] for the requests that ask for it: `specreg.verify_modes`) the
         drafter-invariant rule instead (q not read).
 
         Inputs: those of `verify_chain_sampling` (keys, positions, coins, verify_lens,
@@ -180,12 +182,21 @@ class ChainVerifier:
         verify_lens). With `params` (per-request temperature, top-k, top-p, min-p,
         seeds) the probabilities are filtered per request first (`verify_chain_with_params`,
         probabilities=True; under a lossy plan rule `verify_chain_relaxed_with_params`)."""
+        modes = self._invariant(invariant, candidates)
+        if modes is not True and modes is not False:  # one mode per request, both present
+            from specreg.verify_modes import merge_by_request
+
+            return merge_by_request(modes, *(
+                self.verify_sampling(candidates, target_probs, draft_probs, params=params,
+                                     invariant=mode, **inputs)
+                for mode in (True, False)
+            ))
         if params is not None:
             return self._with_params(
                 candidates, target_probs, draft_probs, params, probabilities=True,
-                invariant=invariant, **inputs,
+                invariant=modes, **inputs,
             )
-        if self._invariant(invariant):
+        if modes:
             from specreg.kernels.chain import verify_chain_invariant
 
             inputs.pop("coins", None)
@@ -219,7 +230,7 @@ class ChainVerifier:
         draft_logits: torch.Tensor | None = None,
         *,
         params: SamplingParams,
-        invariant: bool | None = None,
+        invariant: Any = None,
         **inputs: Any,
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
@@ -227,9 +238,18 @@ class ChainVerifier:
         without `draft_logits`). Inputs: `verify_lens` or `draft_lengths`, `keys`,
         `positions`, `coins`, `generator` (see `specreg.kernels.chain_params`). A lossy plan rule runs on the filtered
         p and q (`specreg.kernels.relaxed`); greedy requests stay plain greedy."""
+        modes = self._invariant(invariant, candidates)
+        if modes is not True and modes is not False:  # one mode per request, both present
+            from specreg.verify_modes import merge_by_request
+
+            return merge_by_request(modes, *(
+                self.verify_from_logits(candidates, target_logits, draft_logits, params=params,
+                                        invariant=mode, **inputs)
+                for mode in (True, False)
+            ))
         return self._with_params(
             candidates, target_logits, draft_logits, params, probabilities=False,
-            invariant=invariant, **inputs,
+            invariant=modes, **inputs,
         )
 
     def _with_params(
@@ -247,7 +267,7 @@ class ChainVerifier:
                     field="seed",
                 )
             )
-        if self._invariant(invariant):
+        if invariant:
             from specreg.kernels.chain_params import verify_chain_with_params
 
             return self._run(
@@ -271,21 +291,18 @@ class ChainVerifier:
             **inputs,
         )
 
-    def _invariant(self, invariant: bool | None) -> bool:
-        """Whether a sampling call runs the drafter-invariant rule: the call's `invariant`, else
-        the plan's verify mode. SR133 when it would meet the plan's lossy rule."""
-        chosen = self.verify_mode == "invariant" if invariant is None else invariant
-        if not isinstance(chosen, bool):
-            raise KernelInputError(
-                problem(
-                    "SR133",
-                    f"invariant={invariant!r} is not a bool",
-                    accepted="True, False or None (the plan's verify mode)",
-                    fix="pass invariant=True for tokens equal to plain sampling",
-                    field="invariant",
-                )
-            )
-        if chosen and self._rule is not None:
+    def _invariant(self, invariant: Any, candidates: torch.Tensor) -> bool | torch.Tensor:
+        """The call's verify modes (`specreg.verify_modes.requested_modes`: the call's
+        `invariant`, a bool or one bool per request, else the plan's verify mode). SR133 when
+        the invariant rule would meet the plan's lossy rule."""
+        from specreg.kernels.checks import check_shape
+        from specreg.verify_modes import requested_modes
+
+        check_shape("candidates", candidates, (None, None))
+        chosen = requested_modes(
+            invariant, self.verify_mode == "invariant", candidates.shape[0], candidates.device
+        )
+        if chosen is not False and self._rule is not None:
             raise KernelInputError(
                 problem(
                     "SR133",

@@ -18,6 +18,7 @@ from specreg.errors import KernelInputError, problem
 from specreg.memory import Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
 from specreg.sampling_params import SamplingParams
+from specreg.verify_modes import merge_by_request, requested_modes
 from specreg_eagle.drafter import EagleDrafter, TreeDraft
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.types import TreeBuildResult
@@ -229,7 +230,14 @@ class EagleVerifier:
         candidates = self._links(tree)[0]
         b, n = candidates.shape
         _default_positions(tree, b, n, kwargs)
-        if self._invariant(kwargs.pop("invariant", None)):
+        modes = self._invariant(kwargs.pop("invariant", None), candidates)
+        if modes is not True and modes is not False:  # one mode per request, both present
+            return merge_by_request(modes, *(
+                self.verify_sampling(tree, target_probs, draft_probs=draft_probs, params=params,
+                                     invariant=mode, **kwargs)
+                for mode in (True, False)
+            ))
+        if modes:
             if params is None:  # p itself: the rows at temperature 1, unfiltered
                 params = SamplingParams.of(b, temperature=1.0, device=candidates.device)
             kwargs.pop("coins", None)
@@ -261,22 +269,35 @@ class EagleVerifier:
         *,
         params: SamplingParams,
         draft_logits: torch.Tensor | None = None,
+        draft_probs: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits [b, N, V]: temperature-0
         requests verify greedily, the others by tree sampling on the filtered p and q.
+        q comes from `draft_logits` [b, N, V] (filtered here by each request's parameters:
+        EAGLE's `draft_logits`) or from `draft_probs` [b, N, V], each node's q already filtered
+        and read as given (Medusa's sampled trees; all-zero rows run the target-only rule at
+        that node); not both (SR929); neither: the target-only rule.
         `kwargs`: `verify_tree_with_params`'s (`keys` (a seeded request's key is its seed),
         `positions` (default: the tree's root positions + 1), `coins`, `generator`, `block_v`,
         `draft_lengths`)."""
         self._refuse_chain_rule("verify_from_logits")
         b, n = tree.retrieve_index.shape
         _default_positions(tree, b, n, kwargs)
-        invariant = self._invariant(kwargs.pop("invariant", None))
+        invariant = self._invariant(kwargs.pop("invariant", None), tree.retrieve_index)
+        if invariant is not True and invariant is not False:  # one mode per request
+            return merge_by_request(invariant, *(
+                self.verify_from_logits(tree, target_logits, params=params,
+                                        draft_logits=draft_logits, draft_probs=draft_probs,
+                                        invariant=mode, **kwargs)
+                for mode in (True, False)
+            ))
         if invariant:
             kwargs.pop("coins", None)
         found = verify_tree_with_params(
             *self._links(tree), target_logits, params=params,
-            draft=None if invariant else draft_logits, filter_order=self.filter_order,
+            draft=None if invariant else draft_logits,
+            draft_q=None if invariant else draft_probs, filter_order=self.filter_order,
             invariant=invariant, **self._bound(),
             **({} if invariant else self._thresholds()), **kwargs,
         )
@@ -309,17 +330,14 @@ class EagleVerifier:
         )
         return _as_result(chain_to_tree_result(chain, self.num_steps), n, chain.acceptance)
 
-    def _invariant(self, invariant: bool | None) -> bool:
-        """Whether a sampling call runs the drafter-invariant rule: the call's `invariant`, else
-        the plan's verify mode; SR133 beside a lossy acceptance rule."""
-        chosen = self.verify_mode == "invariant" if invariant is None else invariant
-        if chosen is not True and chosen is not False:
-            raise KernelInputError(problem(
-                "SR133", f"invariant={invariant!r} is not a bool",
-                accepted="True, False or None (the plan's verify mode)",
-                fix="pass invariant=True for tokens equal to plain sampling", field="invariant",
-            ))
-        if chosen and self.acceptance.lossy:
+    def _invariant(self, invariant: Any, candidates: torch.Tensor) -> bool | torch.Tensor:
+        """The call's verify modes (`specreg.verify_modes.requested_modes`: the call's
+        `invariant`, a bool or one bool per request, else the plan's verify mode); SR133 beside
+        a lossy acceptance rule."""
+        chosen = requested_modes(
+            invariant, self.verify_mode == "invariant", candidates.shape[0], candidates.device
+        )
+        if chosen is not False and self.acceptance.lossy:
             raise KernelInputError(problem(
                 "SR133", f"the invariant rule was asked for under the plan's lossy "
                 f"{self.acceptance.kind} acceptance rule",

@@ -2,7 +2,7 @@
 (alias `suffix_decoding`).
 
 `specreg_lookup.plugin` holds the hooks (torch-free), `specreg_lookup.runtime` the options and
-their checks, `specreg_lookup.errors` the codes SR490-SR494. The kernels live in
+their checks, `specreg_lookup.errors` the codes SR490-SR495. The kernels live in
 `specreg_lookup.kernels` (`ngram_match`, `match_tree`, `tree_verify`); the plan's objects are
 `specreg_lookup.drafter.NgramDrafter` / `SuffixDrafter` and
 `specreg_lookup.verifier.LookupVerifier`.

@@ -11,16 +11,19 @@ num_steps + 1 slots for the tree verifier).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Hashable, Sequence
 
 import attrs
 import torch
 
 from specreg.memory import PER_REQUEST, Buffer
+from specreg_lookup.errors import request_state_error
 from specreg_lookup.kernels.match_tree import LookupTree, build_tree
 from specreg_lookup.kernels.ngram_match import ChainProposal, chain_proposals, check_history
 from specreg_lookup.runtime import NgramOptions, SuffixOptions
+from specreg_lookup.suffix_tree import SuffixTree, exact_probability
+
+__all__ = ["NgramDrafter", "SuffixDraft", "SuffixDrafter", "SuffixTree"]
 
 
 class NgramDrafter:
@@ -83,168 +86,10 @@ class NgramDrafter:
 
 
 # ------------------------------------------------------------------------------ suffix trees
-class _Node:
-    """One trie node: how many inserted suffixes pass through it, its children by token, and
-    the child with the largest count (ties: the one that reached it first)."""
-
-    __slots__ = ("count", "children", "best", "token")
-
-    def __init__(self, token: int) -> None:
-        self.token = token
-        self.count = 0
-        self.children: dict[int, _Node] = {}
-        self.best: _Node | None = None
-
-
-class SuffixTree:
-    """Every suffix of its sequences, cut at `max_depth` tokens, with occurrence counts.
-
-    `extend(seq_id, tokens)` appends to a sequence in O(max_depth) per token; `remove(seq_id)`
-    takes a sequence out again. `match(context)` walks the last tokens of a context down
-    from the root, `speculate(...)` is arctic-inference's rule.
-    """
-
-    def __init__(self, max_depth: int) -> None:
-        self.max_depth = max_depth
-        self.root = _Node(-1)
-        self._seqs: dict[int, list[int]] = {}
-        self._active: dict[int, list[_Node]] = {}  # nodes of the suffixes still growing
-
-    def __contains__(self, seq_id: int) -> bool:
-        return seq_id in self._seqs
-
-    def extend(self, seq_id: int, tokens: Sequence[int]) -> None:
-        seq = self._seqs.setdefault(seq_id, [])
-        active = self._active.setdefault(seq_id, [])
-        depth = self.max_depth
-        root = self.root
-        for token in tokens:
-            seq.append(token)
-            active.insert(0, root)
-            for i, parent in enumerate(active):
-                children = parent.children
-                child = children.get(token)
-                if child is None:
-                    child = children[token] = _Node(token)
-                count = child.count = child.count + 1
-                best = parent.best
-                if best is None or count > best.count:
-                    parent.best = child
-                active[i] = child  # active[i] is now the suffix of length i + 1
-            if len(active) >= depth:
-                active.pop()  # the suffix that reached max_depth tokens stops growing
-            root.count += 1
-
-    def remove(self, seq_id: int) -> None:
-        seq = self._seqs.pop(seq_id)
-        self._active.pop(seq_id, None)
-        for start in range(len(seq)):
-            node = self.root
-            node.count -= 1
-            for token in seq[start : start + self.max_depth]:
-                child = node.children[token]
-                child.count -= 1
-                if child.count == 0:
-                    del node.children[token]
-                    node.best = max(node.children.values(), key=lambda c: c.count, default=None)
-                    break
-                if node.best is child:
-                    node.best = max(node.children.values(), key=lambda c: c.count)
-                node = child
-
-    def match(self, context: Sequence[int], seq_id: int | None = None) -> list[_Node | None]:
-        """The nodes of context[-m:] for m = 1 .. len(context) - 1 (None once one fails).
-
-        Where `context` ends like sequence `seq_id`, the nodes its growing suffixes reached
-        (kept by `extend`) are those of the shorter matches: only longer ones walk from the root.
-        """
-        last = len(context) - 1
-        out: list[_Node | None] = []
-        if seq_id is not None and seq_id in self._seqs:
-            seq, active = self._seqs[seq_id], self._active[seq_id]
-            known = min(last, len(active), len(seq))
-            if seq[len(seq) - known :] == list(context[len(context) - known :]):
-                out = list(active[:known])
-        for m in range(len(out) + 1, last + 1):
-            node: _Node | None = self.root
-            for token in context[len(context) - m :]:
-                node = node.children.get(token) if node is not None else None
-                if node is None:
-                    break
-            out.append(node)
-            if node is None:
-                break
-        return out
-
-    def speculate(self, context: Sequence[int], max_spec_tokens: int, max_spec_factor: float,
-                  max_spec_offset: float, min_token_prob: float, tree: bool,
-                  seq_id: int | None = None) -> tuple[list[int], list[int], float, int]:
-        """(tokens, parents, score, match_len): arctic-inference's SuffixTree::speculate."""
-        best: tuple[list[int], list[int], float, int] = ([], [], 0.0, 0)
-        nodes = self.match(context, seq_id)
-        walk = _walk_tree if tree else _walk_path
-        for m, node in enumerate(nodes, start=1):
-            if node is None:
-                break
-            limit = max(0, min(max_spec_tokens, int(m * max_spec_factor + max_spec_offset + 1e-6)))
-            longer = nodes[m] if m < len(nodes) else None
-            if longer is not None and longer.count == node.count and limit < self.max_depth - m:
-                # every occurrence of this match extends to the longer one, whose subtree is this
-                # one's (to the depth the walk reaches): its draft is this one's, with a limit at
-                # least as large, and a tie goes to the longer match anyway
-                continue
-            tokens, parents, score = walk(node, limit, min_token_prob)
-            if score >= best[2]:
-                best = (tokens, parents, score, m)
-        return best
-
-
-def _walk_path(node: _Node, limit: int, min_prob: float) -> tuple[list[int], list[int], float]:
-    tokens: list[int] = []
-    prob, score = 1.0, 0.0
-    while len(tokens) < limit:
-        child = node.best
-        if child is None:
-            break
-        prob *= child.count / node.count
-        if prob < min_prob:
-            break
-        tokens.append(child.token)
-        score += prob
-        node = child
-    return tokens, list(range(-1, len(tokens) - 1)), score
-
-
-def _walk_tree(node: _Node, limit: int, min_prob: float) -> tuple[list[int], list[int], float]:
-    """The most probable nodes first (arctic's priority queue), each at least min_prob."""
-    tokens: list[int] = []
-    parents: list[int] = []
-    score = 0.0
-    heap: list[tuple[float, int, _Node, int]] = []
-    order = 0
-
-    def push(parent_node: _Node, parent_slot: int, prob: float) -> None:
-        nonlocal order
-        for child in sorted(parent_node.children.values(), key=lambda c: -c.count):
-            p = prob * child.count / parent_node.count
-            if p < min_prob:
-                break
-            heapq.heappush(heap, (-p, order, child, parent_slot))
-            order += 1
-
-    push(node, -1, 1.0)
-    while heap and len(tokens) < limit:
-        neg, _, child, parent_slot = heapq.heappop(heap)
-        tokens.append(child.token)
-        parents.append(parent_slot)
-        score += -neg
-        push(child, len(tokens) - 1, -neg)
-    return tokens, parents, score
-
-
 @attrs.frozen(kw_only=True)
 class SuffixDraft:
-    """One request's speculation: tokens, parents (-1: the root), score, match length."""
+    """One request's speculation: tokens, parents (-1: the root), score (the sum of the drafted
+    tokens' estimated probabilities), match length."""
 
     tokens: list[int]
     parents: list[int]
@@ -255,13 +100,20 @@ class SuffixDraft:
 class SuffixDrafter:
     """Suffix decoding: a suffix tree per active request (its prompt and output so far) and one
     global tree over responses (the last `max_cached_requests`, FIFO), drafting the best-scored
-    continuation of the longest useful match in either; the length follows the match.
+    continuation of the longest useful match in either; the length follows the match. The
+    trees are `specreg_lookup.suffix_tree`'s: arctic-inference's rule, ties decided exactly.
 
-    Framework API (vLLM's, arctic-inference's): `start_request(req_id, prompt)`,
-    `add_active_response(req_id, tokens)`, `speculate(req_id, context)`,
-    `stop_request(req_id)`. The plan's `propose(history, lengths)` keys requests by batch row:
-    a row whose history no longer extends what it held is a new request (the old one stops,
-    its response staying in the global tree).
+    Framework API (arctic-inference's `SuffixDecodingCache`, which vLLM's suffix proposer
+    drives): `start_request(req_id, prompt)`, `add_active_response(req_id, tokens)`,
+    `speculate(req_id, context, max_spec_tokens)`, `stop_request(req_id)`,
+    `active_requests`; an id that is not active (or, to start, one that is) raises SR495, a
+    ValueError. vLLM's custom_class proposer (`specreg.adapters.vllm_proposers`) drives it
+    through these with request ids told from the rows' tokens.
+
+    The plan's `propose(history, lengths)` keys requests by batch row: a row continues the
+    request it held when every token that request had is still the row's prefix, otherwise it
+    holds a new request (the old one stops, its response staying in the global tree) whose
+    prompt is the whole row (these calls do not say which tokens were just sampled).
     """
 
     needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
@@ -274,8 +126,9 @@ class SuffixDrafter:
         self._local: dict[Hashable, SuffixTree] = {}
         self._seq_of: dict[Hashable, int] = {}  # requests whose response the global tree holds
         self._next_seq = 0
-        self._rows: dict[int, tuple[Hashable, int, int]] = {}  # row -> (req, length, first token)
+        self._rows: dict[int, Hashable] = {}  # batch row -> the request it held (the plan's path)
         self._epoch = 0
+        self._min_prob = exact_probability(self.options.min_token_prob)
 
     @property
     def proposes_trees(self) -> bool:
@@ -301,11 +154,24 @@ class SuffixDrafter:
     def active_requests(self) -> set[Hashable]:
         return set(self._local)
 
+    @property
+    def cached_requests(self) -> set[Hashable]:
+        """Requests whose response the global tree holds (arctic's `cached_requests`)."""
+        return set(self._seq_of)
+
+    def _tree_of(self, req_id: Hashable, call: str) -> SuffixTree:
+        tree = self._local.get(req_id)
+        if tree is None:
+            raise request_state_error(req_id, active=False, call=call)
+        return tree
+
     def start_request(self, req_id: Hashable, prompt: Sequence[int]) -> None:
+        """Opens `req_id` with its prompt, and a new response slot in the global tree (the
+        oldest cached response leaves it beyond `max_cached_requests`)."""
         if req_id in self._local:
-            raise ValueError(f"request {req_id!r} is already active")
+            raise request_state_error(req_id, active=True, call="start_request")
         tree = self._local[req_id] = SuffixTree(self.options.max_tree_depth)
-        tree.extend(0, list(prompt))
+        tree.extend(0, [int(t) for t in prompt])
         cached = self.options.max_cached_requests
         if cached == 0:
             return
@@ -318,63 +184,67 @@ class SuffixDrafter:
             self._global.remove(self._seq_of.pop(oldest))
 
     def add_active_response(self, req_id: Hashable, tokens: Sequence[int]) -> None:
-        tokens = list(tokens)
-        self._local[req_id].extend(0, tokens)
+        """Appends `tokens` to the request's text and, while cached, to its global response."""
+        tokens = [int(t) for t in tokens]
+        self._tree_of(req_id, "add_active_response").extend(0, tokens)
         seq = self._seq_of.get(req_id)
         if seq is not None:
             self._global.extend(seq, tokens)
 
     def stop_request(self, req_id: Hashable) -> None:
+        """Closes `req_id`; its response stays in the global tree until evicted."""
+        self._tree_of(req_id, "stop_request")
         del self._local[req_id]
 
     def speculate(self, req_id: Hashable, context: Sequence[int],
                   max_spec_tokens: int | None = None) -> SuffixDraft:
+        """The best draft for `context` (its last max_tree_depth tokens) from the request's own
+        tree and the global one, the request's own winning a tie; at most `max_spec_tokens`
+        tokens (default: num_steps)."""
         o = self.options
-        limit = self.gamma if max_spec_tokens is None else max_spec_tokens
-        context = list(context)[-o.max_tree_depth :]
-        tree = o.proposals == "tree"
-        args = (limit, o.max_spec_factor, o.max_spec_offset, o.min_token_prob, tree)
-        local = self._local[req_id].speculate(context, *args, seq_id=0)
-        seq = self._seq_of.get(req_id)
-        other = self._global.speculate(context, *args, seq_id=seq) if self._seq_of else (
-            [], [], 0.0, 0)
-        best = local if local[2] >= other[2] else other
-        return SuffixDraft(tokens=best[0], parents=best[1], score=best[2], match_len=best[3])
+        tree = self._tree_of(req_id, "speculate")
+        limit = self.gamma if max_spec_tokens is None else int(max_spec_tokens)
+        tail = context[-o.max_tree_depth :]
+        context = tail.tolist() if hasattr(tail, "tolist") else list(tail)
+        as_tree = o.proposals == "tree"
+        args = (limit, o.max_spec_factor, o.max_spec_offset, self._min_prob, as_tree)
+        local = tree.speculate(context, *args, seq_id=0)
+        other = self._global.speculate(context, *args, seq_id=self._seq_of.get(req_id))
+        best = local if local.score >= other.score else other
+        return SuffixDraft(tokens=best.tokens, parents=best.parents, score=float(best.score),
+                           match_len=best.match_len)
 
     # ------------------------------------------------------------------ the plan's protocol
     def _sync(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
         """Bring each row's request up to date; returns each row's context (its last
-        max_tree_depth tokens). Reads only each row's tail, not the whole history."""
+        max_tree_depth tokens). A row continues its request only if all of that request's
+        tokens are still the row's prefix (read in full: a new request may share any prefix)."""
         history, lengths = check_history(history, lengths)
         depth = self.options.max_tree_depth
-        span = min(history.shape[1], depth + self.gamma + 1)  # a step adds <= gamma + 1 tokens
-        index = (lengths[:, None] - span + torch.arange(span, device=history.device)).clamp(min=0)
-        tails = history.gather(1, index).tolist()
-        firsts = history[:, 0].tolist()
+        for r in [r for r in self._rows if r >= history.shape[0]]:  # the batch shrank
+            self.stop_request(self._rows.pop(r))
         contexts = []
-        for r, (tail, length, first) in enumerate(zip(tails, lengths.tolist(), firsts,
-                                                      strict=True)):
-            seen = self._rows.get(r)
-            if seen is not None and (length < seen[1] or first != seen[2]
-                                     or length - seen[1] > span):
-                self.stop_request(seen[0])
-                seen = None
-            if seen is None:
-                req: Hashable = (self._epoch, r)
+        for r, length in enumerate(lengths.tolist()):
+            row = history[r, :length].tolist()
+            req = self._rows.get(r)
+            known = self._local[req].tokens(0) if req in self._local else None
+            if known is not None and (len(known) > length or row[: len(known)] != known):
+                self.stop_request(req)
+                known = None
+            if known is None:
+                req = (self._epoch, r)
                 self._epoch += 1
-                self.start_request(req, history[r, :length].tolist())
-            else:
-                req = seen[0]
-                if length > seen[1]:
-                    self.add_active_response(req, tail[span - (length - seen[1]) :])
-            self._rows[r] = (req, length, first)
-            contexts.append(tail[max(0, span - min(length, depth)) :])
+                self.start_request(req, row)
+                self._rows[r] = req
+            elif length > len(known):
+                self.add_active_response(req, row[len(known) :])
+            contexts.append(row[max(0, length - depth) :])
         return contexts
 
     def speculate_rows(self, history: torch.Tensor, lengths: torch.Tensor) -> list[SuffixDraft]:
         """One `SuffixDraft` per row, after feeding each row's new tokens to its trees."""
         contexts = self._sync(history, lengths)
-        return [self.speculate(self._rows[r][0], ctx) for r, ctx in enumerate(contexts)]
+        return [self.speculate(self._rows[r], ctx) for r, ctx in enumerate(contexts)]
 
     def propose_lists(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
         return [d.tokens for d in self.speculate_rows(history, lengths)]

@@ -1,6 +1,10 @@
-"""Catalog entries SR490-SR494: the lookup plugin (ngram prompt lookup and suffix decoding)."""
+"""Catalog entries SR490-SR495 of the lookup plugin (ngram prompt lookup and suffix decoding),
+and the error its suffix request API raises (SR495)."""
+
+from collections.abc import Hashable
 
 from specreg.catalog import ErrorEntry
+from specreg.errors import SpecRegError, problem
 
 ENTRIES: tuple[ErrorEntry, ...] = (
     ErrorEntry(
@@ -107,4 +111,48 @@ ENTRIES: tuple[ErrorEntry, ...] = (
             "# after\n--speculative-algorithm ngram --speculative-num-steps 3"
         ),
     ),
+    ErrorEntry(
+        code="SR495",
+        title="suffix: a request id that is not active, or already is",
+        meaning=(
+            "SuffixDrafter keeps a suffix tree per active request, as arctic-inference's "
+            "SuffixDecodingCache does: start_request(req_id, prompt) opens one, "
+            "add_active_response and speculate use it, stop_request closes it. Using an id that "
+            "was never started (or was stopped), or starting one that is active, is the caller's "
+            "mistake; the error is a ValueError, as arctic-inference raises."
+        ),
+        when="Calling SuffixDrafter.add_active_response, speculate or stop_request with a "
+        "request id that is not active, or start_request with one that is.",
+        solutions=(
+            "Call start_request(req_id, prompt) before the request's first "
+            "add_active_response or speculate, and stop_request once, when it ends.",
+            "Check `req_id in drafter.active_requests` first where a request may have ended.",
+        ),
+        example_fix=(
+            "# before\ndrafter.speculate(\"req-7\", context)\n"
+            "# after\ndrafter.start_request(\"req-7\", prompt)\n"
+            "drafter.speculate(\"req-7\", context)"
+        ),
+    ),
 )
+
+
+class RequestStateError(SpecRegError, ValueError):
+    """SR495: the suffix request API was called with an id that is not active (or, to start,
+    one that is); a ValueError, as arctic-inference's SuffixDecodingCache raises."""
+
+
+def request_state_error(req_id: Hashable, *, active: bool, call: str) -> RequestStateError:
+    """The SR495 error for `call` on `req_id` (active: whether the id is active already)."""
+    if active:
+        what = f"suffix: {call}({req_id!r}) for a request that is already active"
+        accepted = "a request id not among active_requests"
+        fix = f"stop_request({req_id!r}) first, or use a new request id"
+    else:
+        what = (f"suffix: {call}({req_id!r}) for a request that is not active (never started, "
+                "or already stopped)")
+        accepted = "a request id among active_requests (opened by start_request)"
+        fix = f"call start_request({req_id!r}, prompt) first"
+    return RequestStateError(problem("SR495", what, accepted=accepted, fix=fix,
+                                     field="req_id"))
+

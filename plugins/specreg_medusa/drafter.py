@@ -1,10 +1,11 @@
 """`MedusaDrafter`, the medusa plan's drafter: head logits to the static verify tree.
 
-`plan.drafter` holds it (a `TreeDrafterProtocol`). Head d's `topk` best tokens fill the nodes at
-depth d + 1 of the static tree (`specreg_medusa.runtime`); the tree's mask, positions and links
-come from the EAGLE plugin's `build_tree` kernel, fed the tree's EAGLE numbering, so the
-plan's `EagleVerifier` verifies it unchanged. Heads read only the target's hidden state, so
-every node at one depth chooses from the same `topk` tokens. Two ways in:
+`plan.drafter` holds it (a `TreeDrafterProtocol`). Head d's `topk` tokens fill the nodes at
+depth d + 1 of the static tree (`specreg_medusa.runtime`): choice c of head d is its c-th
+token. The tree's mask, positions and links come from the EAGLE plugin's `build_tree` kernel,
+fed the tree's EAGLE numbering, so the plan's `EagleVerifier` verifies it unchanged. Heads read
+only the target's hidden state, so every node at one depth chooses from the same `topk` tokens.
+Two ways in:
 
 - `tree_from_heads(head_logits [b, S, V], bonus_tokens, seq_lens)`: all heads at once;
 - the tree-drafter protocol: `start(head 0 logits [b, V], hidden)`, `step(draft, next head's
@@ -12,6 +13,35 @@ every node at one depth chooses from the same `topk` tokens. Two ways in:
   [b * topk, V] a draft loop produces for the draft's branches (`draft.input_ids`: branch a
   holds choice a of every head so far); then each request's first branch, the top-1 chain
   through the heads, gives the head's logits.
+
+Without per-request parameters a head's tokens are its deterministic top-k (by logit), and the
+verifier runs the target-only rule when requests sample. With them
+(`sample_tree_from_heads(..., params=)`, or `start(..., params=)` then `step`, `tree` and
+`draft_probs`), a sampled request's head d draws its `topk` tokens WITHOUT replacement from
+q_d = filter(head d's logits / T) under the request's temperature, top-k, top-p and min-p
+(`specreg.draft_sampling.sample_children`: the verifiers' own filtered rows, Gumbel-top-k on
+the SAMPLE-role random stream at (request key, positions + d), `positions` being the absolute
+position of the depth-1 nodes, so head d draws at the position its depth-(d + 1) nodes occupy,
+the convention of the tree verifier and the history trees). Greedy requests (temperature 0)
+keep the deterministic top-k. The drafter also gives the verifier each node's q
+(`draft_probs` [b, N, V]: row i is q_depth(i) when node i's children are the first draws of its
+head in sibling order, `runtime.children_heads`; zero for leaves, greedy requests, and nodes
+whose children are not such a prefix, where the verifier runs the target-only rule), for
+`EagleVerifier.verify_from_logits(tree, target_logits, params=, draft_probs=)`, whose
+recursive rejection rule then reads q.
+
+Why one head's draws may serve every node of a depth: the verifier walks one node per depth.
+Which node P of depth d it reaches is a function of the draws of heads 0..d - 1, the
+acceptance uniforms and residual draws at positions before positions + d, and the target rows
+on the way; head d's draws are the SAMPLE-role stream at positions + d, independent of all of
+that. So given the walk reached P, P's children (the first c draws of head d) are still c
+draws without replacement from q_d, in sibling order: exactly what the recursive rule needs at
+P, which then emits exactly the target's (filtered) distribution after P's path. The other
+nodes of depth d + 1 hold the same tokens, but the walk never reads them once it is at P, and
+the acceptance uniforms of P's children (ACCEPT role at positions + d) and the final draw
+(RESIDUAL role) were read at no earlier depth. By induction over the depths every emitted
+token follows the target. Draws of heads below the last accepted depth never touched the
+committed tokens either, so the next step may draw at those positions again.
 
 `make_heads(hidden_size=, vocab_size=)` builds the heads module (Medusa's: per head,
 `num_layers` residual SiLU blocks, then a bias-free linear map to the vocabulary) that a
@@ -32,21 +62,62 @@ from specreg_eagle.runtime import tree_buffers
 
 from specreg.backend import requested_backend
 from specreg.errors import KernelInputError, problem
-from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check_tensor
+from specreg.kernels.checks import (
+    FLOAT_DTYPES,
+    INDEX_DTYPES,
+    check_dtype,
+    check_params,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    should_check_values,
+)
+from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 from specreg.memory import PER_REQUEST, Buffer
+from specreg.sampling_params import SamplingParams
 from specreg_medusa.runtime import TreeLayout, eagle_layout
 
 
 @attrs.frozen(kw_only=True)
+class HeadSampling:
+    """How a draft's heads are sampled: `params` of its b requests; `keys` int64 [b] their
+    keys on the random stream and `positions` int64 [b] the absolute output position of the
+    depth-1 nodes (head d draws at positions + d), or both None: every head then draws under
+    fresh keys from `generator`."""
+
+    params: SamplingParams
+    keys: torch.Tensor | None
+    positions: torch.Tensor | None
+    generator: torch.Generator | None
+
+
+@attrs.frozen(kw_only=True)
 class MedusaDraft:
-    """The heads read so far: `head_tokens` int64 [b, steps, topk] (each head's best tokens,
-    best first); `input_ids` [b * topk] and `hidden` [b * topk, H] the branches (branch a =
-    choice a of every head so far), for a draft loop that runs per branch."""
+    """The heads read so far: `head_tokens` int64 [b, steps, topk] (each head's tokens: its
+    best first, or for sampled requests in draw order); `input_ids` [b * topk] and `hidden`
+    [b * topk, H] the branches (branch a = choice a of every head so far), for a draft loop
+    that runs per branch. A draft started with params= also holds its `sampling` and `head_q`
+    float32 [b, steps, V], the q each head's tokens were drawn from (zero rows: greedy
+    requests, and rows that could not be sampled without value checks)."""
 
     steps: int
     head_tokens: torch.Tensor
     input_ids: torch.Tensor
     hidden: torch.Tensor
+    sampling: HeadSampling | None = None
+    head_q: torch.Tensor | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SampledTree:
+    """A verify tree whose sampled requests' nodes were drawn from the heads' filtered q:
+    `tree` (as `tree_from_heads` builds it) and `draft_probs` float32 [b, N, V], row i the q
+    node i's children were drawn from (zero for a leaf, a greedy request, or children that are
+    not the first draws of their head), for `verify_from_logits(tree, target_logits, params=,
+    draft_probs=)`."""
+
+    tree: TreeBuildResult
+    draft_probs: torch.Tensor
 
 
 def _inputs_error(message: str, field: str, accepted: str, fix: str) -> KernelInputError:
@@ -95,6 +166,7 @@ class MedusaDrafter:
         mask_mode: str = "full",
         num_layers: int = 1,
         check_values: bool | None = None,
+        filter_order: str | None = None,
     ) -> None:
         self.topk = int(topk)
         self.widths_by_steps = dict(sorted(widths_by_steps.items()))
@@ -104,6 +176,7 @@ class MedusaDrafter:
         self.mask_mode = mask_mode
         self.num_layers = num_layers
         self.check_values = check_values
+        self.filter_order = filter_rule(filter_order or DEFAULT_FILTER_ORDER).name
         self.backend = requested_backend()
         self.layouts: dict[int, TreeLayout] = {
             s: eagle_layout(s, self.topk, n) for s, n in self.widths_by_steps.items()
@@ -151,25 +224,125 @@ class MedusaDrafter:
             )
         return torch.topk(logits.float(), self.topk, dim=-1).indices
 
-    def _draft(self, head_tokens: torch.Tensor, hidden: torch.Tensor) -> MedusaDraft:
+    def _draft(
+        self, head_tokens: torch.Tensor, hidden: torch.Tensor, *,
+        sampling: HeadSampling | None = None, head_q: torch.Tensor | None = None,
+    ) -> MedusaDraft:
         """The draft over `head_tokens`; `hidden` per request [b, H] is kept per branch."""
         b, steps, k = head_tokens.shape
         return MedusaDraft(
             steps=steps, head_tokens=head_tokens,
             input_ids=head_tokens[:, -1].reshape(b * k),
             hidden=hidden.repeat_interleave(k, dim=0) if hidden.shape[0] == b else hidden,
+            sampling=sampling, head_q=head_q,
         )
 
-    def start(self, logits: torch.Tensor, hidden: torch.Tensor) -> MedusaDraft:
+    def _sampling(
+        self, params: SamplingParams, keys: torch.Tensor | None, positions: torch.Tensor | None,
+        generator: torch.Generator | None, *, batch: int, vocab: int, device: torch.device,
+    ) -> HeadSampling:
+        """`params` (SR910-SR915), `positions` (int [b], >= 0) checked, and the requests'
+        stream keys resolved once for every head (a seeded request's is its seed)."""
+        values = should_check_values(device, self.check_values)
+        check_params(params, batch, vocab, device, values=values)
+        if positions is None:
+            return HeadSampling(params=params, keys=None, positions=None, generator=generator)
+        from specreg.kernels.chain.checks import check_position_values
+        from specreg.kernels.sampling import request_keys
+
+        check_tensor("positions", positions)
+        check_shape("positions", positions, (batch,))
+        check_dtype("positions", positions, INDEX_DTYPES)
+        check_same_device(params=params.seed, positions=positions)
+        if values:
+            check_position_values(positions)
+        return HeadSampling(
+            params=params, keys=request_keys(params, keys, generator=generator),
+            positions=positions.to(torch.int64), generator=generator,
+        )
+
+    def _check_head_rows(self, logits: torch.Tensor, name: str) -> None:
+        """SR904 (with value checks) for head rows [b, s, V] with NaN or +inf, or only -inf."""
+        from specreg.draft_sampling import invalid_logit_rows
+
+        if not should_check_values(logits.device, self.check_values):
+            return
+        b, s, v = logits.shape
+        bad = invalid_logit_rows(logits.reshape(b * s, v)).nonzero().flatten().tolist()
+        if bad:
+            pairs = [(r // s, r % s) for r in bad]
+            raise KernelInputError(
+                problem(
+                    "SR904",
+                    f"{name} rows (request, head) {pairs[:8]}{' ...' if len(pairs) > 8 else ''} "
+                    "hold NaN or +inf, or only -inf: no token can be drawn from them",
+                    accepted="finite logits (-inf marks a masked token; every row keeps one "
+                    "finite)",
+                    fix="check the Medusa heads' output (or the mask) that produced those rows",
+                    field=name,
+                )
+            )
+
+    def _sample_heads(
+        self, logits: torch.Tensor, first_head: int, sampling: HeadSampling, name: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Heads first_head.. of `logits` [b, s, V]: (tokens int64 [b, s, topk], q float32
+        [b, s, V]). Sampled requests draw each head's tokens from its filtered q without
+        replacement, in draw order, on the stream at positions + head; greedy requests keep the
+        deterministic top-k and a zero q. Without value checks, a request with invalid
+        parameters or a head row with no finite maximum keeps the top-k and a zero q there (no
+        q: the verifier runs the target-only rule, and flags the invalid parameters)."""
+        from specreg.draft_sampling import invalid_logit_rows, sample_children
+
+        b, s, v = logits.shape
+        flat = logits.reshape(b * s, v)
+        tokens = self._head_topk(flat, b * s, name)
+        self._check_head_rows(logits, name)
+        params = sampling.params
+        drawable = (~params.greedy & ~params.invalid_rows(v))[:, None] & ~invalid_logit_rows(
+            flat).view(b, s)
+        q = torch.zeros((b * s, v), dtype=torch.float32, device=logits.device)
+        rows = drawable.flatten().nonzero().flatten()
+        if rows.numel():
+            request, head = rows // s, first_head + rows % s
+            keys, positions = sampling.keys, sampling.positions
+            drawn = sample_children(
+                flat.index_select(0, rows), params.select(request), self.topk,
+                keys=None if keys is None else keys[request],
+                positions=None if positions is None else positions[request] + head,
+                generator=sampling.generator, filter_order=self.filter_order,
+                backend=self.backend, check_values=False,
+            )
+            tokens = tokens.index_copy(0, rows, drawn.tokens)
+            q.index_copy_(0, rows, drawn.q)
+        return tokens.view(b, s, self.topk), q.view(b, s, v)
+
+    def start(
+        self, logits: torch.Tensor, hidden: torch.Tensor, *, params: SamplingParams | None = None,
+        keys: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> MedusaDraft:
         """Head 0's logits [b, V]; `hidden` [b, H] the target's last hidden state (kept per
-        branch for a per-branch draft loop)."""
-        b = check_tensor("logits", logits).shape[0] if logits.dim() else -1
-        tokens = self._head_topk(logits, b, "logits")
-        return self._draft(tokens[:, None, :], hidden)
+        branch for a per-branch draft loop). With `params` (b requests) sampled requests draw
+        every head's tokens from its filtered q (see the module): `keys` [b] the requests' keys
+        on the random stream (a seeded request's is its seed; missing ones are drawn once from
+        `generator`), `positions` [b] the absolute output position of the depth-1 nodes (the
+        verifier's `positions`: the tree's root position + 1); head d draws at positions + d.
+        Without `positions` every head draws under fresh keys from `generator`."""
+        check_tensor("logits", logits)
+        check_shape("logits", logits, (None, None))
+        if params is None:
+            tokens = self._head_topk(logits, logits.shape[0], "logits")
+            return self._draft(tokens[:, None, :], hidden)
+        b, v = logits.shape
+        sampling = self._sampling(params, keys, positions, generator, batch=b, vocab=v,
+                                  device=logits.device)
+        tokens, q = self._sample_heads(logits[:, None, :], 0, sampling, "logits")
+        return self._draft(tokens, hidden, sampling=sampling, head_q=q)
 
     def step(self, draft: MedusaDraft, logits: torch.Tensor, hidden: torch.Tensor) -> MedusaDraft:
         """The next head's logits: [b, V], or [b * topk, V] per branch (the first branch of each
-        request is used: the heads' top-1 chain)."""
+        request is used: the heads' top-1 chain). A draft started with params= samples it."""
         if draft.steps >= self.num_steps:
             raise _inputs_error(
                 f"the draft already read {draft.steps} heads, the most this plan serves",
@@ -180,9 +353,23 @@ class MedusaDrafter:
         check_tensor("logits", logits)
         if logits.dim() == 2 and logits.shape[0] == b * k and k > 1:
             logits = logits[::k]
-        tokens = self._head_topk(logits, b, "logits")
-        head_tokens = torch.cat([draft.head_tokens, tokens[:, None, :]], dim=1)
-        return self._draft(head_tokens, hidden)
+        if draft.sampling is None:
+            tokens = self._head_topk(logits, b, "logits")
+            head_tokens = torch.cat([draft.head_tokens, tokens[:, None, :]], dim=1)
+            return self._draft(head_tokens, hidden)
+        check_shape("logits", logits, (b, None))
+        tokens, q = self._sample_heads(logits[:, None, :], draft.steps, draft.sampling, "logits")
+        assert draft.head_q is not None
+        if q.shape[-1] != draft.head_q.shape[-1]:
+            raise _inputs_error(
+                f"head {draft.steps}'s logits have a vocabulary of {q.shape[-1]}, the earlier "
+                f"heads' {draft.head_q.shape[-1]}", "logits",
+                "every head's logits over the same vocabulary", "pass the heads' full logits",
+            )
+        return self._draft(
+            torch.cat([draft.head_tokens, tokens], dim=1), hidden, sampling=draft.sampling,
+            head_q=torch.cat([draft.head_q, q], dim=1),
+        )
 
     def width_for(self, steps: int) -> int:
         """The verify width of a tree over `steps` heads (SR485 if the plan serves none)."""
@@ -195,12 +382,14 @@ class MedusaDrafter:
         return self.widths_by_steps[steps]
 
     def _layout_tensors(self, steps: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """(parent_list, ids, heads, choices, children_heads) of the layout, on `device`."""
         key = (steps, str(device))
         if key not in self._device_layouts:
             layout = self.layouts[steps]
             self._device_layouts[key] = tuple(
                 torch.tensor(values, dtype=torch.int64, device=device)
-                for values in (layout.parent_list, layout.ids, layout.heads, layout.choices)
+                for values in (layout.parent_list, layout.ids, layout.heads, layout.choices,
+                               layout.children_heads)
             )
         return self._device_layouts[key]
 
@@ -221,11 +410,14 @@ class MedusaDrafter:
         layout = self.layouts[draft.steps]
         b = draft.head_tokens.shape[0]
         device = draft.head_tokens.device
-        parents, ids, heads, choices = self._layout_tensors(draft.steps, device)
+        parents, ids, heads, choices, _ = self._layout_tensors(draft.steps, device)
         flat = draft.head_tokens.reshape(b, -1)
         draft_tokens = flat[:, heads * self.topk + choices]  # [b, N - 1]
+        # One row per request, materialised: the Triton kernel reads rows at its own stride, so
+        # an expanded view (stride 0) would hand every request after the first another row.
         tree = build_tree(
-            bonus_tokens, parents.expand(b, -1), ids.expand(b, -1), draft_tokens, seq_lens,
+            bonus_tokens, parents.expand(b, -1).contiguous(), ids.expand(b, -1).contiguous(),
+            draft_tokens, seq_lens,
             topk=layout.encoding_topk, depth=draft.steps, num_verify_tokens=width,
             mask_mode=mask_mode or self.mask_mode, seq_lens_sum=seq_lens_sum,
             check_values=self.check_values, backend=self.backend,
@@ -244,17 +436,82 @@ class MedusaDrafter:
     ) -> TreeBuildResult:
         """The verify tree from every head's logits at once: `head_logits` [b, S, V]
         (`draft_lengths` as in `tree`)."""
-        check_tensor("head_logits", head_logits)
-        check_shape("head_logits", head_logits, (None, None, None))
-        b, steps, v = head_logits.shape
-        self.width_for(steps)
+        b, steps, v = self._check_all_heads(head_logits)
         tokens = self._head_topk(head_logits.reshape(b * steps, v), b * steps, "head_logits")
-        draft = MedusaDraft(
-            steps=steps, head_tokens=tokens.view(b, steps, self.topk),
-            input_ids=tokens.view(b, steps, self.topk)[:, -1].reshape(-1),
-            hidden=torch.empty(b * self.topk, 0, device=head_logits.device),
-        )
+        draft = self._draft(tokens.view(b, steps, self.topk), self._no_hidden(head_logits))
         return self.tree(
             draft, bonus_tokens, seq_lens, mask_mode=mask_mode, seq_lens_sum=seq_lens_sum,
             draft_lengths=draft_lengths,
         )
+
+    def sample_tree_from_heads(
+        self,
+        head_logits: torch.Tensor,
+        bonus_tokens: torch.Tensor,
+        seq_lens: torch.Tensor,
+        *,
+        params: SamplingParams,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        mask_mode: str | None = None,
+        seq_lens_sum: int | None = None,
+        draft_lengths: Any = None,
+    ) -> SampledTree:
+        """`tree_from_heads` with each request's parameters `params` (b requests): sampled
+        requests draw head d's tokens from its filtered q without replacement (see the module),
+        greedy ones keep the top-k. `keys` [b] as in `start`; `positions` [b] the absolute
+        output position of the depth-1 nodes, by default `seq_lens + 1` (the verifier's
+        default: the tree's root position + 1). Returns the tree and its `draft_probs`."""
+        b, steps, v = self._check_all_heads(head_logits)
+        check_tensor("seq_lens", seq_lens)
+        check_shape("seq_lens", seq_lens, (b,))
+        check_dtype("seq_lens", seq_lens, INDEX_DTYPES)
+        if positions is None:
+            positions = seq_lens.to(torch.int64) + 1
+        sampling = self._sampling(params, keys, positions, generator, batch=b, vocab=v,
+                                  device=head_logits.device)
+        tokens, q = self._sample_heads(head_logits, 0, sampling, "head_logits")
+        draft = self._draft(tokens, self._no_hidden(head_logits), sampling=sampling, head_q=q)
+        tree = self.tree(
+            draft, bonus_tokens, seq_lens, mask_mode=mask_mode, seq_lens_sum=seq_lens_sum,
+            draft_lengths=draft_lengths,
+        )
+        return SampledTree(tree=tree, draft_probs=self.draft_probs(draft))
+
+    def draft_probs(self, draft: MedusaDraft) -> torch.Tensor:
+        """float32 [b, N, V] for `verify_from_logits(..., draft_probs=)`: row i is the q node
+        i's children were drawn from, q of head depth(i), when they are the first draws of that
+        head in sibling order (`runtime.children_heads`); zero for leaves, greedy requests and
+        any other node (the target-only rule there). Needs a draft started with params=
+        (SR928 otherwise)."""
+        if draft.sampling is None or draft.head_q is None:
+            raise KernelInputError(
+                problem(
+                    "SR928",
+                    "draft_probs needs a draft started with params=: a deterministic top-k "
+                    "draft has no q to verify against",
+                    accepted="drafter.start(logits, hidden, params=SamplingParams...) or "
+                    "drafter.sample_tree_from_heads(..., params=...)",
+                    fix="start the draft with the batch's params=, or verify without "
+                    "draft_probs (the target-only rule)",
+                    field="draft",
+                )
+            )
+        self.width_for(draft.steps)
+        b, steps, v = draft.head_q.shape
+        children_heads = self._layout_tensors(steps, draft.head_q.device)[4]
+        zero_row = torch.zeros((b, 1, v), dtype=torch.float32, device=draft.head_q.device)
+        table = torch.cat([draft.head_q, zero_row], dim=1)  # head `steps`: the zero row
+        return table.index_select(1, torch.where(children_heads >= 0, children_heads, steps))
+
+    def _check_all_heads(self, head_logits: torch.Tensor) -> tuple[int, int, int]:
+        check_tensor("head_logits", head_logits)
+        check_shape("head_logits", head_logits, (None, None, None))
+        b, steps, v = head_logits.shape
+        self.width_for(steps)
+        return b, steps, v
+
+    def _no_hidden(self, head_logits: torch.Tensor) -> torch.Tensor:
+        """The empty per-branch hidden state of a draft built from all heads at once."""
+        return torch.empty(head_logits.shape[0] * self.topk, 0, device=head_logits.device)

@@ -37,7 +37,6 @@ MAX_TOPK = 16
 #: Wider verify batches than this are far beyond Medusa's published trees (64 nodes).
 MAX_NUM_DRAFT_TOKENS = 256
 _MEMO = "specreg_medusa.heads"
-_GIVEN = "specreg_medusa.num_draft_tokens_given"
 
 MEDUSA = AlgorithmSpec(
     name=NAME,
@@ -88,7 +87,6 @@ def specreg_resolve_config(
         return None
     heads = _heads(config, memo)[0].num_heads
     steps, topk, draft_tokens = config.num_steps, config.topk, config.num_draft_tokens
-    memo[_GIVEN] = draft_tokens is not None
     if steps is None and topk in (None, 1) and draft_tokens is not None:
         steps, topk = draft_tokens - 1, 1  # vLLM: num_speculative_tokens heads, one token each
     steps = steps if steps is not None else (heads or DEFAULT_NUM_HEADS)
@@ -108,10 +106,13 @@ def specreg_resolve_candidates(
     from specreg.resolution import adaptive_steps
 
     topk, main = config.topk or DEFAULT_TOPK, config.num_draft_tokens or 2
-    given = bool(memo.get(_GIVEN, True))
+    # A main width equal to the inferred one counts as inferred, so a plan's own config (which
+    # states the inferred width) resolves to the same candidates: each its own inferred width.
+    inferred = config.num_steps is not None and main == infer_num_draft_tokens(
+        config.num_steps, topk)
     out = []
     for s in adaptive_steps(config):
-        width = infer_num_draft_tokens(s, topk) if not given or topk == 1 else min(
+        width = infer_num_draft_tokens(s, topk) if inferred or topk == 1 else min(
             max(main, s + 1), tree_nodes(s, topk)
         )
         out.append(config.evolve(num_steps=s, num_draft_tokens=width, candidate_steps=None))
@@ -182,7 +183,8 @@ def specreg_make_verifier(
     return EagleVerifier(
         num_steps=max(table), topk=config.topk or DEFAULT_TOPK,
         num_draft_tokens=max(table.values()), widths_by_steps=table,
-        acceptance=config.acceptance, verify_mode=config.verify_mode,
+        filter_order=config.filter_order, acceptance=config.acceptance,
+        verify_mode=config.verify_mode,
     )
 
 
@@ -198,4 +200,5 @@ def specreg_make_drafter(
     return MedusaDrafter(
         topk=config.topk or DEFAULT_TOPK, widths_by_steps=widths_by_steps(resolution.configs()),
         num_layers=heads.num_layers if heads.num_layers is not None else 1,
+        filter_order=config.filter_order,
     )

@@ -14,6 +14,18 @@ holds ids 0..K-1 (one per choice), level j >= 1 holds K + K*K*(j-1) + a*K + c fo
 the a-th expanded node of level j - 1. `eagle_layout` numbers the static tree that way with
 K = max(topk, the most expanded nodes on any level), so `build_tree` builds its mask, positions
 and links unchanged.
+
+Sampled drafting (`specreg_medusa.drafter`) draws head d's `topk` tokens from its filtered q
+without replacement, and choice c of head d is its c-th draw. The tree verifier's recursive rule
+needs a node's children to be draws from q without replacement in sibling order, i.e. choices
+0, 1, ..., c - 1 of its head in that order. `children_heads` gives, per verify node, the head
+whose q its children were drawn from, or -1 where that does not hold (a leaf, or children that
+are not such a prefix: the verifier then runs the target-only rule there, exact for any fixed
+children). Every static tree meets it at every node: siblings differ only in their last choice,
+whose prior DECAY / (c + 1) falls strictly with c, and the best-first walk pushes all of a
+node's children at once, so it pops (*p, c) only after (*p, 0), ..., (*p, c - 1); a chain node's
+(*p, 0) is kept from the start. The numbering gives siblings ascending ids in choice order
+(a * K + c), and the verify tree orders siblings by id, so sibling order is choice order.
 """
 
 from __future__ import annotations
@@ -83,7 +95,9 @@ class TreeLayout:
 
     `encoding_topk` K of the ids; `parent_list` the K*(S-1)+1 parent ids build_tree reads
     ([] for S = 1); `ids` the kept nodes' global ids, ascending; `paths`, `heads` and `choices`
-    each kept node's path, head (depth - 1) and choice index, in the same order."""
+    each kept node's path, head (depth - 1) and choice index, in the same order;
+    `children_heads` per verify node (the root, then the kept nodes in that order) the head
+    its children were drawn from, or -1 (`children_heads`)."""
 
     num_steps: int
     topk: int
@@ -94,6 +108,21 @@ class TreeLayout:
     paths: tuple[Path, ...]
     heads: tuple[int, ...]
     choices: tuple[int, ...]
+    children_heads: tuple[int, ...]
+
+
+def children_heads(paths: Sequence[Path]) -> tuple[int, ...]:
+    """Per verify node (the root, then `paths` in verify order, which is sibling order): the
+    head its children were drawn from (its depth), when they are choices 0, 1, ..., c - 1 of
+    that head in sibling order; -1 for a leaf or any other set of children."""
+    children: dict[Path, list[int]] = {}
+    for path in paths:
+        children.setdefault(path[:-1], []).append(path[-1])
+    first_draws = {node: list(range(len(choices))) for node, choices in children.items()}
+    return tuple(
+        len(node) if node in children and children[node] == first_draws[node] else -1
+        for node in ((), *paths)
+    )
 
 
 def eagle_layout(num_steps: int, topk: int, num_draft_tokens: int) -> TreeLayout:
@@ -125,6 +154,7 @@ def eagle_layout(num_steps: int, topk: int, num_draft_tokens: int) -> TreeLayout
         num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens, encoding_topk=k,
         parent_list=tuple(parent_list), ids=tuple(ids[p] for p in order), paths=tuple(order),
         heads=tuple(len(p) - 1 for p in order), choices=tuple(p[-1] for p in order),
+        children_heads=children_heads(order),
     )
 
 

@@ -10,8 +10,18 @@ proposer takes a drafter by what it declares it needs (`drafter.needs`,
 run; one that needs the target's hidden states or a draft model (EAGLE, Medusa, DSpark, DFlash,
 draft_model) is refused when vLLM constructs the proposer (SR175, naming the seam), never at the
 first step; one that declares nothing, or a need the protocol does not know, is its plugin's
-error (SR190). As vLLM's own ngram
-proposer, a request gets no drafts when it is not decoding, when it has reached the model's
+error (SR190).
+
+A drafter that keeps state per request (suffix: it has arctic-inference's request API,
+`start_request`, `add_active_response`, `speculate`, `stop_request`, `active_requests`) is
+driven exactly as vLLM's own suffix proposer drives arctic-inference's cache: a request
+starts with its prompt, each step's sampled tokens are added to it (its first sampled token
+included), it speculates on its last tokens with at most min(k, max_model_len - tokens - 1)
+drafts, and it stops when it leaves the batch. The seam gives no request ids, so they come from
+the rows' tokens (`specreg.adapters.vllm_rows`), never from a row's index or first token. Such
+a proposer takes vLLM's `suffix_decoding_*` options from the speculative config. Any other
+drafter is asked for the whole batch at once, as vLLM's own ngram proposer works: a request gets
+no drafts when it is not decoding, when its context is empty, when it has reached the model's
 maximum length (and at most the room left below it), and when the drafter found no match (a
 drafter's `propose_lists(history, lengths)`, when it has one, says how many tokens it really
 proposed). A NAME no loaded plugin registered is refused where vLLM looks the class up
@@ -22,8 +32,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from specreg.adapters.vllm_rows import RowRequests
 from specreg.errors import PluginError, UnknownNameError, problem
 from specreg.protocols import DRAFTER_NEEDS, TOKEN_HISTORY, drafter_needs
+
+#: What a drafter keyed by request offers (arctic-inference's SuffixDecodingCache API), besides
+#: its `active_requests`.
+REQUEST_API = ("start_request", "add_active_response", "speculate", "stop_request")
+#: vLLM's speculative-config fields that carry an algorithm's options under custom_class
+#: (vLLM sets prompt_lookup_min/max to 0 there, so ngram's sizes cannot come this way).
+VLLM_OPTION_FIELDS: dict[str, tuple[str, ...]] = {
+    "suffix": ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+               "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"),
+}
 
 SEAM = (
     "vLLM's custom_class seam, propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu), "
@@ -68,11 +89,15 @@ def _undeclared(algorithm: str, drafter: Any, needs: str | None, *,
 
 
 class SpecregProposer:
-    """A vLLM proposer that drafts with the drafter of the specreg algorithm `algorithm`."""
+    """A vLLM proposer that drafts with the drafter of the specreg algorithm `algorithm`.
+
+    `draft_config` (programmatic use and tests) gives the algorithm's options in place of the
+    ones vLLM's speculative config carries (`VLLM_OPTION_FIELDS`)."""
 
     algorithm: str = ""
 
-    def __init__(self, vllm_config: Any, *, registry: Any = None) -> None:
+    def __init__(self, vllm_config: Any, *, registry: Any = None,
+                 draft_config: dict[str, Any] | None = None) -> None:
         from specreg.registry import Registry
 
         spec = vllm_config.speculative_config
@@ -80,7 +105,14 @@ class SpecregProposer:
         model_config = getattr(vllm_config, "model_config", None)
         self.max_model_len = getattr(model_config, "max_model_len", None)
         registry = registry or Registry.load()
-        self.plan = registry.resolve({"algorithm": self.algorithm, "num_draft_tokens": self.k + 1})
+        if draft_config is None:
+            draft_config = {name: getattr(spec, name) for name in
+                            VLLM_OPTION_FIELDS.get(self.algorithm, ())
+                            if getattr(spec, name, None) is not None}
+        config: dict[str, Any] = {"algorithm": self.algorithm, "num_draft_tokens": self.k + 1}
+        if draft_config:
+            config["draft_config"] = dict(draft_config)
+        self.plan = registry.resolve(config)
         drafter = self.plan.drafter
         if drafter is None or not callable(getattr(drafter, "propose", None)):
             raise _refusal(self.algorithm, "its plugin builds no drafter with a propose method")
@@ -93,6 +125,10 @@ class SpecregProposer:
         if self.plan.algorithm.uses_target_hidden_states:
             raise _undeclared(self.algorithm, drafter, needs, contradicts=True)
         self.drafter = drafter
+        self.requests: RowRequests | None = None
+        if hasattr(drafter, "active_requests") and all(
+                callable(getattr(drafter, name, None)) for name in REQUEST_API):
+            self.requests = RowRequests()
 
     def room(self, num_tokens: int) -> int:
         """How many drafts fit below the model's maximum length (vLLM's ngram rule)."""
@@ -107,20 +143,24 @@ class SpecregProposer:
         token_ids_cpu: Any,
         slot_mappings: Any = None,
     ) -> list[list[int]]:
+        if self.requests is not None:
+            return self._propose_by_request(sampled_token_ids, num_tokens_no_spec,
+                                            token_ids_cpu)
+        import numpy as np
         import torch
 
         drafts: list[list[int]] = [[] for _ in sampled_token_ids]
         active = [
             i for i, sampled in enumerate(sampled_token_ids)
-            if len(sampled) > 0 and self.room(int(num_tokens_no_spec[i])) > 0
+            if len(sampled) > 0 and int(num_tokens_no_spec[i]) > 0
+            and self.room(int(num_tokens_no_spec[i])) > 0
         ]
         if not active:
             return drafts
-        rows = [token_ids_cpu[i, : int(num_tokens_no_spec[i])] for i in active]
-        lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-        history = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long)
-        for row, tokens in enumerate(rows):
-            history[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
+        sizes = np.array([int(num_tokens_no_spec[i]) for i in active], dtype=np.int64)
+        rows = np.asarray(token_ids_cpu)[active, : int(sizes.max())].astype(np.int64)
+        rows[np.arange(rows.shape[1])[None, :] >= sizes[:, None]] = 0  # not the stale tokens
+        history, lengths = torch.from_numpy(rows), torch.from_numpy(sizes)
         as_lists = getattr(self.drafter, "propose_lists", None)
         if callable(as_lists):  # what it really proposed: fewer, or none where nothing matched
             proposed = [list(p)[: self.k] for p in as_lists(history, lengths)]
@@ -129,6 +169,38 @@ class SpecregProposer:
         for row, i in enumerate(active):
             room = self.room(int(num_tokens_no_spec[i]))
             drafts[i] = [int(t) for t in proposed[row][:room]]
+        return drafts
+
+    def _propose_by_request(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: Any,
+                            token_ids_cpu: Any) -> list[list[int]]:
+        """vLLM's SuffixDecodingProposer.propose, request ids told from the rows' tokens."""
+        import numpy as np
+
+        assert self.requests is not None
+        drafter = self.drafter
+        tokens = np.asarray(token_ids_cpu)
+        seen = self.requests.assign(tokens, num_tokens_no_spec,
+                                    [len(s) for s in sampled_token_ids])
+        active = set(drafter.active_requests)
+        drafts: list[list[int]] = []
+        for i, (sampled, row) in enumerate(zip(sampled_token_ids, seen.rows, strict=True)):
+            num_tokens = int(num_tokens_no_spec[i])
+            full = self.max_model_len is not None and num_tokens >= self.max_model_len
+            if row is None or not sampled or full:
+                drafts.append([])  # prefill, or no room: not even the sampled tokens go in
+                continue
+            if row.key not in active:
+                drafter.start_request(row.key, tokens[i, : row.start])
+                active.add(row.key)
+            drafter.add_active_response(row.key, [int(t) for t in sampled])
+            limit = self.k
+            if self.max_model_len is not None:
+                limit = min(limit, int(self.max_model_len) - num_tokens - 1)
+            draft = drafter.speculate(row.key, tokens[i, :num_tokens], max_spec_tokens=limit)
+            drafts.append([int(t) for t in draft.tokens[: self.k]])
+        for key in seen.left:
+            if key in active:
+                drafter.stop_request(key)
         return drafts
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:

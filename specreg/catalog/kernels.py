@@ -305,11 +305,30 @@ ENTRIES = (
             "i.e. when the draft was started with params=. A deterministic top-k draft has no "
             "such q: it is verified by the target-only rule, without draft logits."
         ),
-        when="EagleDrafter.draft_logits(draft) on a draft started without params=.",
+        when="EagleDrafter.draft_logits(draft) or MedusaDrafter.draft_probs(draft) on a "
+        "draft started without params=.",
         solutions=("Start the draft with drafter.start(logits, hidden, params=params, "
                    "generator=...).",
                    "Verify without draft_logits= (the target-only rule)."),
         example_fix="# before\ndraft = drafter.start(logits, hidden)\n"
         "# after\ndraft = drafter.start(logits, hidden, params=params, generator=g)",
+    ),
+    ErrorEntry(
+        code="SR929",
+        title="Two draft distributions given to one tree verification",
+        meaning=(
+            "The tree verifier's with-draft rule reads one q per node: either draft scores it "
+            "filters by each request's parameters (draft_logits, EAGLE's) or the q the drafter "
+            "already filtered and drew the children from (draft_probs / draft_q, Medusa's "
+            "sampled trees), read as given. Both at once would name two q for one node."
+        ),
+        when="EagleVerifier.verify_from_logits with draft_logits= and draft_probs=, or "
+        "verify_tree_with_params with draft= and draft_q=.",
+        solutions=("Pass the one the drafter returned: draft_probs= for a Medusa "
+                   "SampledTree's draft_probs, draft_logits= for EagleDrafter.draft_logits.",),
+        example_fix="# before\nverifier.verify_from_logits(tree, logits, params=params,\n"
+        "    draft_logits=head_logits, draft_probs=sampled.draft_probs)\n"
+        "# after\nverifier.verify_from_logits(tree, logits, params=params,\n"
+        "    draft_probs=sampled.draft_probs)",
     ),
 )

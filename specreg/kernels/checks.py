@@ -118,7 +118,14 @@ def check_index_range(
     """Every element must lie in [low, high) or be one of `allow` (e.g. -1 padding)."""
     if tensor.numel() == 0:
         return
-    bad = (tensor < low) | (tensor >= high)
+    bounds = torch.iinfo(tensor.dtype) if not tensor.dtype.is_floating_point else None
+    # A bound outside the dtype's range holds for every element; compared as a tensor scalar
+    # it would wrap (int32 against 2**62 reads 0) and refuse valid values.
+    bad = torch.zeros(tensor.shape, dtype=torch.bool, device=tensor.device)
+    if bounds is None or low > bounds.min:
+        bad |= tensor < low
+    if bounds is None or high <= bounds.max:
+        bad |= tensor >= high
     for value in allow:
         bad &= tensor != value
     if bool(bad.any()):

@@ -8,11 +8,12 @@ sampled requests then run one of two rules (`GenerationResult.verify_rule` says 
   rejection sampling against that q (chain and block: the classic rule; tree: the recursive
   rule over children drawn without replacement). Available when the drafts come from the toy
   draft model step by step (chain), from a drafter driving a draft model whose `draft` takes
-  `params` (draft_model), from a block drafter whose `propose` takes `params`, or
-  from a tree drafter whose `start` takes `params` and that has `draft_logits`.
+  `params` (draft_model), from a block drafter whose `propose` takes `params`, from a tree
+  drafter whose `start` takes `params` and that has `draft_logits`, or from a heads drafter
+  (Medusa) whose `start` takes `params` and that has `draft_probs` (the filtered q itself).
 - `target_only`: the drafts are deterministic (greedy draft-model proposals, model-free
-  drafters, Medusa heads) and the verifier gets no q; lossless for any proposal drawn
-  independently of the verifier's coins.
+  drafters) and the verifier gets no q; lossless for any proposal drawn independently of the
+  verifier's coins.
 
 `draft_rule='auto'` (the default) picks `with_draft` wherever the drafter supports it.
 Without params the loop's rule is `greedy` or `sampling` (one temperature for the batch).
@@ -47,8 +48,9 @@ def can_draw_with_params(plan: SpecPlan, *, history_trees: bool) -> bool:
     if drafting == "block":
         return _takes(drafter, "propose", "params")
     if drafting == "tree":
-        return (bool(missing_members(drafter, HeadsDrafterProtocol))
-                and _takes(drafter, "start", "params") and hasattr(drafter, "draft_logits"))
+        q_source = ("draft_logits" if missing_members(drafter, HeadsDrafterProtocol)
+                    else "draft_probs")
+        return _takes(drafter, "start", "params") and hasattr(drafter, q_source)
     if history_trees:
         return False
     if drafter is not None and _takes(drafter, "draft", "params"):

@@ -6,7 +6,10 @@ The draft model gives them through `head_logits(seqs, lengths, num_heads) -> [b,
 it has heads (the transformers harness: heads on the target's last hidden state); for the toy
 draft model, head d is the toy's prediction d + 1 tokens past the root along its own greedy
 chain. `plan.drafter` turns them into its tree (start, step, tree) and `plan.verifier` verifies
-it as in `tree_step`. Nothing here imports a plugin.
+it as in `tree_step`. Under the with-draft rule the drafter samples each request's head tokens
+from its filtered q on the stream (the loop's keys; the depth-1 nodes at position `lengths`,
+head d at `lengths + d`) and the verifier gets each node's q (`draft_probs`). Nothing here
+imports a plugin.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ def heads_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor
     reader = getattr(loop.draft, "head_logits", None)
     heads = reader(batch.seqs, batch.lengths, steps) if reader else toy_head_logits(loop, batch, steps)
     hidden = torch.zeros(b, 1)
-    draft = drafter.start(heads[:, 0], hidden)
+    sampled = {"params": loop.params, "keys": loop.keys, "positions": batch.lengths,
+               "generator": loop.generator} if loop.with_draft else {}
+    draft = drafter.start(heads[:, 0], hidden, **sampled)
     for d in range(1, steps):
         draft = drafter.step(draft, heads[:, d], hidden)
     tree = drafter.tree(
@@ -52,4 +57,8 @@ def heads_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor
         **lengths_keyword(loop),
     )
     assert tree.num_verify_tokens == n, (tree.num_verify_tokens, n)
-    return verify_tree(loop, batch, tree, verifier)
+    q_source = (
+        {"draft_probs": drafter.draft_probs(draft)}  # type: ignore[attr-defined]
+        if loop.with_draft else {}
+    )
+    return verify_tree(loop, batch, tree, verifier, **q_source)

@@ -64,12 +64,13 @@ def tree_step(loop: LoopView, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]
 
 def verify_tree(
     loop: LoopView, batch: Batch, tree: Any, verifier: TreeVerifierProtocol,
-    draft_logits: torch.Tensor | None = None,
+    draft_logits: torch.Tensor | None = None, draft_probs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every node of `tree` with the target (each along its own path) and verify it:
     (tokens to commit [b, W], counts [b]). Shared by every tree-drafting step. With
     `draft_logits` [b, W, V] (sampled children, the with-draft rule) the per-request-parameters
-    verify gets each node's q source."""
+    verify gets each node's q source; with `draft_probs` [b, W, V] each node's q itself
+    (filtered by the drafter, read as given)."""
     b, n = batch.size, loop.verify_width
     tokens = tree.draft_tokens.view(b, n)
     depths = tree.positions.view(b, n) - (batch.lengths - 1)[:, None]
@@ -81,7 +82,8 @@ def verify_tree(
     logits = loop.verify_logits(batch, paths, depths)
     capped = lengths_keyword(loop)
     if loop.params_verify is not None:
-        q_source = {} if draft_logits is None else {"draft_logits": draft_logits}
+        q_source = {name: rows for name, rows in (("draft_logits", draft_logits),
+                                                  ("draft_probs", draft_probs)) if rows is not None}
         out = loop.params_verify(tree, logits, params=loop.params, keys=loop.keys, **capped,
                                  **q_source, **loop.mask_inputs(paths, depths))
     elif loop.sampling:

@@ -1,4 +1,7 @@
-"""Fuzz the EAGLE tree kernels (torch path): correct shapes/ranges or coded errors."""
+"""Fuzz the EAGLE tree kernels (torch path): correct shapes/ranges or coded errors, and every
+verdict justified by an independent validity predicate (`tests.support.tree_validity`): a
+refusal only of input the predicate calls invalid, a result only for input it calls valid (CPU,
+value checks on)."""
 
 from __future__ import annotations
 
@@ -13,8 +16,14 @@ from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 from specreg_eagle.runtime import num_draft_ids
 from specreg_eagle.verifier import EagleVerifier
 
+from tests.support.chain_validity import acceptance_is_justified, refusal_is_justified
 from tests.support.fuzz import coded_or_result, fuzz_settings
 from tests.support.kernel_inputs import all_meta, float_tensor, index_tensor
+from tests.support.tree_validity import (
+    build_tree_problems,
+    tree_greedy_problems,
+    tree_sampling_problems,
+)
 
 pytestmark = pytest.mark.fuzz
 
@@ -44,6 +53,14 @@ def drafted_tree(draw, d):
     return parent_list, top_idx, draft, n
 
 
+def _assert_justified(error, problems):
+    """A refusal needs a reason the predicate also finds; a result needs valid input."""
+    if error is not None:
+        assert refusal_is_justified(problems), f"refused valid input: {error}"
+    else:
+        assert acceptance_is_justified(problems), f"accepted invalid input: {problems}"
+
+
 @fuzz_settings(300)
 @given(data=st.data(), d=tree_dims, mode=st.sampled_from(["full", "qlen_only", "qlen_only_bitpacking", "x"]))
 def test_build_tree_and_verify(data, d, mode):
@@ -58,10 +75,12 @@ def test_build_tree_and_verify(data, d, mode):
     bonus = data.draw(index_tensor((b,), 0, v))
     # Huge prefix lengths are left out: the full mask is sized by sum(seq_lens) (reported).
     seq_lens = data.draw(index_tensor((b,), 0, 9, huge=False))
+    build = dict(topk=k, depth=s, num_verify_tokens=n, mask_mode=mode)
     tree, error = coded_or_result(
-        lambda: build_tree(bonus, parent_list, top_idx, draft, seq_lens,
-                           topk=k, depth=s, num_verify_tokens=n, mask_mode=mode)  # fmt: skip
+        lambda: build_tree(bonus, parent_list, top_idx, draft, seq_lens, **build)
     )
+    _assert_justified(error, build_tree_problems(bonus, parent_list, top_idx, draft, seq_lens,
+                                                 **build))
     if error is not None or all_meta(bonus, parent_list, top_idx, draft, seq_lens):
         return
     assert tree.retrieve_index.shape == (b, n)
@@ -71,12 +90,16 @@ def test_build_tree_and_verify(data, d, mode):
     cands = tree.draft_tokens.view(b, n)
     logits = data.draw(float_tensor((b, n, v), probabilities=True, odd=0.3))
     links = (cands, tree.retrieve_index, nxt, sib)
-    for call in (
-        lambda: verify_tree_greedy(*links, depth=s, target_logits=logits),
-        lambda: verify_tree_sampling(*links, logits, depth=s, keys=torch.full((b,), 3),
-                                     draft_probs=logits if data.draw(st.booleans()) else None),
+    keys = torch.full((b,), 3)
+    draft = logits if data.draw(st.booleans()) else None
+    for call, problems in (
+        (lambda: verify_tree_greedy(*links, depth=s, target_logits=logits),
+         lambda: tree_greedy_problems(*links, depth=s, target_logits=logits)),
+        (lambda: verify_tree_sampling(*links, logits, depth=s, keys=keys, draft_probs=draft),
+         lambda: tree_sampling_problems(*links, logits, depth=s, keys=keys, draft_probs=draft)),
     ):  # fmt: skip
         result, error = coded_or_result(call)
+        _assert_justified(error, problems())
         if error is None and not all_meta(logits):
             assert result.accept_len.shape == (b,)
             assert bool(((result.accept_len >= 0) & (result.accept_len <= min(s, n - 1))).all())
@@ -90,12 +113,16 @@ def test_verify_tree_random_links(data, b, n, v, depth):
     links = [data.draw(index_tensor((b, n), lo, hi, odd=0.5))
              for lo, hi in ((0, v), (0, b * n), (-1, n), (-1, n))]  # fmt: skip
     probs = data.draw(float_tensor((b, n, v), probabilities=True))
-    for call in (
-        lambda: verify_tree_greedy(*links, depth=depth, target_logits=probs),
-        lambda: verify_tree_greedy(*links, depth=depth, target_predict=links[0]),
-        lambda: verify_tree_sampling(*links, probs, depth=depth, generator=torch.Generator()),
-    ):
+    for call, problems in (
+        (lambda: verify_tree_greedy(*links, depth=depth, target_logits=probs),
+         lambda: tree_greedy_problems(*links, depth=depth, target_logits=probs)),
+        (lambda: verify_tree_greedy(*links, depth=depth, target_predict=links[0]),
+         lambda: tree_greedy_problems(*links, depth=depth, target_predict=links[0])),
+        (lambda: verify_tree_sampling(*links, probs, depth=depth, generator=torch.Generator()),
+         lambda: tree_sampling_problems(*links, probs, depth=depth)),
+    ):  # fmt: skip
         result, error = coded_or_result(call)
+        _assert_justified(error, problems())
         if error is None and not all_meta(probs, *links):
             assert result.accept_len.shape == (b,)
 

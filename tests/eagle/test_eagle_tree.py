@@ -37,6 +37,18 @@ def test_worked_example():
     assert mask[4] == [1, 0, 1, 0, 1, 0]
 
 
+def test_int32_inputs_build_the_same_tree():
+    """SGLang passes int32 seq_lens: the range check against 2**62 must not wrap (it read 0 and
+    refused every positive prefix length, found by the tree fuzz target's validity predicate)."""
+    parent_list, sel, drafts = worked_example()
+    args = dict(topk=2, depth=3, num_verify_tokens=6, mask_mode="qlen_only")
+    wide = build_tree(torch.tensor([7]), parent_list, sel, drafts, torch.tensor([3]), **args)
+    narrow = build_tree(torch.tensor([7], dtype=torch.int32), parent_list.int(), sel.int(),
+                        drafts.int(), torch.tensor([3], dtype=torch.int32), **args)
+    assert narrow.positions.tolist() == wide.positions.tolist() == [3, 4, 4, 5, 5, 6]
+    assert narrow.retrieve_next_token.tolist() == wide.retrieve_next_token.tolist()
+
+
 def test_select_top_k_tokens_global_ids():
     b, k = 2, 2
     topk_p = torch.tensor([[0.6, 0.3], [0.5, 0.4]])

@@ -198,3 +198,32 @@ def test_tree_verifiers_draw_only_from_the_stream(eagle_tree, no_generator_draws
     out = verifier.verify_sampling(tree, p, draft_probs=None if invariant else q, keys=keys,
                                    invariant=invariant)
     assert out.bonus.shape == (p.shape[0],)
+
+
+@pytest.fixture
+def medusa_inputs(x):
+    """A medusa plan (3 heads, topk 2, 7 nodes), its head logits [B, 3, V] and target logits
+    [B, 7, V], built before the trap is set."""
+    plan = Registry.load().resolve({"algorithm": "medusa", "num_steps": 3, "topk": 2})
+    width = plan.config.num_draft_tokens
+    target = torch.randn(B, width, V, generator=torch.Generator().manual_seed(7))
+    return plan, x["draft_logits"].contiguous(), target
+
+
+def test_medusa_sampled_drafting_and_its_verify_draw_only_from_the_stream(
+    x, medusa_inputs, no_generator_draws
+):
+    """Medusa's heads sampled with each request's parameters (all heads at once, and head by
+    head), then the tree verified by the with-draft rule on their q: every draw on the stream."""
+    plan, heads, target = medusa_inputs
+    bonus, seq_lens = x["candidates"][:, 0], x["positions"] + 4
+    sampled = plan.drafter.sample_tree_from_heads(heads, bonus, seq_lens, params=x["params"],
+                                                  keys=x["keys"])
+    draft = plan.drafter.start(heads[:, 0], torch.zeros(B, 1), params=x["params"],
+                               keys=x["keys"], positions=seq_lens + 1)
+    for d in (1, 2):
+        draft = plan.drafter.step(draft, heads[:, d], torch.zeros(B, 1))
+    assert torch.equal(plan.drafter.draft_probs(draft), sampled.draft_probs)
+    out = plan.verifier.verify_from_logits(sampled.tree, target, params=x["params"],
+                                           keys=x["keys"], draft_probs=sampled.draft_probs)
+    assert out.bonus.shape == (B,)

@@ -185,13 +185,29 @@ def test_replayed_text_is_reproduced_exactly(registry, tree):
         assert mean > 3.0, (plan.algorithm.name, mean)  # a repeating text is mostly accepted
 
 
-def test_suffix_matches_arctic_inference():
-    """Same streams, same calls: the drafts mostly equal arctic-inference's SuffixDecodingCache.
+def _arctic_suffix_decoding():
+    """arctic-inference's suffix decoding: installed, or built by
+    benchmarks/build_arctic_suffix.py into its cache folder (never built here)."""
+    import importlib.util
+    from pathlib import Path
 
-    They differ where two continuations tie on count (each tree picks its own) and where a
-    suffix ends inside one of arctic's compressed edges (arctic keeps the probability there,
-    this trie counts the ended suffix): the share of identical drafts is pinned below."""
-    arctic = pytest.importorskip("arctic_inference.suffix_decoding")
+    script = Path(__file__).parents[2] / "benchmarks" / "build_arctic_suffix.py"
+    spec = importlib.util.spec_from_file_location("build_arctic_suffix", script)
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    if (builder.build_dir() / "BUILD.json").exists() and str(builder.build_dir()) not in sys.path:
+        sys.path.append(str(builder.build_dir()))
+    return pytest.importorskip("arctic_inference.suffix_decoding")
+
+
+def test_suffix_matches_arctic_inference():
+    """Same streams, same calls: the drafts equal arctic-inference's SuffixDecodingCache's.
+
+    Chains all agree. Trees differ only where two nodes have the same probability and arctic's
+    float32 products round them apart, which orders its heap; specreg keeps them tied (the
+    committed serving traces pin more of this, tests/lookup/test_lookup_serving_traces.py)."""
+    arctic = _arctic_suffix_decoding()
     import random
 
     rng = random.Random(0)
@@ -217,7 +233,7 @@ def test_suffix_matches_arctic_inference():
                 hist.append(t)
             cache.stop_request(rid)
             mine.stop_request(rid)
-        assert same / total > 0.9, (tree, same, total)
+        assert total - same <= (1 if tree else 0), (tree, same, total)
 
 
 def test_ngram_options_defaults_are_vllms():
@@ -301,3 +317,23 @@ def test_conformance_kit_passes_with_tree_proposals(registry, name, max_depth):
     report = check_algorithm(registry, name, base_config={"draft_config": draft_config},
                              lossless=False)
     assert report.failures == [] and len(report.checked) > 10
+
+
+def test_the_suffix_request_api_refuses_unknown_ids_with_a_coded_value_error():
+    """arctic-inference's SuffixDecodingCache raises ValueError for a request that is not
+    active (and for starting one twice); so does SuffixDrafter, with SR495 and its fix."""
+    from specreg_lookup.errors import RequestStateError
+
+    drafter = SuffixDrafter(SuffixOptions(), num_steps=4)
+    for call in (lambda: drafter.speculate("r1", [1, 2]),
+                 lambda: drafter.add_active_response("r1", [3]),
+                 lambda: drafter.stop_request("r1")):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert isinstance(info.value, RequestStateError) and info.value.code == "SR495"
+        assert "not active" in str(info.value) and "start_request('r1', prompt)" in str(info.value)
+    drafter.start_request("r1", [1, 2, 3])
+    with pytest.raises(RequestStateError, match="already active"):
+        drafter.start_request("r1", [1])
+    drafter.stop_request("r1")
+    assert drafter.active_requests == set()

@@ -132,3 +132,13 @@ def test_an_undeclared_or_unknown_need_is_the_plugins_error():
             proposer_class("toy")(_vllm_config(3), registry=registry)
         message = str(info.value)
         assert "SR190" in message and words in message and "needs = 'token_history'" in message
+
+
+def test_suffix_takes_vllms_suffix_decoding_options():
+    """Under custom_class vLLM still carries suffix_decoding_* in the speculative config."""
+    registry = Registry.load(allowlist=frozenset({"lookup"}), fresh=True)
+    config = _vllm_config(2)
+    config.speculative_config.suffix_decoding_max_tree_depth = 6
+    config.speculative_config.suffix_decoding_min_token_prob = 0.5
+    drafter = proposer_class("suffix")(config, registry=registry).drafter
+    assert (drafter.options.max_tree_depth, drafter.options.min_token_prob) == (6, 0.5)

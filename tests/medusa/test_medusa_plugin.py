@@ -138,3 +138,23 @@ def test_conformance_kit_passes(registry):
 
     report = check_algorithm(registry, "medusa", samples=1000)
     assert report.failures == [] and len(report.checked) > 10
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"algorithm": "medusa", "candidate_steps": [2]},
+        {"algorithm": "medusa", "num_steps": 3, "candidate_steps": [1, 2]},
+        {"algorithm": "medusa", "num_steps": 4, "topk": 3, "num_draft_tokens": 11,
+         "candidate_steps": [2, 3]},
+    ],
+)
+def test_a_plans_own_config_resolves_to_the_same_candidates(config):
+    """The plan's config states the inferred main width; its candidates must not change when
+    that config is resolved again (found by the long fuzz profile: width 5, then 7)."""
+    from specreg import Registry
+
+    registry = Registry.load(allowlist={"medusa", "eagle"}, fresh=True)
+    plan = registry.resolve(config)
+    again = registry.resolve(plan.config.to_dict())
+    assert again.resolution == plan.resolution

@@ -35,13 +35,7 @@ PROMPT_LEN, NUM_NEW, SAMPLES = 8, 24, 2000
 MODEL_FREE = ("ngram", "suffix")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny matrices: one thread is ten times faster than several on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -59,12 +59,11 @@ def naive_build_tree(bonus, parent_list, sel, drafts, seq_lens, topk, n):
     return out
 
 
-def full_tree_links(b: int, topk: int):
-    """A complete depth-2 tree (root, topk children, topk**2 grandchildren) in BFS order."""
-    n = 1 + topk + topk * topk
-    parents = [-1] + [0] * topk + [1 + i // topk for i in range(topk * topk)]
-    first = [-1] * n
-    sib = [-1] * n
+def tree_links(b: int, parents) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(retrieve_index, first child, next sibling) [b, N] of the tree with `parents` (BFS
+    order, -1 for the root) in every request; children in ascending index."""
+    n = len(parents)
+    first, sib = [-1] * n, [-1] * n
     for i in range(n):
         kids = [j for j in range(n) if parents[j] == i]
         if kids:
@@ -72,4 +71,11 @@ def full_tree_links(b: int, topk: int):
         for a, c in zip(kids, kids[1:], strict=False):
             sib[a] = c
     ridx = torch.arange(b * n).view(b, n)
-    return n, parents, ridx, torch.tensor(first).expand(b, n), torch.tensor(sib).expand(b, n)
+    return ridx, torch.tensor(first).expand(b, n), torch.tensor(sib).expand(b, n)
+
+
+def full_tree_links(b: int, topk: int):
+    """A complete depth-2 tree (root, topk children, topk**2 grandchildren) in BFS order."""
+    n = 1 + topk + topk * topk
+    parents = [-1] + [0] * topk + [1 + i // topk for i in range(topk * topk)]
+    return (n, parents, *tree_links(b, parents))

@@ -359,6 +359,51 @@ def with_defect(
     return tokens
 
 
+def draws(law: np.ndarray, size, rng: np.random.Generator) -> np.ndarray:
+    """Tokens drawn from `law` (float64, sums to 1) by inverse CDF in float64."""
+    cdf = np.cumsum(law)
+    tokens = np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right")
+    return np.minimum(tokens, law.shape[0] - 1)
+
+
+def draws_without_replacement(law: np.ndarray, size: int, k: int,
+                              rng: np.random.Generator) -> np.ndarray:
+    """[size, k] distinct tokens per row, drawn one after another from `law` renormalised over
+    the tokens not drawn yet (sequential sampling without replacement), by redrawing a row's
+    token from `law` until it is new: the accepted redraw is `law` conditioned on the new tokens,
+    which is that renormalised law."""
+    out = np.empty((size, k), dtype=np.int64)
+    for slot in range(k):
+        pending = np.arange(size)
+        while pending.shape[0]:
+            out[pending, slot] = draws(law, pending.shape[0], rng)
+            repeated = (out[pending, :slot] == out[pending, slot : slot + 1]).any(axis=1)
+            pending = pending[repeated]
+    return out
+
+
+#: Tail bins of the lossless tests (B = heads + TAIL_BINS bins) and the injected error of their
+#: control, as a multiple of the stated eps.
+TAIL_BINS = 6
+CONTROL_FACTOR = 1.1
+
+
+def check_lossless(tokens: np.ndarray, law: np.ndarray, heads: np.ndarray, stated_eps: float,
+                   seed: int) -> None:
+    """The binned chi-square of `tokens` against `law` must not reject at ALPHA; the test's
+    power claim (`detectable_tv` <= `stated_eps`); no token of zero mass; and the control: the
+    same tokens with an error of binned TV CONTROL_FACTOR x `stated_eps` injected
+    (`with_defect`) must be rejected."""
+    bins = binning(law, heads, TAIL_BINS)
+    counts, impossible = bins.counts(tokens)
+    assert impossible == 0, "a token of zero probability was emitted"
+    assert detectable_tv(tokens.shape[0], bins.bins) <= stated_eps
+    assert chi_square_pvalue(counts, bins.probs) >= ALPHA
+    rng = np.random.default_rng(seed)
+    faulty = with_defect(tokens, bins, law, CONTROL_FACTOR * stated_eps, rng)
+    assert chi_square_pvalue(bins.counts(faulty)[0], bins.probs) < ALPHA
+
+
 @dataclass(frozen=True)
 class LevelLogits:
     """Target and draft logit rows for the sampling-parameter tests: four heads in different

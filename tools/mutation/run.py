@@ -65,6 +65,27 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
         ["tests/kernels/test_boundaries_chain.py", "tests/kernels/test_sampling_params.py",
          "tests/kernels/test_kernel_references.py", "tests/kernels/test_production_shapes.py"],
     ),
+    "specreg.kernels.random_stream.torch_impl": (
+        "specreg/kernels/random_stream/torch_impl.py",
+        ["tests/kernels/test_random_stream.py", "tests/kernels/test_chain_race.py",
+         "tests/kernels/test_lossless_production_shapes.py",
+         "tests/kernels/test_stream_only_randomness.py"],
+    ),
+    "specreg.kernels.sampling.torch_impl": (
+        "specreg/kernels/sampling/torch_impl.py",
+        ["tests/kernels/test_sampling.py", "tests/kernels/test_chain_race.py",
+         "tests/kernels/test_chain_sampling.py", "tests/kernels/test_lossless_production_shapes.py",
+         "tests/kernels/test_chain_invariant.py"],
+    ),
+    "specreg.kernels.pivot.torch_impl": (
+        "specreg/kernels/pivot/torch_impl.py",
+        ["tests/kernels/test_filtering_pivot.py", "tests/kernels/test_boundaries_filtering.py",
+         "tests/kernels/test_sampling_params.py", "tests/kernels/test_filtering_numbers.py"],
+    ),
+    "specreg.kernels.relaxed.torch_impl": (
+        "specreg/kernels/relaxed/torch_impl.py",
+        ["tests/kernels/test_relaxed.py", "tests/kernels/test_relaxed_params.py"],
+    ),
     "specreg_eagle.kernels.verify_greedy.torch_impl": (
         "plugins/specreg_eagle/kernels/verify_greedy/torch_impl.py",
         ["tests/eagle/test_boundaries_eagle.py", "tests/eagle/test_eagle_verify.py",
@@ -190,11 +211,23 @@ def _restore(saved: tuple[int, int]) -> None:
     os.dup2(saved[1], 2)
 
 
+#: Top-level packages whose modules a fresh import drops first (the core, the built-in plugins,
+#: the tests).
+_PROJECT_PACKAGES = frozenset({"specreg", "tests", "specreg_eagle", "specreg_dspark",
+                               "specreg_hisparse", "specreg_lookup", "specreg_medusa",
+                               "specreg_draft_model"})
+
+
 def _fresh_import(module: str, path: str, source: str | None, tests: list[str]):
     """A job: the module served from `source` to a fresh import, `pytest -x` over `tests`."""
 
     def job() -> int:
         if source is not None:
+            # A module already imported here (by the runner, or by a module it imported) would
+            # be served from sys.modules and the mutant never seen: drop the project's modules
+            # and the tests that hold their names, so the run imports them afresh.
+            for name in [n for n in sys.modules if n.split(".")[0] in _PROJECT_PACKAGES]:
+                del sys.modules[name]
             sys.meta_path.insert(0, _MutatedSource(module, str(ROOT / path), source))
         return _pytest(["-x", *tests])
 
@@ -277,6 +310,8 @@ class _Module:
         else:
             first = self.spans.get(mutant.line, mutant.line)
             chosen = [nodeid for nodeid, hit in self.lines.items() if first in hit]
+            # run only at import (no test executes it afterwards): every test may see it
+            chosen = chosen or list(self.lines)
         return sorted(chosen, key=self.seconds.__getitem__)
 
     def run(self, mutant: Mutant, fresh: bool) -> tuple[int | None, float, int]:
@@ -327,7 +362,9 @@ def _module_parent(module: str, path: str, tests: list[str], todo: list[Mutant],
           flush=True)
     deferred = []
     for mutant in todo:
-        if mutant.line not in run.in_function:
+        # A statement no test executes may still run at import (a table computed by a
+        # function when the module loads): a fresh import finds whether a test sees it.
+        if mutant.line not in run.in_function or not run.tests_for(mutant):
             deferred.append(mutant.key)
             continue
         code, seconds, selected = run.run(mutant, fresh=False)

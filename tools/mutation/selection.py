@@ -125,8 +125,10 @@ def swap_code(module: types.ModuleType, source: str) -> bool:
     False (and nothing changed) where a code object cannot go into its function (a mutant that
     changes a closure, such as a deleted `super().__init__()`): run that one as a fresh import."""
     filename = module.__file__
+    # HITS is there for a probed source whose module-level code calls its own functions (a
+    # table computed at import): the probes would fail on a missing name.
     namespace: dict = {"__name__": module.__name__, "__file__": filename,
-                       "__package__": module.__package__}  # fmt: skip
+                       "__package__": module.__package__, HITS: set()}  # fmt: skip
     exec(compile(source, filename, "exec"), namespace)
     mutated = dict(_functions(namespace, filename))
     pairs = [(func, mutated[name]) for name, func in _functions(vars(module), filename)

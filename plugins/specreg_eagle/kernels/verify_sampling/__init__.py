@@ -229,6 +229,7 @@ def verify_tree_with_params(
     depth: int,
     params: SamplingParams,
     draft: torch.Tensor | None = None,
+    draft_q: torch.Tensor | None = None,
     probabilities: bool = False,
     keys: torch.Tensor | None = None,
     positions: torch.Tensor | None = None,
@@ -251,6 +252,11 @@ def verify_tree_with_params(
     `probabilities=True`. Temperature-0 requests get `verify_tree_greedy` on the target; the
     others get `verify_tree_sampling` on p = filter(target / T) and q = filter(draft / T)
     (`specreg.kernels.filtering`; the children must have been drawn from that filtered q).
+    `draft_q` [b, N, V] instead of `draft`: each node's q as the drafter drew its children from
+    it (already filtered, e.g. `specreg.draft_sampling.sample_children`'s q), read as given:
+    not filtered, masked or penalised here (the rule is exact for any target row, and the
+    children were drawn from q as it was); an all-zero row runs the target-only rule at that
+    node (a leaf, or children not drawn from q). Both `draft` and `draft_q` is SR929.
     Filtered rows exist only for a chunk of requests at a time (`PARAMS_CHUNK_DIVISOR`).
     Draws read the random stream keyed by each request's key (`request_keys(params, keys,
     generator=generator)`: `params.seed` for a seeded request, else `keys[r]`, else a fresh key)
@@ -284,6 +290,8 @@ def verify_tree_with_params(
     links = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     b, n = check_tree_inputs(*links, depth)
     vocab = check_tree_rows(b, n, target=target, draft=draft)
+    _check_one_draft(draft, draft_q)
+    check_tree_rows(b, n, target=target, draft_q=draft_q)
     if coins is not None:
         check_shape("coins", coins, (b, n))
         check_dtype("coins", coins, FLOAT_DTYPES)
@@ -291,7 +299,8 @@ def verify_tree_with_params(
     device = check_same_device(
         candidates=candidates, retrieve_index=retrieve_index,
         retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
-        target=target, draft=draft, keys=keys, positions=positions, coins=coins,
+        target=target, draft=draft, draft_q=draft_q, keys=keys, positions=positions,
+        coins=coins,
     )
     values = should_check_values(device, check_values)
     check_params(params, b, vocab, device, values=values)
@@ -311,6 +320,8 @@ def verify_tree_with_params(
                 check_probabilities(name, scores, allow_zero_rows=name == "draft")
             else:
                 check_scores(name, scores)
+        if draft_q is not None:
+            check_probabilities("draft_q", draft_q, allow_zero_rows=True)
     if token_bitmask is not None:
         for name, scores in (("target", target), ("draft", draft)):
             if scores is not None:
@@ -348,7 +359,8 @@ def verify_tree_with_params(
     for start in range(0, requests.shape[0], chunk):
         chunk_requests = requests[start:start + chunk]
         local = _sampled_chunk(
-            links, target, draft, params, (keys, positions, coins), chunk_requests, depth=depth,
+            links, target, (draft, draft_q), params, (keys, positions, coins), chunk_requests,
+            depth=depth,
             probabilities=probabilities, triton_path=triton_path, block_v=block_v,
             thresholds=(threshold_single, threshold_acc), rule=rule,
         )
@@ -363,6 +375,22 @@ def verify_tree_with_params(
         accept_token_num=torch.where(invalid, 0, num).to(torch.int32),
         bonus=torch.where(invalid, -1, bonus), output_tokens=out, param_error=invalid,
     )
+
+
+def _check_one_draft(draft: torch.Tensor | None, draft_q: torch.Tensor | None) -> None:
+    """SR929 when both the draft scores to filter and the filtered q are given."""
+    if draft is not None and draft_q is not None:
+        raise KernelInputError(
+            problem(
+                "SR929",
+                "both draft (scores the verifier filters) and draft_q (the q the children were "
+                "drawn from, read as given) were passed: they name two q for one node",
+                accepted="draft=, or draft_q=, or neither (the target-only rule)",
+                fix="pass draft_q= when the drafter returns its filtered q (Medusa's "
+                "draft_probs), draft= when it returns logits (EAGLE's draft_logits)",
+                field="draft_q",
+            )
+        )
 
 
 def _invariant_walk(
@@ -405,7 +433,7 @@ def _invariant_walk(
 def _sampled_chunk(
     links: tuple[torch.Tensor, ...],
     target: torch.Tensor,
-    draft: torch.Tensor | None,
+    drafts: tuple[torch.Tensor | None, torch.Tensor | None],
     params: SamplingParams,
     stream: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None],
     requests: torch.Tensor,
@@ -417,7 +445,8 @@ def _sampled_chunk(
     thresholds: tuple[float, float],
     rule: FilterRule,
 ) -> TreeVerifyResult:
-    """Tree sampling of `requests` on their filtered rows (local row numbering); `stream` the
+    """Tree sampling of `requests` on their filtered rows (local row numbering); `drafts` the
+    batch's (draft scores to filter, or already filtered q: at most one of them); `stream` the
     batch's (keys, positions, caller coins or None)."""
     candidates, _, next_token, next_sibling = links
     count = requests.shape[0]
@@ -431,11 +460,14 @@ def _sampled_chunk(
         seed=chosen.seed.repeat_interleave(n),
     )
     rows = (requests[:, None] * n + torch.arange(n, device=requests.device)).flatten()
+    draft, draft_q = drafts
     filtered = [
         _filtered_tree_rows(scores, rows, row_params, probabilities, triton_path, block_v, rule)
         .view(count, n, vocab) if scores is not None else None
         for scores in (target, draft)
     ]
+    if draft_q is not None:
+        filtered[1] = draft_q.index_select(0, requests).to(torch.float32)
     keys, positions, coins = (None if t is None else t[requests] for t in stream)
     cand, nt, ns = candidates[requests], next_token[requests], next_sibling[requests]
     parent_coins, child_coins = tree_coins(cand, nt, ns, keys, positions, coins)
