@@ -3,8 +3,8 @@
 It binds what the plan knows (the verify widths, the kernel backend fixed when the plan is
 resolved, the value-check policy) once, and passes each step's inputs through to the chain
 kernels (`specreg.kernels.chain`, `specreg.kernels.chain_params`), returning
-`specreg.protocols.VerifyResult`. The method keywords are the kernel wrappers' (documented
-there).
+`specreg.protocols.VerifyResult`. Each method's signature names every keyword it takes; any
+other is SR930 (`specreg.call_keywords`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specreg.backend import requested_backend
+from specreg.call_keywords import checked_keywords, given_keywords, refuse_without_params
 from specreg.errors import KernelInputError, problem
 from specreg.integers import is_int
 from specreg.memory import PER_REQUEST, Buffer, verify_result_buffers
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
     from specreg.acceptance_rules import AcceptanceRule
     from specreg.kernels.chain.types import ChainVerifyResult
+    from specreg.kernels.penalties.types import Penalties
     from specreg.sampling_params import SamplingParams
 
 
@@ -135,33 +137,67 @@ class ChainVerifier:
             acceptance=self.acceptance if lossy else "lossless",
         )
 
+    @checked_keywords
     def verify_greedy(
-        self, candidates: torch.Tensor, target_logits: torch.Tensor, **inputs: Any
+        self,
+        candidates: torch.Tensor,
+        target_logits: torch.Tensor,
+        *,
+        verify_lens: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        block_v: int | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
     ) -> VerifyResult:
-        """`verify_chain_greedy` (inputs: `verify_lens` or `draft_lengths`). Under synthetic
-        acceptance, `verify_chain_synthetic_greedy` (inputs also `coins` [b], `keys`,
-        `positions`, `generator`)."""
+        """Leading match of the drafts against the target's argmax (`verify_chain_greedy`).
+
+        `candidates` int64 [b, n]: each request's root, then its n - 1 drafts; `target_logits`
+        [b, n, V]: row i is the target's scores after candidate i.
+
+        - `verify_lens` [b] (1..n) or `draft_lengths` [b] (0..n - 1, 0 = no speculation;
+          `specreg.draft_lengths`): how much of each request's chain to verify.
+        - `block_v`: the Triton kernel's vocabulary tile (None: chosen for the vocabulary).
+        - `keys`, `positions`, `coins`, `generator`: the random stream of the synthetic
+          acceptance rule's count (`verify_chain_synthetic_greedy`); greedy verification draws
+          nothing and does not read them.
+        """
         if self._synthetic:
             from specreg.kernels.relaxed import verify_chain_synthetic_greedy
 
-            inputs.pop("block_v", None)
             return self._run(verify_chain_synthetic_greedy, candidates, target_logits,
-                             rule=self._rule, lossy=True, **inputs)
+                             rule=self._rule, lossy=True, **given_keywords(
+                                 verify_lens=verify_lens, draft_lengths=draft_lengths,
+                                 keys=keys, positions=positions, coins=coins,
+                                 generator=generator))
         from specreg.kernels.chain import verify_chain_greedy
 
-        return self._run(
-            verify_chain_greedy, candidates, target_logits, backend=self.backend, **inputs
-        )
+        return self._run(verify_chain_greedy, candidates, target_logits, backend=self.backend,
+                         **given_keywords(verify_lens=verify_lens, draft_lengths=draft_lengths,
+                                          block_v=block_v))
 
+    @checked_keywords
     def verify_greedy_from_predict(
-        self, candidates: torch.Tensor, target_predict: torch.Tensor, **inputs: Any
+        self,
+        candidates: torch.Tensor,
+        target_predict: torch.Tensor,
+        *,
+        verify_lens: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        vocab_size: int | None = None,
     ) -> VerifyResult:
-        """`verify_chain_greedy_from_predict` (inputs: `verify_lens` or `draft_lengths`)."""
+        """`verify_greedy` from the target's argmax already taken (`target_predict` int64
+        [b, n]; `verify_chain_greedy_from_predict`). `vocab_size`: checks the candidates'
+        token ids against it."""
         self._refuse_lossy("verify_greedy_from_predict", synthetic_only=True)
         from specreg.kernels.chain import verify_chain_greedy_from_predict
 
-        return self._run(verify_chain_greedy_from_predict, candidates, target_predict, **inputs)
+        return self._run(verify_chain_greedy_from_predict, candidates, target_predict,
+                         **given_keywords(verify_lens=verify_lens, draft_lengths=draft_lengths,
+                                          vocab_size=vocab_size))
 
+    @checked_keywords(refused=("seed",))
     def verify_sampling(
         self,
         candidates: torch.Tensor,
@@ -169,26 +205,70 @@ class ChainVerifier:
         draft_probs: torch.Tensor | None,
         *,
         params: SamplingParams | None = None,
-        invariant: Any = None,
+        invariant: bool | torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        verify_lens: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        block_v: int | None = None,
+        token_bitmask: torch.Tensor | None = None,
+        penalties: Penalties | None = None,
+        seed: None = None,
+    ) -> VerifyResult:
+        """Chain rejection sampling (`verify_chain_sampling`): each draft is accepted with
+        probability min(1, p / q), the first rejected one is replaced by a draw from the
+        residual, and a fully accepted chain gets a bonus token from p.
+
+        `target_probs` [b, n, V] (row i: p after candidate i), `draft_probs` [b, n - 1, V]
+        (row i: the q draft i + 1 was drawn from), or None for the target-only rule (the drafts
+        were not drawn from a distribution: history lookups).
+
+        - `params` (`SamplingParams`, one per request): each request's temperature, top-k,
+          top-p and min-p filter its probabilities first, greedy requests (temperature 0)
+          mixed in (`verify_chain_with_params`, probabilities=True; under a lossy plan rule
+          `verify_chain_relaxed_with_params`). With it, `token_bitmask` [b, n, words] (a
+          grammar's int32 bitmask) and `penalties` (`Penalties`) apply to every row.
+        - `invariant`: None (the plan's verify mode), True / False, or a bool tensor [b]
+          choosing per request (`specreg.verify_modes`); the drafter-invariant rule accepts a
+          draft exactly when it is the token plain keyed sampling emits there (q not read).
+        - `keys` [b] (each request's key: its seed, or one drawn once for it) and `positions`
+          [b] (the absolute position of the token row 0 verifies) key every draw; missing keys
+          are drawn from `generator`. `coins` [b, n - 1]: the acceptance coins, instead of
+          drawn ones.
+        - `verify_lens` / `draft_lengths` and `block_v` as in `verify_greedy`.
+        - `seed` is refused: with `params` put it in `SamplingParams.of(..., seed=)` (SR910),
+          without pass it as the request's key, `keys=` (SR930).
+        """
+        owner = f"{type(self).__name__}.verify_sampling"
+        refuse_without_params(owner, params, token_bitmask=token_bitmask, penalties=penalties,
+                              seed=seed)
+        return self._sampling(candidates, target_probs, draft_probs, params=params,
+                              invariant=invariant, **given_keywords(
+                                  keys=keys, positions=positions, coins=coins,
+                                  generator=generator, verify_lens=verify_lens,
+                                  draft_lengths=draft_lengths, block_v=block_v,
+                                  token_bitmask=token_bitmask, penalties=penalties, seed=seed))
+
+    def _sampling(
+        self,
+        candidates: torch.Tensor,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor | None,
+        *,
+        params: SamplingParams | None,
+        invariant: bool | torch.Tensor | None,
         **inputs: Any,
     ) -> VerifyResult:
-        """Classic chain rejection sampling; `draft_probs=None` uses the target-only rule.
-        Under the invariant verify mode (the plan's, `invariant=True` for this call, or a bool
-        tensor [b] for the requests that ask for it: `specreg.verify_modes`) the
-        drafter-invariant rule instead (q not read).
-
-        Inputs: those of `verify_chain_sampling` (keys, positions, coins, verify_lens,
-        generator) and `draft_lengths` (per request, 0 = one plain sample; instead of
-        verify_lens). With `params` (per-request temperature, top-k, top-p, min-p,
-        seeds) the probabilities are filtered per request first (`verify_chain_with_params`,
-        probabilities=True; under a lossy plan rule `verify_chain_relaxed_with_params`)."""
+        """`verify_sampling` once its keywords are checked (`inputs`: those the caller gave)."""
         modes = self._invariant(invariant, candidates)
         if modes is not True and modes is not False:  # one mode per request, both present
             from specreg.verify_modes import merge_by_request
 
             return merge_by_request(modes, *(
-                self.verify_sampling(candidates, target_probs, draft_probs, params=params,
-                                     invariant=mode, **inputs)
+                self._sampling(candidates, target_probs, draft_probs, params=params,
+                               invariant=mode, **inputs)
                 for mode in (True, False)
             ))
         if params is not None:
@@ -217,12 +297,35 @@ class ChainVerifier:
             **inputs,
         )
 
+    @checked_keywords(refused=("seed",))
     def verify_target_only(
-        self, candidates: torch.Tensor, target_probs: torch.Tensor, **inputs: Any
+        self,
+        candidates: torch.Tensor,
+        target_probs: torch.Tensor,
+        *,
+        params: SamplingParams | None = None,
+        invariant: bool | torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        verify_lens: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        block_v: int | None = None,
+        token_bitmask: torch.Tensor | None = None,
+        penalties: Penalties | None = None,
+        seed: None = None,
     ) -> VerifyResult:
-        """`verify_sampling` with `draft_probs=None` (the same inputs, `params` included)."""
-        return self.verify_sampling(candidates, target_probs, None, **inputs)
+        """`verify_sampling` with `draft_probs=None` (the target-only rule), the same
+        keywords."""
+        return self.verify_sampling(
+            candidates, target_probs, None, params=params, invariant=invariant, keys=keys,
+            positions=positions, coins=coins, generator=generator, verify_lens=verify_lens,
+            draft_lengths=draft_lengths, block_v=block_v, token_bitmask=token_bitmask,
+            penalties=penalties, seed=seed,
+        )
 
+    @checked_keywords(refused=("seed",))
     def verify_from_logits(
         self,
         candidates: torch.Tensor,
@@ -230,21 +333,50 @@ class ChainVerifier:
         draft_logits: torch.Tensor | None = None,
         *,
         params: SamplingParams,
-        invariant: Any = None,
+        invariant: bool | torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        verify_lens: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        block_v: int | None = None,
+        token_bitmask: torch.Tensor | None = None,
+        penalties: Penalties | None = None,
+        seed: None = None,
+    ) -> VerifyResult:
+        """A batch mixing greedy and sampled requests, from raw logits (nothing [b, n, V]
+        materialised; `specreg.kernels.chain_params`): temperature-0 requests verify greedily,
+        the others by chain sampling on the filtered p and q (target-only without
+        `draft_logits` [b, n - 1, V]). A lossy plan rule runs on the filtered p and q
+        (`specreg.kernels.relaxed`); greedy requests stay plain greedy. The keywords are
+        `verify_sampling`'s (`params` required; a seeded request's key is its seed)."""
+        return self._from_logits(
+            candidates, target_logits, draft_logits, params=params, invariant=invariant,
+            **given_keywords(keys=keys, positions=positions, coins=coins, generator=generator,
+                             verify_lens=verify_lens, draft_lengths=draft_lengths,
+                             block_v=block_v, token_bitmask=token_bitmask, penalties=penalties,
+                             seed=seed),
+        )
+
+    def _from_logits(
+        self,
+        candidates: torch.Tensor,
+        target_logits: torch.Tensor,
+        draft_logits: torch.Tensor | None,
+        *,
+        params: SamplingParams,
+        invariant: bool | torch.Tensor | None,
         **inputs: Any,
     ) -> VerifyResult:
-        """A batch mixing greedy and sampled requests, from raw logits: temperature-0 requests
-        verify greedily, the others by chain sampling on the filtered p and q (target-only
-        without `draft_logits`). Inputs: `verify_lens` or `draft_lengths`, `keys`,
-        `positions`, `coins`, `generator` (see `specreg.kernels.chain_params`). A lossy plan rule runs on the filtered
-        p and q (`specreg.kernels.relaxed`); greedy requests stay plain greedy."""
+        """`verify_from_logits` once its keywords are checked."""
         modes = self._invariant(invariant, candidates)
         if modes is not True and modes is not False:  # one mode per request, both present
             from specreg.verify_modes import merge_by_request
 
             return merge_by_request(modes, *(
-                self.verify_from_logits(candidates, target_logits, draft_logits, params=params,
-                                        invariant=mode, **inputs)
+                self._from_logits(candidates, target_logits, draft_logits, params=params,
+                                  invariant=mode, **inputs)
                 for mode in (True, False)
             ))
         return self._with_params(

@@ -34,15 +34,11 @@ import torch
 
 from specreg.acceptance import AcceptanceSnapshot
 from specreg.demo_args import MAX_STEPS, PROMPT_LEN, VERIFY_MARGIN, range_problem
-from specreg.demo_output import (
-    CONSTRAINED_LABEL,
-    MIXED_PARAMS_LABEL,
-    format_table,
-    save_metrics,
-    save_plot,
-)
+from specreg.demo_output import save_metrics, save_plot
+from specreg.demo_text import CONSTRAINED_LABEL, MIXED_PARAMS_LABEL, format_text
 from specreg.errors import ConfigError, PluginError, SpecRegError, dedupe_problems
 from specreg.plan import SpecPlan
+from specreg.protocols import drafter_needs
 from specreg.registry import Registry
 from specreg.specs import AlgorithmSpec
 from specreg.testing.conformance import plugin_faults
@@ -58,9 +54,24 @@ from specreg.testing.lossless import (
 from specreg.testing.toy_model import ToyConfig, ToyLM
 
 DRAFT_NOISE = 0.25
+#: The toy target's induction head (`ToyConfig.copy_bonus`): its text repeats, so drafters that
+#: look up the history find continuations (at 0 they accept almost nothing).
+COPY_BONUS = 12.0
 GREEDY_PROMPTS = 4
 SAMPLING_SAMPLES = 2000
 MIXED_PARAMS_TOKENS = 16  # greedy-equality length of the mixed row (its batch is 6x wider)
+
+
+def demo_models(seed: int) -> tuple[ToyLM, ToyLM]:
+    """The demo's toy target (its text repeats: `COPY_BONUS`) and the draft model made from it."""
+    target = ToyLM(ToyConfig(copy_bonus=COPY_BONUS), seed=seed)
+    return target, target.perturbed(DRAFT_NOISE, seed=seed + 1)
+
+
+def demo_prompts(toy: ToyConfig, seed: int) -> torch.Tensor:
+    """The prompts every row generates from: random tokens (the mask token aside), seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, toy.vocab_size - 1, (GREEDY_PROMPTS, PROMPT_LEN), generator=g)
 
 
 def toy_draft_checkpoint(config: ToyConfig, **overrides: Any) -> dict[str, Any]:
@@ -152,6 +163,7 @@ class DemoRow:
     accept_lengths: list[int] = attrs.field(factory=list)
     acceptance: AcceptanceSnapshot | None = None  # the greedy run's, per draft position
     drafter: str = ""
+    drafts_from: str | None = None  # what the plan's drafter needs (specreg.protocols)
     grammar_violations: int | None = None  # emitted tokens the grammar refused (constrained row)
     #: the invariant verify mode (default rows): tokens equal plain keyed sampling, its accepted
     #: drafts per draft and the standard rule's on the same keys; or why it does not run
@@ -222,11 +234,10 @@ def run_case(
             if k not in ("draft_config", "cache_options")
         }
         row.drafter = drafter_label(plan)
+        row.drafts_from = drafter_needs(plan.drafter)
         notice = no_drafting_code(plan)
         row.notice = notice.render() if notice else None
-        g = torch.Generator().manual_seed(seed)
-        vocab = target.config.vocab_size
-        prompts = torch.randint(0, vocab - 1, (GREEDY_PROMPTS, PROMPT_LEN), generator=g)
+        prompts = demo_prompts(target.config, seed)
         if case.mixed_params:
             _run_mixed(row, plan, target, draft, prompts, seed=seed)
             return row
@@ -331,9 +342,8 @@ def run_demo(
     if not 1 <= steps <= MAX_STEPS:
         raise ConfigError(range_problem("--steps", steps, 1, MAX_STEPS, "48"))
     registry = registry or Registry.load()
-    toy = ToyConfig()
-    target = ToyLM(toy, seed=seed)
-    draft = target.perturbed(DRAFT_NOISE, seed=seed + 1)
+    target, draft = demo_models(seed)
+    toy = target.config
     chosen = (
         [registry.get_algorithm(name) for name in algorithms]
         if algorithms
@@ -371,7 +381,7 @@ def run_demo_cli(args: argparse.Namespace) -> int:
         print(json.dumps({"rows": [r.to_dict() for r in rows],
                           "all_lossless": all(r.lossless for r in rows)}, indent=2))
     else:
-        print(format_table(rows))
+        print(format_text(rows))
         failed = [r for r in rows if not r.lossless]
         print(f"\n{len(rows) - len(failed)}/{len(rows)} rows lossless.")
     if args.plot:

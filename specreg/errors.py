@@ -111,6 +111,11 @@ class KernelInputError(SpecRegError, ValueError):
     """A kernel was called with tensors of the wrong shape, dtype, device or index range."""
 
 
+class UnknownKeywordError(KernelInputError, TypeError):
+    """A verifier's or drafter's method was given a keyword it does not take (SR930). Also a
+    `TypeError`, the exception Python raises for an unexpected keyword."""
+
+
 class CacheMissError(SpecRegError, RuntimeError):
     """A KV-cache swap was asked for a token that has no host copy."""
 

@@ -268,7 +268,8 @@ class DraftModelDrafterProtocol(Protocol):
 
     def draft(
         self, model: Any, history: torch.Tensor, lengths: torch.Tensor,
-        cache_lens: torch.Tensor, **kwargs: Any,
+        cache_lens: torch.Tensor, *, gamma: int | None = None, temperature: float = 0.0,
+        generator: torch.Generator | None = None, draft_lengths: Any = None,
     ) -> Any: ...
 
     def rollback(self, lengths: torch.Tensor, num_accepted: torch.Tensor, *args: Any) -> Any: ...
@@ -371,6 +372,7 @@ def _takes_positionals(got: Callable[..., Any], count: int, open_ended: bool) ->
     no more (unless the protocol is open-ended), read from its code object (cheap: resolve
     checks every plan object); callables without one get the benefit of the doubt."""
     func = getattr(got, "__func__", got)  # a bound method's function; `self` is then bound
+    func = getattr(func, "__wrapped__", func)  # the method under `specreg.call_keywords`' check
     code = getattr(func, "__code__", None)
     if code is None:
         return True

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import attrs
 import torch
 
+from specreg.call_keywords import checked_keywords
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
@@ -160,6 +161,7 @@ class DraftModelDrafter:
         return logits
 
     # ------------------------------------------------------------------------------ drafting
+    @checked_keywords
     def pick(
         self, logits: torch.Tensor, *, temperature: float = 0.0,
         generator: torch.Generator | None = None, params: Any = None,
@@ -190,6 +192,7 @@ class DraftModelDrafter:
             q, keys=keys, positions=positions, generator=generator, check_values=False
         ), q
 
+    @checked_keywords
     def draft(
         self,
         model: DraftModelRunner,
@@ -285,6 +288,7 @@ class DraftModelDrafter:
         return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + fed, gamma=g,
                           logits=logits_all)
 
+    @checked_keywords
     def propose(
         self,
         history: torch.Tensor,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from specreg.backend import requested_backend
+from specreg.call_keywords import checked_keywords
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.kernels.checks import check_shape
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
@@ -56,6 +57,7 @@ class BlockDrafter:
         self.mask_token_id = runtime.mask_token_id
         self.sample_from_anchor = runtime.sample_from_anchor
 
+    @checked_keywords
     def make_head(self, *, vocab_size: int, hidden_size: int) -> MarkovHead | None:
         """The Markov head the checkpoint declares (untrained: load its weights), or None."""
         if self.runtime.markov_rank <= 0:
@@ -80,6 +82,7 @@ class BlockDrafter:
             )
         return gamma
 
+    @checked_keywords
     def build_draft_block(
         self, anchor: torch.Tensor, anchor_positions: torch.Tensor, *, vocab_size: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,6 +108,7 @@ class BlockDrafter:
             backend=self.backend,
         )
 
+    @checked_keywords
     def propose(
         self,
         base_logits: torch.Tensor,

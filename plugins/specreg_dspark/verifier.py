@@ -10,11 +10,12 @@ lives in `specreg_dspark.drafter.BlockDrafter`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from specreg.backend import requested_backend
+from specreg.call_keywords import checked_keywords
 from specreg.chain_verifier import ChainVerifier
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.memory import Buffer
@@ -23,6 +24,9 @@ from specreg.sampling_params import SamplingParams
 from specreg.specs import AlgorithmSpec
 from specreg_dspark.drafter import BlockDrafter
 from specreg_dspark.runtime import BlockRuntime
+
+if TYPE_CHECKING:
+    from specreg.kernels.penalties.types import Penalties
 
 
 class BlockVerifier:
@@ -91,13 +95,14 @@ class BlockVerifier:
                 )
             )
 
+    @checked_keywords
     def verify_greedy(
         self,
         candidates: torch.Tensor,
         target_logits: torch.Tensor,
         *,
         verify_lens: torch.Tensor | None = None,
-        draft_lengths: Any = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
     ) -> VerifyResult:
         """Leading match against the target argmax; `verify_lens` [b] (1..n) caps each request
         (dspark's ragged verify), `draft_lengths` [b] (0..n-1, 0 = no speculation) is the
@@ -107,19 +112,37 @@ class BlockVerifier:
             candidates, target_logits, verify_lens=verify_lens, draft_lengths=draft_lengths
         )
 
+    @checked_keywords(refused=("seed",))
     def verify_sampling(
         self,
         candidates: torch.Tensor,
         target_probs: torch.Tensor,
         draft_probs: torch.Tensor,
-        **kwargs: Any,
+        *,
+        params: SamplingParams | None = None,
+        invariant: bool | torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        verify_lens: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        block_v: int | None = None,
+        token_bitmask: torch.Tensor | None = None,
+        penalties: Penalties | None = None,
+        seed: None = None,
     ) -> VerifyResult:
         """Chain rejection sampling on probabilities (core rule): `ChainVerifier.verify_sampling`
-        with its keywords (`verify_lens`, `draft_lengths`, `keys`, `positions`, `generator`,
-        `invariant`, ...)."""
-        self._ragged(kwargs.get("verify_lens"))
-        return self.chain.verify_sampling(candidates, target_probs, draft_probs, **kwargs)
+        with its keywords; `verify_lens` only where the algorithm verifies ragged (dspark)."""
+        self._ragged(verify_lens)
+        return self.chain.verify_sampling(
+            candidates, target_probs, draft_probs, params=params, invariant=invariant, keys=keys,
+            positions=positions, coins=coins, generator=generator, verify_lens=verify_lens,
+            draft_lengths=draft_lengths, block_v=block_v, token_bitmask=token_bitmask,
+            penalties=penalties, seed=seed,
+        )
 
+    @checked_keywords(refused=("seed",))
     def verify_sampling_from_logits(
         self,
         candidates: torch.Tensor,
@@ -128,7 +151,17 @@ class BlockVerifier:
         *,
         temperature: float | None = None,
         params: SamplingParams | None = None,
-        **kwargs: Any,
+        invariant: bool | torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        verify_lens: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        block_v: int | None = None,
+        token_bitmask: torch.Tensor | None = None,
+        penalties: Penalties | None = None,
+        seed: None = None,
     ) -> VerifyResult:
         """p = softmax(target / T), q = softmax(draft_logits / T), then chain rejection sampling.
 
@@ -138,15 +171,17 @@ class BlockVerifier:
         top-p, min-p and seed, greedy requests (temperature 0) mixed in; nothing [b, n, V] is
         materialised (`ChainVerifier.verify_from_logits`; `seed` is then ignored), except under
         a lossy plan rule, which runs on the materialised filtered p and q
-        (`specreg.kernels.relaxed`). The other
-        keywords (`verify_lens`, `draft_lengths`, `keys`, `positions`, `generator`, `invariant`)
-        are `verify_sampling`'s.
+        (`specreg.kernels.relaxed`). The other keywords are `verify_sampling`'s.
         """
+        inputs = dict(
+            invariant=invariant, keys=keys, positions=positions, coins=coins,
+            generator=generator, verify_lens=verify_lens, draft_lengths=draft_lengths,
+            block_v=block_v, token_bitmask=token_bitmask, penalties=penalties,
+        )
         if params is not None:
-            self._ragged(kwargs.get("verify_lens"))
-            kwargs.pop("seed", None)
+            self._ragged(verify_lens)
             return self.chain.verify_from_logits(
-                candidates, target_logits, draft_logits, params=params, **kwargs
+                candidates, target_logits, draft_logits, params=params, **inputs
             )
         if temperature is None or not temperature > 0:
             raise KernelInputError(
@@ -160,7 +195,7 @@ class BlockVerifier:
             )
         p = torch.softmax(target_logits.float() / temperature, dim=-1)
         q = torch.softmax(draft_logits.float() / temperature, dim=-1)
-        return self.verify_sampling(candidates, p, q, **kwargs)
+        return self.verify_sampling(candidates, p, q, seed=seed, **inputs)
 
     def memory(self) -> list[Buffer]:
         """Per request at the widest width: the chain verifier's (the drafting buffers are the

@@ -23,6 +23,7 @@ import attrs
 import torch
 
 from specreg.backend import requested_backend
+from specreg.call_keywords import checked_keywords
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check_tensor
 from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
@@ -118,6 +119,7 @@ class EagleDrafter:
         )
         return drawn.weights, drawn.tokens
 
+    @checked_keywords
     def start(
         self, logits: torch.Tensor, hidden: torch.Tensor, *, params: SamplingParams | None = None,
         generator: torch.Generator | None = None,
@@ -191,6 +193,7 @@ class EagleDrafter:
             )
         return self.widths_by_steps[steps]
 
+    @checked_keywords
     def tree(
         self,
         draft: TreeDraft,

@@ -8,12 +8,13 @@ tensors through to the kernel families in `specreg_eagle.kernels`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from specreg.acceptance_rules import LOSSLESS, AcceptanceRule
 from specreg.backend import requested_backend
+from specreg.call_keywords import checked_keywords, given_keywords, refuse_without_params
 from specreg.errors import KernelInputError, problem
 from specreg.memory import Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
@@ -26,6 +27,9 @@ from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
 from specreg_eagle.runtime import MASK_MODES
+
+if TYPE_CHECKING:
+    from specreg.kernels.penalties.types import Penalties
 
 
 class EagleVerifier:
@@ -126,6 +130,7 @@ class EagleVerifier:
         )
 
     # ------------------------------------------------------------------------------ build
+    @checked_keywords
     def build_tree(
         self,
         bonus_tokens: torch.Tensor,
@@ -188,27 +193,47 @@ class EagleVerifier:
     def _thresholds(self) -> dict[str, float]:
         return dict(threshold_single=self.threshold_single, threshold_acc=self.threshold_acc)
 
+    @checked_keywords
     def verify_greedy(
-        self, tree: TreeBuildResult, target_logits: torch.Tensor | None = None, **kwargs: Any
+        self,
+        tree: TreeBuildResult,
+        target_logits: torch.Tensor | None = None,
+        *,
+        target_predict: torch.Tensor | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        block_v: int | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
     ) -> VerifyResult:
-        """Longest path matching the target's argmax; `target_logits` [b, N, V] (or
-        `target_predict=` [b, N]). `kwargs`: `verify_tree_greedy`'s (`target_predict`,
-        `block_v`, `draft_lengths`: per request, the deepest node it verifies; 0 = none).
-        Under synthetic acceptance the chain's synthetic count (`ChainVerifier.verify_greedy`)."""
-        if self.acceptance.synthetic and target_logits is not None:
+        """Longest path matching the target's argmax (`verify_tree_greedy`): `target_logits`
+        [b, N, V] (row i: the target's scores after node i), or `target_predict` [b, N] (the
+        argmax already taken).
+
+        - `draft_lengths` [b]: per request, the deepest node it verifies (0 = none).
+        - `block_v`: the Triton kernel's vocabulary tile (None: chosen for the vocabulary).
+        - `keys`, `positions`, `coins`, `generator`: the random stream of the synthetic
+          acceptance rule's count, which verifies the chain (topk 1) through
+          `ChainVerifier.verify_greedy`; greedy verification draws nothing and does not read
+          them.
+        """
+        if self.acceptance.synthetic and target_logits is not None and target_predict is None:
             candidates = self._links(tree)[0]
             chain = self._chain(candidates.shape[1]).verify_greedy(
-                candidates, target_logits,
-                **{k: v for k, v in kwargs.items() if k != "block_v"},
+                candidates, target_logits, draft_lengths=draft_lengths, keys=keys,
+                positions=positions, coins=coins, generator=generator,
             )
             return _as_result(chain_to_tree_result(chain, self.num_steps), tree.num_verify_tokens,
                               self.acceptance.kind)
         self._refuse_chain_rule("target_predict=", synthetic_only=True)
         found = verify_tree_greedy(
-            *self._links(tree), target_logits=target_logits, **self._bound(), **kwargs
+            *self._links(tree), target_logits=target_logits, **self._bound(), **given_keywords(
+                target_predict=target_predict, block_v=block_v, draft_lengths=draft_lengths),
         )
         return _as_result(found, tree.num_verify_tokens)
 
+    @checked_keywords
     def verify_sampling(
         self,
         tree: TreeBuildResult,
@@ -216,25 +241,55 @@ class EagleVerifier:
         *,
         draft_probs: torch.Tensor | None = None,
         params: SamplingParams | None = None,
-        **kwargs: Any,
+        invariant: bool | torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        block_v: int | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        token_bitmask: torch.Tensor | None = None,
+        penalties: Penalties | None = None,
     ) -> VerifyResult:
-        """Lossless tree sampling; `target_probs` [b, N, V], `draft_probs` None or [b, N, V].
+        """Lossless tree sampling (`verify_tree_sampling`); `target_probs` [b, N, V],
+        `draft_probs` None (the target-only rule) or [b, N, V] (row i: the q node i's children
+        were drawn from).
 
-        `kwargs`: `verify_tree_sampling`'s (`keys`, `positions`, `coins`, `generator`,
-        `block_v`, `draft_lengths`: per request, the deepest node it verifies, 0 = one plain
-        sample from the root's row). Draws are keyed by `keys` [b] (each request's key; missing:
-        fresh keys from `generator`) and `positions` [b] (default: the tree's root positions
-        + 1, the absolute position of the depth-1 nodes). With `params`, each request's
-        probabilities are filtered by its own parameters first (greedy ones mixed in; a seeded
-        request's key is its seed; `verify_tree_with_params`)."""
+        - `keys` [b] (each request's key; missing: fresh keys from `generator`) and `positions`
+          [b] (default: the tree's root positions + 1, the absolute position of the depth-1
+          nodes) key every draw; `coins` [b, N - 1]: SGLang's acceptance coins, instead of
+          drawn ones.
+        - `draft_lengths` [b]: per request, the deepest node it verifies (0 = one plain sample
+          from the root's row); `block_v` the Triton kernel's vocabulary tile.
+        - `params`: each request's probabilities are filtered by its own parameters first
+          (greedy ones mixed in; a seeded request's key is its seed; `verify_tree_with_params`),
+          and then `token_bitmask` [b, N, words] and `penalties` apply to every node's row.
+        - `invariant`: None (the plan's verify mode), True / False or a bool tensor [b]
+          (`specreg.verify_modes`): the drafter-invariant rule (tokens equal plain keyed
+          sampling; q and coins not read).
+        """
+        return self._sampling(tree, target_probs, draft_probs, params, invariant, given_keywords(
+            keys=keys, positions=positions, coins=coins, generator=generator, block_v=block_v,
+            draft_lengths=draft_lengths, token_bitmask=token_bitmask, penalties=penalties,
+        ))
+
+    def _sampling(
+        self,
+        tree: TreeBuildResult,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor | None,
+        params: SamplingParams | None,
+        invariant: bool | torch.Tensor | None,
+        kwargs: dict[str, Any],
+    ) -> VerifyResult:
+        """`verify_sampling` once its keywords are checked (`kwargs`: those the caller gave)."""
         candidates = self._links(tree)[0]
         b, n = candidates.shape
         _default_positions(tree, b, n, kwargs)
-        modes = self._invariant(kwargs.pop("invariant", None), candidates)
+        modes = self._invariant(invariant, candidates)
         if modes is not True and modes is not False:  # one mode per request, both present
             return merge_by_request(modes, *(
-                self.verify_sampling(tree, target_probs, draft_probs=draft_probs, params=params,
-                                     invariant=mode, **kwargs)
+                self._sampling(tree, target_probs, draft_probs, params, mode, dict(kwargs))
                 for mode in (True, False)
             ))
         if modes:
@@ -254,6 +309,9 @@ class EagleVerifier:
                 **self._thresholds(), **kwargs,
             )
             return _as_result(found, n, self.acceptance.kind)
+        refuse_without_params(f"{type(self).__name__}.verify_sampling", params,
+                              token_bitmask=kwargs.get("token_bitmask"),
+                              penalties=kwargs.get("penalties"))
         if self.topk == 1 and (draft_probs is not None or self._chain_rule):
             return self._chain_sampling(candidates, target_probs, draft_probs, **kwargs)
         found = verify_tree_sampling(
@@ -262,6 +320,7 @@ class EagleVerifier:
         )
         return _as_result(found, n, self.acceptance.kind)
 
+    @checked_keywords
     def verify_from_logits(
         self,
         tree: TreeBuildResult,
@@ -270,36 +329,59 @@ class EagleVerifier:
         params: SamplingParams,
         draft_logits: torch.Tensor | None = None,
         draft_probs: torch.Tensor | None = None,
-        **kwargs: Any,
+        invariant: bool | torch.Tensor | None = None,
+        keys: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        coins: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        block_v: int | None = None,
+        draft_lengths: Sequence[int] | torch.Tensor | None = None,
+        token_bitmask: torch.Tensor | None = None,
+        penalties: Penalties | None = None,
     ) -> VerifyResult:
         """A batch mixing greedy and sampled requests, from raw logits [b, N, V]: temperature-0
         requests verify greedily, the others by tree sampling on the filtered p and q.
         q comes from `draft_logits` [b, N, V] (filtered here by each request's parameters:
         EAGLE's `draft_logits`) or from `draft_probs` [b, N, V], each node's q already filtered
         and read as given (Medusa's sampled trees; all-zero rows run the target-only rule at
-        that node); not both (SR929); neither: the target-only rule.
-        `kwargs`: `verify_tree_with_params`'s (`keys` (a seeded request's key is its seed),
-        `positions` (default: the tree's root positions + 1), `coins`, `generator`, `block_v`,
-        `draft_lengths`)."""
+        that node); not both (SR929); neither: the target-only rule. The other keywords are
+        `verify_sampling`'s (`verify_tree_with_params`; a seeded request's key is its seed)."""
         self._refuse_chain_rule("verify_from_logits")
+        return self._from_logits(tree, target_logits, params, draft_logits, draft_probs,
+                                 invariant, given_keywords(
+                                     keys=keys, positions=positions, coins=coins,
+                                     generator=generator, block_v=block_v,
+                                     draft_lengths=draft_lengths, token_bitmask=token_bitmask,
+                                     penalties=penalties))
+
+    def _from_logits(
+        self,
+        tree: TreeBuildResult,
+        target_logits: torch.Tensor,
+        params: SamplingParams,
+        draft_logits: torch.Tensor | None,
+        draft_probs: torch.Tensor | None,
+        invariant: bool | torch.Tensor | None,
+        kwargs: dict[str, Any],
+    ) -> VerifyResult:
+        """`verify_from_logits` once its keywords are checked."""
         b, n = tree.retrieve_index.shape
         _default_positions(tree, b, n, kwargs)
-        invariant = self._invariant(kwargs.pop("invariant", None), tree.retrieve_index)
-        if invariant is not True and invariant is not False:  # one mode per request
-            return merge_by_request(invariant, *(
-                self.verify_from_logits(tree, target_logits, params=params,
-                                        draft_logits=draft_logits, draft_probs=draft_probs,
-                                        invariant=mode, **kwargs)
+        modes = self._invariant(invariant, tree.retrieve_index)
+        if modes is not True and modes is not False:  # one mode per request
+            return merge_by_request(modes, *(
+                self._from_logits(tree, target_logits, params, draft_logits, draft_probs, mode,
+                                  dict(kwargs))
                 for mode in (True, False)
             ))
-        if invariant:
+        if modes:
             kwargs.pop("coins", None)
         found = verify_tree_with_params(
             *self._links(tree), target_logits, params=params,
-            draft=None if invariant else draft_logits,
-            draft_q=None if invariant else draft_probs, filter_order=self.filter_order,
-            invariant=invariant, **self._bound(),
-            **({} if invariant else self._thresholds()), **kwargs,
+            draft=None if modes else draft_logits,
+            draft_q=None if modes else draft_probs, filter_order=self.filter_order,
+            invariant=modes, **self._bound(),
+            **({} if modes else self._thresholds()), **kwargs,
         )
         return _as_result(found, n, self.acceptance.kind)
 

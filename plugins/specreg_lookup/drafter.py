@@ -16,6 +16,7 @@ from collections.abc import Hashable, Sequence
 import attrs
 import torch
 
+from specreg.call_keywords import checked_keywords
 from specreg.memory import PER_REQUEST, Buffer
 from specreg_lookup.errors import request_state_error
 from specreg_lookup.kernels.match_tree import LookupTree, build_tree
@@ -59,12 +60,14 @@ class NgramDrafter:
         return [Buffer(name="draft_tokens+count", device_bytes=(self.gamma + 1) * 8,
                        per=PER_REQUEST)]
 
+    @checked_keywords
     def lookup(self, history: torch.Tensor, lengths: torch.Tensor, *,
                check_values: bool | None = None) -> ChainProposal:
         o = self.options
         return chain_proposals(history, lengths, min_ngram=o.min_ngram, max_ngram=o.max_ngram,
                                k=self.gamma, check_values=check_values)
 
+    @checked_keywords
     def propose(
         self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
     ) -> torch.Tensor:
@@ -75,6 +78,7 @@ class NgramDrafter:
     def propose_lists(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
         return self.lookup(history, lengths).as_lists()
 
+    @checked_keywords
     def propose_tree(
         self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
     ) -> LookupTree:
@@ -249,6 +253,7 @@ class SuffixDrafter:
     def propose_lists(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
         return [d.tokens for d in self.speculate_rows(history, lengths)]
 
+    @checked_keywords
     def propose(
         self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
     ) -> torch.Tensor:
@@ -264,6 +269,7 @@ class SuffixDrafter:
             rows = [_chain_of(d, self.gamma, t) for d, t in zip(drafts, last, strict=True)]
         return torch.tensor(rows, dtype=torch.long, device=history.device).reshape(-1, self.gamma)
 
+    @checked_keywords
     def propose_tree(
         self, history: torch.Tensor, lengths: torch.Tensor, *, draft_lengths: object = None
     ) -> LookupTree:

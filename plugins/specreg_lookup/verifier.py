@@ -4,13 +4,15 @@ verification of `LookupTree` proposals.
 Chains (`verify_greedy`, `verify_sampling`, ragged through `verify_lens`) are specreg's
 `ChainVerifier`; drafts that depend on the history alone carry one-hot q, so the with-draft rule
 and the target-only rule agree. Trees (`verify_tree_greedy`, `verify_tree_sampling`) use the
-`tree_verify` kernels. The backend is fixed when the plan builds it.
+`tree_verify` kernels. The backend is fixed when the plan builds it. A keyword a method does
+not take is SR930.
 """
 
 from __future__ import annotations
 
 import torch
 
+from specreg.call_keywords import checked_keywords
 from specreg.chain_verifier import ChainVerifier
 from specreg.protocols import VerifyResult
 from specreg_lookup.kernels.match_tree import LookupTree
@@ -22,6 +24,7 @@ class LookupVerifier(ChainVerifier):
 
     rules = ("greedy", "chain_sampling", "tree_greedy", "tree_sampling")
 
+    @checked_keywords
     def verify_tree_greedy(
         self, tree: LookupTree, target_logits: torch.Tensor, *, draft_lengths: object = None
     ) -> VerifyResult:
@@ -31,6 +34,7 @@ class LookupVerifier(ChainVerifier):
         return verify_tree_greedy(tree.cut(draft_lengths, check_values=self.check_values),
                                   target_logits)
 
+    @checked_keywords
     def verify_tree_sampling(
         self, tree: LookupTree, target_probs: torch.Tensor, *, keys: torch.Tensor | None = None,
         positions: torch.Tensor | None = None, generator: torch.Generator | None = None,

@@ -61,6 +61,7 @@ from specreg_eagle.kernels.tree_lengths import cut_tree
 from specreg_eagle.runtime import tree_buffers
 
 from specreg.backend import requested_backend
+from specreg.call_keywords import checked_keywords
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
@@ -191,6 +192,7 @@ class MedusaDrafter:
 
     describe = __repr__
 
+    @checked_keywords
     def make_heads(
         self, *, hidden_size: int, vocab_size: int, num_heads: int | None = None
     ) -> MedusaHeads:
@@ -317,6 +319,7 @@ class MedusaDrafter:
             q.index_copy_(0, rows, drawn.q)
         return tokens.view(b, s, self.topk), q.view(b, s, v)
 
+    @checked_keywords
     def start(
         self, logits: torch.Tensor, hidden: torch.Tensor, *, params: SamplingParams | None = None,
         keys: torch.Tensor | None = None, positions: torch.Tensor | None = None,
@@ -393,6 +396,7 @@ class MedusaDrafter:
             )
         return self._device_layouts[key]
 
+    @checked_keywords
     def tree(
         self,
         draft: MedusaDraft,
@@ -424,6 +428,7 @@ class MedusaDrafter:
         )
         return cut_tree(tree, draft_lengths, depth=draft.steps, check_values=self.check_values)
 
+    @checked_keywords
     def tree_from_heads(
         self,
         head_logits: torch.Tensor,
@@ -444,6 +449,7 @@ class MedusaDrafter:
             draft_lengths=draft_lengths,
         )
 
+    @checked_keywords
     def sample_tree_from_heads(
         self,
         head_logits: torch.Tensor,

@@ -331,4 +331,28 @@ ENTRIES = (
         "# after\nverifier.verify_from_logits(tree, logits, params=params,\n"
         "    draft_probs=sampled.draft_probs)",
     ),
+    ErrorEntry(
+        code="SR930",
+        title="Keyword a verifier or drafter method does not take",
+        meaning=(
+            "Every public method of a plan's verifier and drafter names the keywords it takes "
+            "in its signature (help() and an IDE show them). A keyword it does not have, a "
+            "misspelling such as seeds= for keys=, or one that does not apply to the call (a "
+            "grammar's token_bitmask= or penalties= to a verify call without params=, seed= "
+            "without params=) would otherwise be dropped or reach an internal function. The "
+            "message names the method, the closest keyword it takes and all of them. The error "
+            "is also a TypeError, as Python's own for an unexpected keyword."
+        ),
+        when="Any verify or draft call of ChainVerifier, the plugins' verifiers and drafters, "
+        "before anything runs.",
+        solutions=(
+            "Rename the keyword to the one the message suggests, or pick one it lists "
+            "(docs: Verifying your own tensors).",
+            "A request's seed is its key: keys=[b] (or params.seed with params=).",
+            "token_bitmask= and penalties= are applied with per-request parameters: pass "
+            "params=SamplingParams.of(b, temperature=...).",
+        ),
+        example_fix="# before\nverifier.verify_sampling(candidates, p, q, seeds=seeds)\n"
+        "# after\nverifier.verify_sampling(candidates, p, q, keys=seeds)",
+    ),
 )

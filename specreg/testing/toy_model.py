@@ -4,7 +4,9 @@ The logits for the token after position ``p`` depend on two things:
 
 - a dense local window: the last ``window`` tokens up to ``p`` (embedding tables per offset);
 - a sparse-attention read: an indexer scores every position before the window,
-  ``[0, p - window + 1)``, keeps the ``top_k`` best, and attends over their KV rows.
+  ``[0, p - window + 1)``, keeps the ``top_k`` best, and attends over their KV rows;
+- with ``copy_bonus`` > 0, an induction head: the token that followed the current token's latest
+  earlier occurrence in the window gains that logit, so text that repeated tends to repeat.
 
 KV rows are a pure function of (token, position), kept in a host cache. A wrong or stale row
 changes the output, so reading rows through a KV-cache swap is checked end to end. Because the
@@ -26,6 +28,9 @@ class ToyConfig:
     top_k: int = 8
     max_positions: int = 512
     temperature_scale: float = 3.0
+    #: Logit added to the token that followed the latest earlier occurrence of the current
+    #: token in the window (an induction head: text that repeated keeps repeating). 0: none.
+    copy_bonus: float = 0.0
 
 
 class ToyLM:
@@ -112,7 +117,24 @@ class ToyLM:
         weights = torch.softmax(scores, dim=-1)
         weights = torch.nan_to_num(weights, nan=0.0)  # a query with no valid row reads nothing
         read = (weights[..., None] * rows).sum(1)
-        return (local + read) @ self.out.T
+        logits = (local + read) @ self.out.T
+        if self.config.copy_bonus:
+            logits = logits + self.config.copy_bonus * self.copy_votes(windows)
+        return logits
+
+    def copy_votes(self, windows: torch.Tensor) -> torch.Tensor:
+        """float32 [M, vocab]: one-hot of the token that followed the latest earlier occurrence
+        of each window's current token (windows[:, 0]) inside the window; zero rows where the
+        current token did not occur before."""
+        current = windows[:, :1]
+        earlier = (windows[:, 1:] == current) & (current >= 0)  # [M, w - 1]: at p - 1, p - 2, ...
+        found = earlier.any(1)
+        latest = earlier.int().argmax(1, keepdim=True)  # offset k: p - (k + 1)
+        follower = windows.gather(1, latest).squeeze(1)  # the token at p - k, after it
+        votes = torch.zeros(windows.shape[0], self.config.vocab_size)
+        rows = torch.arange(windows.shape[0])[found]
+        votes[rows, follower[found]] = 1.0
+        return votes
 
     def windows_for(self, sequences: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The local window ending at the last token of each sequence [M, L] (lengths [M])."""

@@ -45,7 +45,7 @@ def test_the_demo_row_fails_with_the_code(sites, name):
     result = _run(sites, name, "demo", "--algorithm", ALGORITHM, "--kv-cache", "none",
                   "--steps", "4", "--no-progress")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"[{MISTAKES[name].code}]" in result.stdout.split("    error: ")[1], result.stdout
+    assert f"[{MISTAKES[name].code}]" in result.stdout.split("error: ", 1)[1], result.stdout
     assert "Traceback" not in result.stderr
 
 

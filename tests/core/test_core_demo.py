@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 from specreg import Registry, hookimpl
-from specreg.demo import format_table, run_demo
+from specreg.demo import run_demo
+from specreg.demo_text import format_table
 from tests.support.plugins import SpecPlugin
 
 
