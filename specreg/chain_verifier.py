@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from specreg import chain_verifier_checks as checks
 from specreg.backend import requested_backend
 from specreg.call_keywords import checked_keywords, given_keywords, refuse_without_params
-from specreg.errors import KernelInputError, problem
-from specreg.integers import is_int
 from specreg.memory import PER_REQUEST, Buffer, verify_result_buffers
 from specreg.protocols import VerifyResult
 
@@ -62,20 +61,7 @@ class ChainVerifier:
     ) -> None:
         from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
 
-        accepted = tuple(sorted({*(widths or ()), num_draft_tokens}))
-        bad = [w for w in accepted if not is_int(w) or w < 1]
-        if bad or max(accepted) != num_draft_tokens:
-            raise KernelInputError(
-                problem(
-                    "SR904",
-                    f"num_draft_tokens={num_draft_tokens!r} with widths={list(accepted)!r} is not "
-                    "a positive integer that is the largest accepted width",
-                    accepted="integers >= 1 (the anchor plus gamma drafts); num_draft_tokens the "
-                    "largest",
-                    fix="pass the resolved plan's verify widths",
-                    field="num_draft_tokens",
-                )
-            )
+        accepted = checks.verify_widths(num_draft_tokens, widths)
         self.num_draft_tokens = num_draft_tokens
         self.widths = accepted
         self.gamma = num_draft_tokens - 1
@@ -97,21 +83,7 @@ class ChainVerifier:
         return self._rule is not None
 
     def _check_width(self, candidates: torch.Tensor) -> None:
-        if candidates.dim() == 2 and candidates.shape[1] in self.widths:
-            return
-        from specreg.kernels.checks import check_shape
-
-        check_shape("candidates", candidates, (None, None))
-        raise KernelInputError(
-            problem(
-                "SR900",
-                f"candidates has width {candidates.shape[1]}, not one of the plan's verify "
-                f"widths {list(self.widths)}",
-                accepted=f"candidates [b, n] with n in {list(self.widths)}",
-                fix="draft the gamma of the main config or of one adaptive candidate",
-                field="candidates",
-            )
-        )
+        checks.check_width(candidates, self.widths)
 
     def _run(
         self, kernel: Callable[..., ChainVerifyResult], candidates: torch.Tensor, *args: Any,
@@ -266,36 +238,27 @@ class ChainVerifier:
         if modes is not True and modes is not False:  # one mode per request, both present
             from specreg.verify_modes import merge_by_request
 
-            return merge_by_request(modes, *(
-                self._sampling(candidates, target_probs, draft_probs, params=params,
-                               invariant=mode, **inputs)
-                for mode in (True, False)
-            ))
+            return merge_by_request(modes, *(self._sampling(
+                candidates, target_probs, draft_probs, params=params, invariant=mode, **inputs)
+                for mode in (True, False)))
         if params is not None:
-            return self._with_params(
-                candidates, target_probs, draft_probs, params, probabilities=True,
-                invariant=modes, **inputs,
-            )
+            return self._with_params(candidates, target_probs, draft_probs, params,
+                                     probabilities=True, invariant=modes, **inputs)
         if modes:
             from specreg.kernels.chain import verify_chain_invariant
 
             inputs.pop("coins", None)
-            return self._run(
-                verify_chain_invariant, candidates, target_probs, backend=self.backend, **inputs
-            )
+            return self._run(verify_chain_invariant, candidates, target_probs,
+                             backend=self.backend, **inputs)
         if self._rule is not None:
             from specreg.kernels.relaxed import verify_chain_relaxed
 
-            return self._run(
-                verify_chain_relaxed, candidates, target_probs, draft_probs, rule=self._rule,
-                backend=self.backend, lossy=True, **inputs,
-            )
+            return self._run(verify_chain_relaxed, candidates, target_probs, draft_probs,
+                             rule=self._rule, backend=self.backend, lossy=True, **inputs)
         from specreg.kernels.chain import verify_chain_sampling
 
-        return self._run(
-            verify_chain_sampling, candidates, target_probs, draft_probs, backend=self.backend,
-            **inputs,
-        )
+        return self._run(verify_chain_sampling, candidates, target_probs, draft_probs,
+                         backend=self.backend, **inputs)
 
     @checked_keywords(refused=("seed",))
     def verify_target_only(
@@ -389,80 +352,30 @@ class ChainVerifier:
         **inputs,
     ) -> VerifyResult:
         self._check_width(candidates)
-        if seed is not None:
-            raise KernelInputError(
-                problem(
-                    "SR910",
-                    "seed= and params= were both given; with params the seeds are per request",
-                    accepted="params.seed (one per request, -1 = unseeded)",
-                    fix="drop seed= and put the seed in SamplingParams.of(..., seed=...)",
-                    field="seed",
-                )
-            )
-        if invariant:
-            from specreg.kernels.chain_params import verify_chain_with_params
-
-            return self._run(
-                verify_chain_with_params, candidates, target, draft, params=params,
-                probabilities=probabilities, backend=self.backend,
-                filter_order=self.filter_order, invariant=True, **inputs,
-            )
-        if self._rule is not None:
+        checks.refuse_seed_with_params(seed)
+        if self._rule is not None and not invariant:  # invariant beside it: SR133 already
             from specreg.kernels.relaxed import verify_chain_relaxed_with_params
 
-            return self._run(
-                verify_chain_relaxed_with_params, candidates, target, draft, params=params,
-                rule=self._rule, probabilities=probabilities, backend=self.backend,
-                filter_order=self.filter_order, lossy=True, **inputs,
-            )
+            return self._run(verify_chain_relaxed_with_params, candidates, target, draft,
+                             params=params, rule=self._rule, probabilities=probabilities,
+                             backend=self.backend, filter_order=self.filter_order, lossy=True,
+                             **inputs)
         from specreg.kernels.chain_params import verify_chain_with_params
 
-        return self._run(
-            verify_chain_with_params, candidates, target, draft, params=params,
-            probabilities=probabilities, backend=self.backend, filter_order=self.filter_order,
-            **inputs,
-        )
+        return self._run(verify_chain_with_params, candidates, target, draft, params=params,
+                         probabilities=probabilities, backend=self.backend,
+                         filter_order=self.filter_order, **({"invariant": True} if invariant
+                                                            else {}), **inputs)
 
     def _invariant(self, invariant: Any, candidates: torch.Tensor) -> bool | torch.Tensor:
-        """The call's verify modes (`specreg.verify_modes.requested_modes`: the call's
-        `invariant`, a bool or one bool per request, else the plan's verify mode). SR133 when
-        the invariant rule would meet the plan's lossy rule."""
-        from specreg.kernels.checks import check_shape
-        from specreg.verify_modes import requested_modes
-
-        check_shape("candidates", candidates, (None, None))
-        chosen = requested_modes(
-            invariant, self.verify_mode == "invariant", candidates.shape[0], candidates.device
-        )
-        if chosen is not False and self._rule is not None:
-            raise KernelInputError(
-                problem(
-                    "SR133",
-                    f"the invariant rule was asked for under the plan's lossy {self.acceptance} "
-                    "acceptance rule",
-                    accepted="the invariant rule with lossless acceptance",
-                    fix="resolve the plan without the lossy acceptance setting",
-                    field="invariant",
-                )
-            )
-        return chosen
+        """The call's verify modes (`specreg.chain_verifier_checks.verify_modes`)."""
+        return checks.verify_modes(invariant, candidates, self.verify_mode,
+                                   self.acceptance if self._rule is not None else None)
 
     def _refuse_lossy(self, path: str, *, synthetic_only: bool = False) -> None:
-        """SR196: a lossy plan's rule cannot reach `path`; verifying losslessly there instead
-        would be a silent fallback."""
-        if self._rule is None or (synthetic_only and not self._synthetic):
-            return
-        raise KernelInputError(
-            problem(
-                "SR196",
-                f"the plan's acceptance rule ({self.acceptance}, lossy) does not reach {path}",
-                accepted="verify_sampling / verify_target_only / verify_from_logits (with or "
-                "without params=), verify_greedy",
-                fix="verify through one of those, or resolve the plan without the lossy "
-                "acceptance setting",
-                field="acceptance",
-            )
-        )
+        """SR196 where the plan's lossy rule cannot reach `path` (no silent fallback)."""
+        if self._rule is not None and (self._synthetic or not synthetic_only):
+            checks.refuse_lossy(self.acceptance, path)
 
     def memory(self) -> list[Buffer]:
         """Per request at the widest width: the candidates it verifies and its `VerifyResult`."""

@@ -128,16 +128,20 @@ def specreg_validate_config(
 
 
 @hookimpl
-def specreg_make_drafter(config: SpecConfig, algorithm: AlgorithmSpec) -> Any | None:
+def specreg_make_drafter(
+    config: SpecConfig, algorithm: AlgorithmSpec, resolution: Resolution
+) -> Any | None:
     if algorithm.name not in NAMES or config.num_steps is None:
         return None
+    # the plan's gamma: the widest over the adaptive candidates (each verifies a prefix)
+    steps = resolution.gamma
     if algorithm.name == "ngram":
         from specreg_lookup.drafter import NgramDrafter
 
-        return NgramDrafter(ngram_options(config.draft_config)[0], num_steps=config.num_steps)
+        return NgramDrafter(ngram_options(config.draft_config)[0], num_steps=steps)
     from specreg_lookup.drafter import SuffixDrafter
 
-    return SuffixDrafter(suffix_options(config.draft_config)[0], num_steps=config.num_steps)
+    return SuffixDrafter(suffix_options(config.draft_config)[0], num_steps=steps)
 
 
 @hookimpl

@@ -26,7 +26,7 @@ PACKAGES = {
 }
 TOP_LEVEL = {
     "__init__.py", "plugin.py", "errors.py", "checkpoint.py", "runtime.py",
-    "verifier.py", "drafter.py", "swapper.py",
+    "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py",
 }
 FAMILY_REQUIRED = {"__init__.py", "reference.py", "torch_impl.py"}
 FAMILY_OPTIONAL = {"triton_impl.py", "types.py", "checks.py"}
