@@ -37,7 +37,7 @@ _STEP_FIELDS = ("num_steps", "num_draft_tokens")
 def sizes_problems(
     algorithm: AlgorithmSpec, resolution: Resolution, answered_by: str
 ) -> list[Problem]:
-    """SR125 for the main config's and each candidate's sizes: 1 <= gamma < target_verify
+    """SR125 for the main config's and each candidate's sizes: 0 <= gamma < target_verify
     width, every width at least 1. `answered_by` names the hook and plugin that gave them."""
     labelled = [("the config", resolution.main)] + [
         (f"adaptive candidate step {c.steps}", c.sizes) for c in resolution.candidates
@@ -50,8 +50,9 @@ def sizes_problems(
                 "SR125",
                 f"{answered_by} gives {algorithm.name!r} sizes that cannot run for {label}: "
                 + "; ".join(wrong),
-                accepted="1 <= gamma < target_verify width (a verify scores the root and the "
-                "gamma drafts after it) and every width >= 1",
+                accepted="0 <= gamma < target_verify width (gamma 0 only at width 1, no "
+                "speculation; a verify scores the root and the gamma drafts after it) and every "
+                "width >= 1",
                 fix="plugin authors: return gamma = num_draft_tokens - 1 for a chain or block "
                 "(the number of draft nodes for a tree) and widths of at least 1, or drop the "
                 "override and let specreg's default specreg_resolve_sizes answer; users: report "
@@ -64,8 +65,9 @@ def sizes_problems(
 def _contradictions(sizes: Sizes) -> list[str]:
     width = sizes.verify_width
     found = []
-    if sizes.gamma < 1:
-        found.append(f"gamma {sizes.gamma} drafts nothing")
+    if sizes.gamma < 0 or (sizes.gamma == 0 and width != 1):
+        # gamma 0 with width 1 is no speculation: one plain sample per verify
+        found.append(f"gamma {sizes.gamma} with a target_verify width of {width}")
     elif sizes.gamma >= width:
         found.append(f"gamma {sizes.gamma} is not below the target_verify width {width}")
     for worker, table in (("target", sizes.target), ("draft", sizes.draft)):

@@ -234,8 +234,8 @@ ENTRIES = (
         meaning=(
             "A verify scores the root (the last committed token) and the drafts after it, so "
             "the target_verify width is gamma + 1 for a chain, and above gamma for any drafting "
-            "style: 1 <= gamma < target_verify width, and every width is at least 1. The sizes "
-            "the plugin's specreg_resolve_sizes (or specreg_resolve_gamma / "
+            "style: 0 <= gamma < target_verify width (gamma 0 only at width 1), and every width "
+            "is at least 1. The sizes the plugin's specreg_resolve_sizes (or specreg_resolve_gamma / "
             "specreg_num_tokens_per_req) answered break that, so the plan's buffers and its "
             "verifier would disagree at the first step. Cause: the plugin."
         ),

@@ -180,7 +180,7 @@ def test_same_name_without_override_is_a_conflict_naming_both_distributions(inst
 RESOLVE_CODE = """
 import json
 from specreg import Registry
-plan = Registry.load().resolve({"algorithm": "ngram_example", "num_steps": 2})
+plan = Registry.load().resolve({"algorithm": "ngram_example"%s})
 print(json.dumps({"spec": plan.algorithm.to_dict(), "config": plan.config.to_dict(),
                   "gamma": plan.gamma}))
 """
@@ -196,14 +196,15 @@ def test_override_replaces_the_algorithm_and_its_hooks(installed):
     )
     assert ngram["capabilities"]["verify_rules"] == ["greedy"]
     assert listing["failures"] == []
-    # The shadowed plugin's hooks no longer answer for `ngram_example`: specreg-ngram would infer
-    # num_draft_tokens = num_steps + 1 = 3; the rival's spec default (6) applies instead.
+    # The shadowed plugin's hooks no longer answer for `ngram_example`: with no size given, the
+    # rival's spec default (6) applies; with num_steps 2 both infer num_draft_tokens 3 (the
+    # example by its own hook, the rival by specreg's default chain resolution).
     plan = python(
-        installed["ngram_example"], installed["rival"], code=RESOLVE_CODE, allowlist="ngram_example,ngram_override"
+        installed["ngram_example"], installed["rival"], code=RESOLVE_CODE % "", allowlist="ngram_example,ngram_override"
     )
     assert plan["spec"]["distribution"] == "specreg-ngram-rival"
     assert plan["config"]["num_draft_tokens"] == 6 and plan["gamma"] == 5
-    original = python(installed["ngram_example"], code=RESOLVE_CODE, allowlist="ngram_example")
+    original = python(installed["ngram_example"], code=RESOLVE_CODE % ', "num_steps": 2', allowlist="ngram_example")
     assert original["config"]["num_draft_tokens"] == 3 and original["gamma"] == 2
 
 
