@@ -196,7 +196,7 @@ def test_seeded_random_streams_are_arctics_but_for_pinned_float32_ties(data):
                 found[case["seed"], mode] = _kinds(ties)
             calls += len(case[mode]["calls"])
     assert found == RANDOM_TIES
-    assert calls == 2 * 7 * 510
+    assert (sum(map(len, found.values())), calls) == (23, 2 * 7 * 510)  # docs quote both
 
 
 def _ties_broken_the_other_way(heap: list, hole: int, top: int, item: tuple) -> None:
