@@ -85,3 +85,11 @@ def test_every_run_row_has_a_job(run_cpu):
         for label, *_ in patterns:
             assert run_cpu.job_of(name, label) in run_cpu.JOBS
 
+
+
+def test_the_benchmarks_page_is_organised_by_job_not_by_issue(run_cpu):
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert run_cpu.RESULTS_BEGIN in page and run_cpu.RESULTS_END in page
+    assert not re.search(r"[Ii]ssues? #\d+|\(#\d+\)|before #\d+|after #\d+", page)
+    for job in run_cpu.JOBS:
+        assert f"### {job[0].upper()}{job[1:]}" in page
