@@ -7,7 +7,8 @@ unknown subcommand, an unknown flag, a flag without its value: SR142, SR152). Ev
 coded, argparse's own included. With `--json` the answer is JSON on stdout, errors too:
 {"ok": false, "exit_status": ..., "errors": [...], "warnings": [...]}. `check` and `plan` give
 one verdict per config (`specreg.cli_verdict`), so they exit alike. `list`, `check` and
-`explain` import neither torch nor triton.
+`explain` import neither torch nor triton (`check` builds the plan's objects that need them in
+a child process, `specreg.child_build`, unless `--no-torch-build`).
 """
 
 from __future__ import annotations
@@ -100,8 +101,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 NOT_BUILT = (
-    "the plan's verifier and drafter were not built: they need torch, which `specreg check` "
-    "does not import; `specreg plan` builds and checks them"
+    "the plan's verifier and drafter were not built: they need torch, and --no-torch-build "
+    "skipped building them in a child process; `specreg check` without the flag, or "
+    "`specreg plan`, builds and checks them"
 )
 
 
@@ -252,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("check", "report every problem in a config (exit 1 on problems)")
     add_config_flags(p)
     add_budget_flags(p)
+    p.add_argument(
+        "--no-torch-build", action="store_true",
+        help="do not build the plan's objects that need torch or triton (check builds them in "
+        "a child process, as check itself imports neither); they are then reported as not "
+        "checked",
+    )
     p.add_argument("--json", action="store_true", help="answer in JSON, errors included")
     p.set_defaults(func=cmd_check)
 

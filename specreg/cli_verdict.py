@@ -3,8 +3,11 @@
 Every problem at once, in the order a user meets them: the flags' own (SR143, SR108, SR181, the
 budgets' sizes), the config's (`Registry.check`), SGLang's runtime rules for the resolved sizes
 (`specreg.framework_findings`), what building the plan's objects finds (SR123, SR124, SR126)
-and the memory budgets (SR145). `plan` builds the objects; `check`, which imports neither torch
-nor triton, builds those that need neither (`specreg.torch_free`) and says when it could not.
+and the memory budgets (SR145). `plan` builds the objects in its own process. `check`, which
+imports neither torch nor triton, builds them with those imports refused
+(`specreg.torch_free`); where an object needs one of them it builds them again in a child
+process (`specreg.child_build`), so its verdict holds the same codes as `plan`'s.
+`check --no-torch-build` skips the child, and then says the objects were not checked.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ from typing import Any
 
 import attrs
 
+from specreg.child_build import build_in_child, objects_problems
 from specreg.cli_args import memory_budgets, parse_config_flags
 from specreg.errors import Problem, SpecRegError
 from specreg.framework_findings import framework_findings
-
-BUDGET_FLAGS = ("--memory-budget", "--host-memory-budget")
 
 
 @attrs.frozen
@@ -42,8 +44,8 @@ class Verdict:
 
 def config_verdict(registry: Any, args: argparse.Namespace, *, build: bool) -> Verdict:
     """The verdict on the config `args` give. `build=True` (`plan`) builds the plan's objects
-    with whatever they import; otherwise (`check`) only where that needs no torch or triton.
-    A memory budget always needs the objects (each states its own bytes)."""
+    here, with whatever they import; otherwise (`check`) without importing torch or triton here
+    (see the module). A memory budget needs the objects too (each states its own bytes)."""
     data, problems = parse_config_flags(args)
     device, host, budget_problems = memory_budgets(args)
     problems += budget_problems
@@ -58,33 +60,32 @@ def config_verdict(registry: Any, args: argparse.Namespace, *, build: bool) -> V
             problems += exc.problems
     if any(p.is_error for p in problems):
         return Verdict(tuple(problems))
-    budgets = device is not None or host is not None
-    plan, found, checked = _built(registry, data, with_heavy_imports=build or budgets)
-    problems += found
-    if plan is not None:
-        problems += plan.memory().budget_problems(
-            device_budget=device, host_budget=host, flags=BUDGET_FLAGS
-        )
-    return Verdict(tuple(problems), plan if build else None, checked)
+    if build:
+        plan, found = objects_problems(registry, data, device, host)
+        return Verdict(tuple(problems + found), plan, True)
+    found, checked = _built_torch_free(
+        registry, data, device, host, child=not getattr(args, "no_torch_build", False)
+    )
+    return Verdict(tuple(problems + found), None, checked)
 
 
-def _built(
-    registry: Any, data: dict[str, Any], *, with_heavy_imports: bool
-) -> tuple[Any, list[Problem], bool]:
-    """(the plan or None, what building it found, whether its objects were built)."""
-    if with_heavy_imports:
-        try:
-            return registry.resolve(data), [], True
-        except SpecRegError as exc:
-            return None, list(exc.problems), True
+def _built_torch_free(
+    registry: Any, data: dict[str, Any], device: int | None, host: int | None, *, child: bool
+) -> tuple[list[Problem], bool]:
+    """(what building the plan's objects found, whether they were built) without importing
+    torch or triton here: in this process when the objects need neither, else in a child
+    process (`child=False`: not at all)."""
     from specreg.torch_free import heavy_imports_refused
 
+    found: list[Problem] = []
     with heavy_imports_refused() as refuser:
         try:
-            registry.resolve(data)
-            found: list[Problem] = []
-        except SpecRegError as exc:
-            found = list(exc.problems)
-    if refuser.attempted:  # an object needs torch: `plan` builds it
-        return None, [], False
-    return None, found, True
+            _, found = objects_problems(registry, data, device, host)
+        except Exception:
+            if not refuser.attempted:
+                raise
+    if not refuser.attempted:
+        return found, True
+    if not child:
+        return [], False
+    return build_in_child(data, device_budget=device, host_budget=host), True

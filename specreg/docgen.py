@@ -38,6 +38,7 @@ def _shipped_registry() -> Any:
 def error_pages() -> dict[str, str]:
     """Relative path -> content for the error catalog pages (the core's and shipped plugins')."""
     entries = list(_shipped_registry().catalog.builtin_entries().values())
+    first = ", ".join(f"[{e.code}]({e.code}.md)" for e in entries if e.seed)
     index = [
         "# Error catalog",
         "",
@@ -45,14 +46,16 @@ def error_pages() -> dict[str, str]:
         "",
         "Every error specreg raises carries one of these codes, and `specreg explain CODE` prints",
         "the same text in a terminal. Configuration errors subclass `ValueError`; kernel input",
-        "errors too. Seed codes mark the failures this project started from.",
+        "errors too. The last column, *first code*, marks the codes specreg was first specified",
+        f"with ({first}), one for each package that raises them; it is history only, and those",
+        "codes behave as every other.",
         "",
-        "| code | title | |",
+        "| code | title | first code |",
         "| --- | --- | --- |",
     ]
     pages: dict[str, str] = {}
     for e in entries:
-        flag = "seed" if e.seed else ""
+        flag = "first" if e.seed else ""
         index.append(f"| [{e.code}]({e.code}.md) | {e.title} | {flag} |")
         lines = [
             f"# {e.code}: {e.title}",

@@ -169,19 +169,20 @@ class BlockVerifier:
         (the drafts were drawn from them); base logits give a biased output. With `params` (a
         `SamplingParams`, instead of `temperature`) each request has its own temperature, top-k,
         top-p, min-p and seed, greedy requests (temperature 0) mixed in; nothing [b, n, V] is
-        materialised (`ChainVerifier.verify_from_logits`; `seed` is then ignored), except under
-        a lossy plan rule, which runs on the materialised filtered p and q
-        (`specreg.kernels.relaxed`). The other keywords are `verify_sampling`'s.
+        materialised (`ChainVerifier.verify_from_logits`), except under a lossy plan rule, which
+        runs on the materialised filtered p and q (`specreg.kernels.relaxed`). The other
+        keywords are `verify_sampling`'s; `seed` is refused as there: beside `params` (SR910) a
+        request's seed is `params.seed`, without it the request's key, `keys=` (SR930).
         """
         inputs = dict(
             invariant=invariant, keys=keys, positions=positions, coins=coins,
             generator=generator, verify_lens=verify_lens, draft_lengths=draft_lengths,
             block_v=block_v, token_bitmask=token_bitmask, penalties=penalties,
         )
-        if params is not None:
+        if params is not None:  # seed= beside params is the chain verifier's SR910
             self._ragged(verify_lens)
             return self.chain.verify_from_logits(
-                candidates, target_logits, draft_logits, params=params, **inputs
+                candidates, target_logits, draft_logits, params=params, seed=seed, **inputs
             )
         if temperature is None or not temperature > 0:
             raise KernelInputError(

@@ -179,7 +179,9 @@ ENTRIES = (
             "message returned an object that lacks a member, or whose method does not take the "
             "protocol's arguments, so a serving loop would fail at its first step."
         ),
-        when="registry.resolve(config), right after the plugin's specreg_make_* hook returned.",
+        when="registry.resolve(config) (and `specreg check`, `plan`, `demo`, the kit), right "
+        "after the plugin's specreg_make_* hook returned; `specreg check` builds objects that "
+        "need torch in a child process to report it.",
         solutions=(
             "Plugin authors: when the message says the hook returned a class, return an "
             "instance instead, e.g. `MyDrafter(...)`, from the specreg_make_* hook it names.",
@@ -265,7 +267,8 @@ ENTRIES = (
             "the plan's buffers. Cause: the plugin."
         ),
         when="registry.resolve(config) (and `specreg check`, `plan`, `demo`, the kit), right "
-        "after the hook returned the object.",
+        "after the hook returned the object; `specreg check` builds objects that need torch in "
+        "a child process to report it.",
         solutions=(
             "Plugin authors: build the drafter with gamma = resolution.gamma (the plan's gamma, "
             "the maxima over candidates) rather than a number of your own.",

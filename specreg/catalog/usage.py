@@ -1,5 +1,5 @@
-"""Catalog entries SR140–SR159: command-line usage, plugin loading seen by a user, memory budgets
-and the conformance kit's findings (SR147-SR151, SR154-SR156)."""
+"""Catalog entries SR140–SR159: command-line usage, plugin loading seen by a user, memory budgets,
+the conformance kit's findings (SR147-SR151, SR154-SR156) and check's child build (SR157)."""
 
 from specreg.catalog.entry import ErrorEntry
 
@@ -340,6 +340,34 @@ ENTRIES = (
             "# before\nproblem('SR512', 'topk too large')\n"
             "# after\nproblem('SR103', 'topk=9 is out of range', accepted='topk in [1, 8]',\n"
             "        fix='set --speculative-eagle-topk within [1, 8]', field='topk')"
+        ),
+    ),
+    ErrorEntry(
+        code="SR157",
+        title="`specreg check` could not build the plan's objects in a child process",
+        meaning=(
+            "`specreg check` imports neither torch nor triton, yet reports what building the "
+            "plan's verifier, drafter and cache swapper finds (SR123, SR126, SR145), as "
+            "`specreg plan` does. Where those objects need torch or triton it builds them in a "
+            "child Python process (the same interpreter, plugins and config). That process "
+            "ended without an answer: it crashed or was killed, or an object raised an "
+            "exception that is not a coded specreg error. The message quotes its exit status "
+            "and the last line of its error output, so the config was not fully checked."
+        ),
+        when="`specreg check` of a config whose plan objects need torch or triton (most do), "
+        "without --no-torch-build.",
+        solutions=(
+            "Run `specreg plan` with the same flags: it builds the objects in its own process "
+            "and shows the whole error.",
+            "If the child was killed (out of memory, a signal), rerun where it has room, or "
+            "pass --no-torch-build to check the config without building those objects (check "
+            "then says they were not checked).",
+            "Plugin authors: make the specreg_make_* hooks and each object's memory() raise "
+            "specreg's coded errors (specreg.problem) instead of bare exceptions.",
+        ),
+        example_fix=(
+            "specreg plan --speculative-algorithm mine     # shows the traceback\n"
+            "specreg check --speculative-algorithm mine --no-torch-build   # skips the build"
         ),
     ),
 )

@@ -4,15 +4,21 @@ distribution (tests/support/author_mistakes.py) and the real CLI runs on it in a
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from specreg import Registry
 from specreg.errors import SpecRegError
 from specreg.testing import ConformanceError, check_algorithm
-from tests.support.author_mistakes import ALGORITHM, MISTAKES, write_distribution
+from tests.support.author_mistakes import ALGORITHM, MISTAKES, Mistake, write_distribution
 from tests.support.cli import specreg
 
 BROKEN = [name for name, mistake in MISTAKES.items() if mistake.code is not None]
+TORCH = [name for name in BROKEN if MISTAKES[name].torch]
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +95,57 @@ def test_explain_says_what_each_refusal_means_and_how_to_fix_it(code):
     result = specreg("explain", code)
     assert result.returncode == 0 and result.stdout.startswith(f"{code}: {lookup(code).title}")
     assert "Solutions" in result.stdout and "Plugin authors" in result.stdout
+
+
+def _check_torch_free(site, plugin, *flags):
+    """`specreg check --json FLAGS` through the CLI's main() in a fresh process, which then
+    asserts that it imported neither torch nor triton: (exit status, the JSON answer)."""
+    code = (
+        "import sys\nfrom specreg.cli import main\n"
+        f"status = main(['check', '--speculative-algorithm', {ALGORITHM!r}, *{list(flags)!r}, "
+        "'--json'])\n"
+        "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'imported'\n"
+        "sys.exit(status)\n"
+    )
+    env = dict(os.environ, SPECREG_PLUGINS=plugin)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "imported" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("name", TORCH)
+def test_check_builds_objects_that_need_torch_in_a_child_process(sites, name):
+    """The drafter hook imports torch: check's own process imports neither torch nor triton,
+    and still reports the code `plan` reports, from the objects a child process built."""
+    status, answer = _check_torch_free(*sites[name])
+    assert status == 1 and answer["objects_checked"] is True
+    assert [e["code"] for e in answer["errors"]] == [MISTAKES[name].code], answer
+    assert "Fix: " in answer["errors"][0]["text"]
+
+
+def test_check_without_the_torch_build_says_the_objects_were_not_checked(sites):
+    site, plugin = sites["torch drafter class"]
+    status, answer = _check_torch_free(site, plugin, "--no-torch-build")
+    assert status == 0 and answer["objects_checked"] is False and answer["errors"] == []
+    text = specreg("check", "--speculative-algorithm", ALGORITHM, "--no-torch-build",
+                   plugins=plugin, site=site).stdout
+    assert "--no-torch-build skipped building them in a child process" in text
+
+
+def test_the_plugin_without_a_mistake_is_built_in_process_without_a_child(sites):
+    """No torch import in its hooks: check builds its objects in its own process (torch
+    refused), so --no-torch-build changes nothing."""
+    for flags in ((), ("--no-torch-build",)):
+        status, answer = _check_torch_free(*sites["none"], *flags)
+        assert status == 0 and answer["objects_checked"] is True, answer
+
+
+def test_a_child_that_dies_without_an_answer_is_sr157(tmp_path):
+    dying = Mistake("a drafter hook that kills its process", None,
+                    drafter='__import__("os")._exit(7)', torch=True)
+    plugin = write_distribution(tmp_path, "dying drafter", dying)
+    status, answer = _check_torch_free(str(tmp_path), plugin)
+    assert status == 1 and [e["code"] for e in answer["errors"]] == ["SR157"], answer
+    assert "exit status 7" in answer["errors"][0]["message"]
+    assert "--no-torch-build" in answer["errors"][0]["fix"]

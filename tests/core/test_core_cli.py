@@ -95,6 +95,8 @@ def test_bad_cache_option_syntax_is_coded():
     ["list"], ["check", "--speculative-algorithm", "eagle"], ["explain", "SR100"],
     # SGLang's HiSparse rules need the resolved sizes, not the plan's objects
     ["check", "--speculative-algorithm", "eagle", "--enable-hisparse", "--disable-radix-cache"],
+    # the objects (and their memory, for a budget) are built in a child process
+    ["check", "--speculative-algorithm", "eagle", "--memory-budget", "100"],
 ])
 def test_list_check_explain_do_not_import_torch(command):
     code = (
@@ -104,6 +106,8 @@ def test_list_check_explain_do_not_import_torch(command):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+    if "--memory-budget" in command:
+        assert "[SR145]" in result.stdout  # the child's verdict reached check
 
 
 def test_usage_error_exits_2():

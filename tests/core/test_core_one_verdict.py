@@ -38,6 +38,7 @@ CONFIGS = {
     "within the budget": ("--speculative-algorithm", "eagle", *SGLANG_HISPARSE,
                           "--memory-budget", "16GiB"),
     "over the budget": ("--speculative-algorithm", "eagle", "--kv-cache", "hisparse",
+                        "--speculative-num-steps", "32", "--speculative-eagle-topk", "8",
                         "--speculative-num-draft-tokens", "1024", "--memory-budget", "16GiB"),
     "unreadable budget": ("--speculative-algorithm", "eagle", "--memory-budget", "lots"),
 }
@@ -96,8 +97,12 @@ def test_explain_sr167_names_the_substitution_that_lifts_it():
     assert "hisparse_swap" in text and "SPECREG_SGLANG_SUBSTITUTE=hisparse_swap" in text
 
 
-def test_check_says_when_it_could_not_build_the_objects():
+def test_check_builds_the_objects_that_need_torch_unless_told_not_to():
+    """eagle's objects need torch: check builds them in a child process (objects_checked), and
+    with --no-torch-build says that it did not."""
     result = specreg("check", "--speculative-algorithm", "eagle", "--json")
-    assert json.loads(result.stdout)["objects_checked"] is False  # they need torch
-    text = specreg("check", "--speculative-algorithm", "eagle").stdout
-    assert "`specreg plan` builds and checks them" in text
+    assert json.loads(result.stdout)["objects_checked"] is True
+    result = specreg("check", "--speculative-algorithm", "eagle", "--no-torch-build", "--json")
+    assert result.returncode == 0 and json.loads(result.stdout)["objects_checked"] is False
+    text = specreg("check", "--speculative-algorithm", "eagle", "--no-torch-build").stdout
+    assert "`specreg plan`, builds and checks them" in text

@@ -104,6 +104,36 @@ def test_keywords_that_need_params_are_refused_without_them():
     assert out.output_tokens.shape == (1, 4)
 
 
+SEEDED = [case for case in CASES if "seed" in keyword_names(getattr(case[1], case[2]))]
+
+
+@pytest.mark.parametrize(("label", "obj", "method"), SEEDED, ids=[c[0] for c in SEEDED])
+def test_seed_beside_params_is_refused_by_every_verifier_that_names_it(label, obj, method):
+    """With params the seeds are per request (params.seed): seed= beside them is SR910 on
+    every chain verifier method, not ignored (BlockVerifier.verify_sampling_from_logits
+    dropped it)."""
+    n, vocab = obj.num_draft_tokens, 8
+    candidates = torch.zeros(1, n, dtype=torch.long)
+    target, draft = torch.zeros(1, n, vocab), torch.zeros(1, n - 1, vocab)
+    if "probs" in keyword_names(getattr(obj, method))[1]:  # probabilities, not logits
+        target, draft = target.softmax(-1), draft.softmax(-1)
+    args = (candidates, target) if method == "verify_target_only" else (
+        candidates, target, draft)
+    params = SamplingParams.of(1, temperature=1.0)
+    call = getattr(obj, method)
+    assert call(*args, params=params).output_tokens.shape == (1, n)  # the inputs are sound
+    with pytest.raises(KernelInputError) as err:
+        call(*args, params=params, seed=3)
+    assert err.value.codes == ("SR910",), label
+    assert "put the seed in SamplingParams.of(..., seed=...)" in str(err.value)
+
+
+def test_every_seeded_verifier_is_checked():
+    assert {label.split(".")[0] for label, _, _ in SEEDED} == {
+        "draft_model", "dspark", "ngram", "suffix"}
+    assert any(label == "dspark.verifier.verify_sampling_from_logits" for label, _, _ in SEEDED)
+
+
 def test_tree_keywords_that_need_params_are_refused_without_them():
     from specreg_eagle.kernels.tree_build import build_tree
 

@@ -30,6 +30,20 @@ def test_no_stale_error_pages():
     assert present == generated
 
 
+def test_the_error_catalogs_columns_are_explained():
+    """Every column of the catalog's table is named, and the intro says what the marked rows
+    are, naming each; "seed" (a random seed, elsewhere in the docs) is not used for it."""
+    page = (DOCS / "errors" / "index.md").read_text(encoding="utf-8")
+    intro, table = page.split("| code |", 1)
+    header = [cell.strip() for cell in ("| code |" + table).splitlines()[0].strip("|").split("|")]
+    assert header == ["code", "title", "first code"]
+    marked = [line.split("](")[0].strip("| [") for line in table.splitlines()
+              if line.rstrip().endswith("| first |")]
+    assert marked == ["SR100", "SR300", "SR400"]
+    assert "*first code*" in intro and all(f"[{code}]" in intro for code in marked)
+    assert "seed" not in intro.lower() and "| seed |" not in page
+
+
 def test_every_hook_is_documented_with_its_exact_signature():
     page = (DOCS / "reference" / "hooks.md").read_text(encoding="utf-8")
     names = [n for n, _ in docgen.hook_functions()]

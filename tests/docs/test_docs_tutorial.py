@@ -77,6 +77,43 @@ def test_generation_loop_as_printed_equals_greedy_decoding(monkeypatch):
         assert history[r, : int(lengths[r])].tolist() == expected
 
 
+def test_the_contracts_draft_lengths_snippet_caps_each_request(monkeypatch):
+    """The drafter contract's `draft_lengths` snippet, run as printed on the example's plan:
+    request r keeps its first draft_lengths[r] drafts, its last token fills the rest, the
+    plan's verifier accepts none past the cap, and a length above gamma is SR921."""
+    from specreg.errors import KernelInputError
+
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "specreg-ngram"))
+    import specreg_ngram.plugin
+
+    contract = _section("## 6. The drafter")
+    assert "`draft_lengths=`" in contract and "optional" in contract
+    snippet = next(b for b in _python_blocks(contract) if "class CappedNgramDrafter" in b)
+    namespace: dict[str, object] = {}
+    exec(compile(snippet, "tutorial-draft-lengths", "exec"), namespace)  # noqa: S102
+    registry = Registry.load(allowlist=frozenset(), fresh=True)
+    registry.register_plugin(specreg_ngram.plugin, "ngram")
+    plan = registry.resolve({"algorithm": "ngram_example", "num_draft_tokens": 5})
+    drafter = namespace["CappedNgramDrafter"](num_draft_tokens=plan.gamma + 1)
+    history = torch.tensor([[1, 2, 3, 1, 2, 3, 1, 2], [4, 5, 6, 4, 5, 6, 4, 0],
+                            [7, 8, 9, 7, 8, 9, 7, 8]])
+    lengths = torch.tensor([8, 7, 8])
+    full = drafter.propose(history, lengths)
+    capped = drafter.propose(history, lengths, draft_lengths=[0, 2, plan.gamma])
+    assert capped.shape == full.shape == (3, plan.gamma)
+    assert capped[0].tolist() == [2] * plan.gamma  # no drafts: the last token throughout
+    assert capped[1].tolist() == full[1, :2].tolist() + [4] * (plan.gamma - 2)
+    assert capped[2].tolist() == full[2].tolist()
+    candidates = torch.cat([history.gather(1, (lengths - 1)[:, None]), capped], dim=1)
+    logits = torch.zeros(3, plan.gamma + 1, 10)
+    logits[torch.arange(3)[:, None], torch.arange(plan.gamma)[None, :], capped] = 1.0
+    result = plan.verifier.verify_greedy(candidates, logits, draft_lengths=[0, 2, plan.gamma])
+    assert result.num_accepted.tolist() == [0, 2, plan.gamma]  # the target agrees with all
+    with pytest.raises(KernelInputError) as err:
+        drafter.propose(history, lengths, draft_lengths=[0, 1, plan.gamma + 1])
+    assert err.value.codes == ("SR921",)
+
+
 @pytest.mark.parametrize("rel", ["writing-plugins.md"])
 def test_tutorial_never_calls_propose_with_a_list(rel):
     text = (ROOT / "docs" / rel).read_text(encoding="utf-8")

@@ -4,7 +4,10 @@ The plugin is the tutorial's kind of plugin, a drafter that repeats the last tok
 correctly (`MISTAKES["none"]`) or with one mistake each: a tree algorithm without a verifier,
 a resolution that ignores num_steps, sizes whose gamma reaches the verify width, a drafter built
 for another gamma, a validate hook returning one Problem instead of a list, the drafter class
-returned instead of an instance. `write_distribution(root, mistake)` writes the module and a
+returned instead of an instance. The last two come again in a plugin whose drafter hook imports
+torch (`Mistake.torch`), as a real drafter's does: `specreg check`, which imports neither torch
+nor triton, must find them by building the objects in a child process.
+`write_distribution(root, mistake)` writes the module and a
 dist-info whose entry_points.txt names it in group `specreg`, so putting `root` on sys.path (or
 PYTHONPATH) installs it as pip would.
 """
@@ -52,9 +55,12 @@ _DRAFTER = '''
 @hookimpl
 def specreg_make_drafter(config, algorithm, resolution):
     if algorithm.name != "{algorithm}":
-        return None
+        return None{torch_import}
     return {returned}
 '''
+
+_TORCH_IMPORT = """
+    import torch  # noqa: F401 - the drafter's module needs torch, imported when a plan is built"""
 
 
 @attrs.frozen
@@ -68,6 +74,7 @@ class Mistake:
     drafter: str | None = "RepeatDrafter(resolution.gamma)"
     extra: str = ""
     flags: tuple[str, ...] = ()
+    torch: bool = False  # the drafter hook imports torch
 
 
 MISTAKES = {
@@ -119,13 +126,22 @@ def specreg_validate_config(config, algorithm):
     "drafter class": Mistake(
         "the drafter class returned instead of an instance", "SR123", drafter="RepeatDrafter",
     ),
+    "torch drafter for another gamma": Mistake(
+        "a drafter built for one draft more than the plan's gamma, by a hook importing torch",
+        "SR126", drafter="RepeatDrafter(resolution.gamma + 1)", torch=True,
+    ),
+    "torch drafter class": Mistake(
+        "the drafter class returned instead of an instance, by a hook importing torch", "SR123",
+        drafter="RepeatDrafter", torch=True,
+    ),
 }
 
 
 def plugin_source(mistake: Mistake) -> str:
     source = _HEADER.format(mistake=mistake.what, algorithm=ALGORITHM, drafting=mistake.drafting)
     if mistake.drafter is not None:
-        source += _DRAFTER.format(algorithm=ALGORITHM, returned=mistake.drafter)
+        source += _DRAFTER.format(algorithm=ALGORITHM, returned=mistake.drafter,
+                                  torch_import=_TORCH_IMPORT if mistake.torch else "")
     return source + mistake.extra.format(algorithm=ALGORITHM)
 
 
@@ -133,11 +149,12 @@ def module_name(name: str) -> str:
     return "repeat_" + "_".join(name.lower().split()).replace("-", "_")
 
 
-def write_distribution(root: Path, name: str) -> str:
-    """Write the plugin with mistake `name` and its dist-info under `root`; the entry-point
-    (and module) name it registers under."""
+def write_distribution(root: Path, name: str, mistake: Mistake | None = None) -> str:
+    """Write the plugin with mistake `name` (`MISTAKES[name]` unless `mistake` is given) and
+    its dist-info under `root`; the entry-point (and module) name it registers under."""
     module = module_name(name)
-    (root / f"{module}.py").write_text(plugin_source(MISTAKES[name]), encoding="utf-8")
+    source = plugin_source(mistake or MISTAKES[name])
+    (root / f"{module}.py").write_text(source, encoding="utf-8")
     info = root / f"{module}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
