@@ -79,7 +79,7 @@ IN_ENV = ("filters", "ngram")  # the sections that run in the framework environm
 # ------------------------------------------------------------------------------ the environment
 def framework_env(build: bool) -> tuple[Any, str]:
     """(the built pinned SGLang/vLLM environment, "") or (None, why not). Built only if `build`."""
-    from tests.adapters.envs import FrameworkEnv, cache_root, env_key, ensure_env
+    from tests.adapters.envs import FrameworkEnv, cache_root, ensure_env, env_key
 
     if build:
         try:
