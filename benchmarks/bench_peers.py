@@ -66,7 +66,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
-from floors import PROFILES, absent_line, interleaved_best, peer_line  # noqa: E402
+from floors import PEER_LINE, PROFILES, absent_line, interleaved_best, peer_line  # noqa: E402
 
 #: The numba vLLM 0.33 pins (its metadata: numba==0.65.0), and the llvmlite that numba needs.
 NUMBA_PINS = ("numba==0.65.0", "llvmlite>=0.47,<0.48")
@@ -144,7 +144,14 @@ def run_in_env(args: argparse.Namespace, sections: list[str]) -> int:
         variables["PYTHONPATH"] = os.pathsep.join([variables["PYTHONPATH"], *extra_path])
         argv = [str(child.python), __file__, "--only", ",".join(sections),
                 "--repeats", str(args.repeats)]
-        return subprocess.call(argv, env=variables)
+        done = subprocess.run(argv, env=variables, stdout=subprocess.PIPE, text=True)
+    print(done.stdout, end="", flush=True)
+    if done.returncode != 0:  # the rows it did not reach are absent, with the reason
+        printed = {m["name"] for m in PEER_LINE.finditer(done.stdout)}
+        for row in (r for section in sections for r in names[section] if r not in printed):
+            print(absent_line(row, f"the run in the framework environment exited with "
+                                   f"{done.returncode} before this row; its traceback is on stderr"))
+    return done.returncode
 
 
 # ------------------------------------------------------------------------------ shared helpers
@@ -545,6 +552,7 @@ def main() -> int:
             {"filters": filters, "ngram": ngram}[section](args.repeats)
         return 0
     here = [s for s in sections if s in IN_ENV]
+    rc = 0
     if here:
         sys.stdout.flush()
         rc = run_in_env(args, here)
@@ -552,7 +560,7 @@ def main() -> int:
             print(f"the framework-environment part exited with {rc}", file=sys.stderr)
     if "suffix" in sections:
         suffix(min(args.repeats, 3))
-    return 0
+    return rc  # nonzero: run_cpu.py keeps the stderr with the raw output
 
 
 if __name__ == "__main__":
