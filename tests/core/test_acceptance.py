@@ -10,7 +10,6 @@ import torch
 from specreg.acceptance import AcceptanceStats
 from specreg.errors import KernelInputError, SpecRegError
 from specreg.protocols import VerifyResult
-from tests.support.cli import specreg
 
 
 def _result(accepted, slots, param_error=None):
@@ -185,21 +184,6 @@ def test_export_without_prometheus_is_sr131(monkeypatch):
 
 
 @needs_prometheus
-def test_demo_prints_and_exports_acceptance(tmp_path):
-    from prometheus_client.parser import text_string_to_metric_families
-
-    prom, png = tmp_path / "m.prom", tmp_path / "a.png"
-    run = specreg("demo", "--algorithm", "eagle", "--kv-cache", "none", "--steps", "8",
-                  "--metrics", str(prom), "--plot", str(png), "--no-progress")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "acceptance by draft position:" in run.stdout
-    names = {f.name for f in text_string_to_metric_families(prom.read_text())}
-    assert "specreg_spec_position_acceptance_rate" in names
-    assert (tmp_path / "a-positions.png").stat().st_size > 0
-    missing = specreg("demo", "--metrics", str(tmp_path / "no" / "m.prom"))
-    assert missing.returncode != 0 and "SR144" in missing.stdout + missing.stderr
-
-
 def test_docs_list_every_metric():
     from pathlib import Path
 

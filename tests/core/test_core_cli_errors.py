@@ -114,11 +114,3 @@ def test_kv_cache_none_is_accepted_and_its_conflict_with_hisparse_named(command)
     assert fix_line(out, "SR179").startswith("drop --kv-cache for HiSparse, or drop --enable-hisparse")
 
 
-def test_demo_accepts_kv_cache_none_and_prints_the_threshold_beside_every_p_value():
-    result = specreg("demo", "--kv-cache", "NONE", "--algorithm", "dflash", "--steps", "4",
-                     "--no-progress")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "3/3 rows lossless" in result.stdout  # default, mixed params, json schema
-    line = next(x for x in result.stdout.splitlines() if "first tokens (chi-square)" in x)
-    p_values = line.count(" p=")
-    assert p_values == 5 and line.count("> 0.001") + line.count("<= 0.001") == p_values, line

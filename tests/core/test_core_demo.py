@@ -4,9 +4,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from specreg import Registry, hookimpl
 from specreg.demo import run_demo
 from specreg.demo_text import format_table
+from tests.support.cli import specreg
 from tests.support.plugins import SpecPlugin
 
 
@@ -44,16 +47,45 @@ def test_demo_json_is_machine_readable_and_lossless():
             assert 0.0 < row["hit_rate"] < 1.0 and row["bytes_copied"] > 0
 
 
-def test_demo_plot(tmp_path):
-    out = tmp_path / "accept.png"
-    result = subprocess.run(
-        [sys.executable, "-m", "specreg", "demo", "--algorithm", "dflash", "--kv-cache", "none",
-         "--steps", "16", "--plot", str(out)],
-        capture_output=True, text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "3/3 rows lossless" in result.stdout  # default + mixed params + json schema
+@pytest.fixture(scope="module")
+def text_demo(tmp_path_factory):
+    """One text-mode `specreg demo` for the output tests: a block verifier and a tree one, no
+    cache (spelt NONE: the flag takes any case), with a plot and metrics."""
+    folder = tmp_path_factory.mktemp("demo")
+    paths = {"plot": folder / "accept.png", "metrics": folder / "m.prom"}
+    run = specreg("demo", "--kv-cache", "NONE", "--algorithm", "dflash", "--algorithm", "eagle",
+                  "--steps", "8", "--plot", str(paths["plot"]), "--metrics", str(paths["metrics"]),
+                  "--no-progress")
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout, paths
+
+
+def test_demo_plot(text_demo):
+    out, paths = text_demo
+    assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # each: default, mixed params, json schema; eagle also its "tree k4" case
+    assert "7/7 rows lossless" in out
+
+
+def test_demo_accepts_kv_cache_none_and_prints_the_threshold_beside_every_p_value(text_demo):
+    out, _ = text_demo
+    lines = [x for x in out.splitlines() if "first tokens (chi-square)" in x]
+    assert len(lines) == 2, out  # each algorithm's mixed-params row
+    for line in lines:
+        p_values = line.count(" p=")
+        assert p_values == 5 and line.count("> 0.001") + line.count("<= 0.001") == p_values, line
+
+
+def test_demo_prints_and_exports_acceptance(text_demo, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out, paths = text_demo
+    assert "acceptance by draft position:" in out
+    names = {f.name for f in text_string_to_metric_families(paths["metrics"].read_text())}
+    assert "specreg_spec_position_acceptance_rate" in names
+    assert (paths["plot"].parent / "accept-positions.png").stat().st_size > 0
+    missing = specreg("demo", "--metrics", str(tmp_path / "no" / "m.prom"))
+    assert missing.returncode != 0 and "SR144" in missing.stdout + missing.stderr
 
 
 def test_demo_flags_a_lossy_algorithm():
