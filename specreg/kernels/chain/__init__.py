@@ -70,6 +70,7 @@ from __future__ import annotations
 import torch
 
 from specreg.backend import select_backend
+from specreg.errors import KernelInputError
 from specreg.kernels.chain.checks import check_chain, check_from_predict
 from specreg.kernels.chain.torch_impl import (
     verify_chain_greedy_from_predict_torch,
@@ -83,7 +84,7 @@ from specreg.kernels.chain.triton_impl import (
     verify_chain_sampling_triton,
 )
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.checks import check_shape
+from specreg.kernels.checks import check_shape, should_check_values
 from specreg.kernels.random_stream import stream_keys
 from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 
@@ -177,6 +178,7 @@ def verify_chain_sampling(
     inputs = sampling_inputs(
         candidates, target_probs, draft_probs, keys=keys, positions=positions, coins=coins,
         verify_lens=verify_lens, generator=generator, check_values=check_values,
+        backend=backend, rule_checks_reads=True,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_sampling_triton(inputs, block_v=block_v)
@@ -210,6 +212,7 @@ def verify_chain_invariant(
     inputs = sampling_inputs(
         candidates, target_probs, None, keys=keys, positions=positions, coins=None,
         verify_lens=verify_lens, generator=generator, check_values=check_values,
+        backend=backend, rule_checks_reads=True,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_invariant_triton(inputs, block_v=block_v)
@@ -249,14 +252,29 @@ def sampling_inputs(
     verify_lens: torch.Tensor | None,
     generator: torch.Generator | None,
     check_values: bool | None,
+    backend: BackendChoice = None,
+    rule_checks_reads: bool = False,
 ) -> ChainSamplingInputs:
     """`verify_chain_sampling`'s inputs, checked, with the stream's keys and acceptance coins
     filled in: shared by every rule that verifies a chain from probabilities (the lossless one
-    and the lossy ones)."""
+    and the lossy ones).
+
+    `rule_checks_reads=True` says the caller's torch rule checks the probabilities it reads
+    (`ChainSamplingInputs.check_reads`): with the CPU default (`check_values=None`) and the
+    torch backend, only the [b, n] inputs are checked here and the probability rows are left
+    to the rule. Otherwise every value is checked here when values are checked."""
+    check_reads = (
+        rule_checks_reads
+        and check_values is None
+        and isinstance(candidates, torch.Tensor)
+        and should_check_values(candidates.device, None)
+        and _torch_backend(candidates, backend)
+    )
     check_chain(
         candidates, target_probs, "target_probs",
         verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, keys=keys,
         positions=positions, probabilities=True, check_values=check_values,
+        probability_rows=not check_reads,
     )
     keys, positions = stream_keys(
         candidates.shape[0], candidates.device, keys, positions, generator=generator
@@ -265,5 +283,14 @@ def sampling_inputs(
         coins = accept_coins_torch(keys, positions, candidates[:, 1:])
     return ChainSamplingInputs(
         candidates=candidates, target_probs=target_probs, draft_probs=draft_probs, coins=coins,
-        keys=keys, positions=positions, verify_lens=verify_lens,
+        keys=keys, positions=positions, verify_lens=verify_lens, check_reads=check_reads,
     )
+
+
+def _torch_backend(candidates: torch.Tensor, backend: BackendChoice) -> bool:
+    """Whether the call runs the torch path (a bad `backend` reads False: the wrapper raises
+    its SR116 after the value checks, as it always did)."""
+    try:
+        return select_backend(candidates, requested=backend) == "torch"
+    except KernelInputError:
+        return False
