@@ -58,6 +58,25 @@ Rules.
 - Invalid token ids reaching the GPU path unchecked are never accepted and never read out of
   bounds (loads are masked); `check_values=True` raises SR903 instead (it synchronises).
 
+Value checks (`check_values`). True: every value, before any work (token ids SR903; verify_lens,
+positions, coins, and every probability finite and >= 0 with positive mass at every verified
+row, SR904), on any device. False: none. None (the default): none on an accelerator; on the
+CPU, for the torch path of `verify_chain_sampling`, `verify_chain_target_only`,
+`verify_chain_invariant` and `sample_tokens`, what the rule reads:
+- before any work, in full: the token ids at verified positions, verify_lens, positions and
+  coins ([b, n] at most);
+- as the rule reads them, before any result: p(x) and q(x) of every verified draft (finite,
+  >= 0; a q row with q(x) = 0 is read whole, so an all-zero q row is SR904 as above), and every
+  row a draw reads: p at each request's stopping row, q at a rejected row, and, for the
+  invariant rule, every p row a request reaches (values finite and >= 0, a finite float32 sum,
+  positive mass for p). The checks use what the draw computes anyway (the block masses) and
+  one integer min (and max) of each row's bits while the row is in cache; a row that fails
+  that quick test is checked exactly in its own dtype (`checks.check_read_rows`).
+Rows the rule does not read (before the stop, except p(x) and q(x); after it; past
+verify_lens) are not checked by default: their values cannot change the result. The lossy
+rules (`specreg.kernels.relaxed`) and the Triton path check every value when values are
+checked, as with True.
+
 Family. `checks` (validation), `types` (the result and the sampling-input bundle), `reference`
 (the plain per-request rules, the test oracle), `torch_impl` (vectorised over the batch: the CPU
 path, with its CPU-tuned branches) and `triton_impl` (one program per request; the vocab is
@@ -173,7 +192,9 @@ def verify_chain_sampling(
     SAMPLE role at the stopping row's position). Without `keys` each request gets a fresh
     64-bit key from `generator` (reproducible only through the generator). `coins` [b, >= n-1]
     replaces the acceptance uniforms with a caller's own (a framework's, for parity).
-    `verify_lens` [b] caps the verified positions.
+    `verify_lens` [b] caps the verified positions. `check_values`: True checks every value
+    before any work, False none, None (default) none on an accelerator and, on the CPU, what
+    the rule reads (module docstring, "Value checks").
     """
     inputs = sampling_inputs(
         candidates, target_probs, draft_probs, keys=keys, positions=positions, coins=coins,
