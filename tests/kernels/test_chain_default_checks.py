@@ -23,6 +23,7 @@ import torch
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import (
     sample_tokens,
+    verify_chain_greedy,
     verify_chain_invariant,
     verify_chain_sampling,
     verify_chain_target_only,
@@ -261,3 +262,34 @@ def test_lossy_rules_keep_the_full_checks():
     with pytest.raises(KernelInputError) as err:
         verify_chain_relaxed(c, bad, q, rule=RuleParams(mode=THRESHOLDS), keys=KEYS)
     assert err.value.code == "SR904"
+
+
+def test_greedy_default_checks_the_rows_requests_reach():
+    """Greedy reads the rows 0..accept_len of each request (their argmax): a NaN there is
+    SR904 naming the row; a NaN in a row no request reaches is accepted by default and
+    refused with check_values=True. Both row paths: every row of a position read (most
+    requests still matching), and the matching requests' rows gathered (few)."""
+    gen = torch.Generator().manual_seed(5)
+    b, n = 6, 4
+    logits = torch.randn(b, n, V, generator=gen)
+    c = torch.zeros(b, n, dtype=torch.int64)
+    c[:, 1:] = logits[:, :-1].argmax(-1)
+    c[1:, 2] = (c[1:, 2] + 1) % V  # requests 1..5 stop at row 1, request 0 goes to row 3
+    clean = verify_chain_greedy(c, logits)
+    assert clean.accept_len.tolist() == [3, 1, 1, 1, 1, 1]
+    for i, j in ((0, 3), (2, 1), (4, 0)):  # reached: row 3 is read for request 0 alone
+        bad = logits.clone()
+        bad[i, j, 33] = float("nan")
+        for check_values in (None, True):
+            with pytest.raises(KernelInputError) as err:
+                verify_chain_greedy(c, bad, check_values=check_values)
+            assert err.value.code == "SR904"
+        with pytest.raises(KernelInputError) as err:
+            verify_chain_greedy(c, bad)
+        assert f"target_logits[{i}, {j}]" in str(err.value)
+    for i, j in ((2, 2), (5, 3)):  # past the stop
+        bad = logits.clone()
+        bad[i, j, 33] = float("nan")
+        assert torch.equal(verify_chain_greedy(c, bad).output_tokens, clean.output_tokens)
+        with pytest.raises(KernelInputError):
+            verify_chain_greedy(c, bad, check_values=True)

@@ -83,13 +83,63 @@ def test_verify_chain_greedy(data, d, ragged):
     logits = data.draw(float_tensor((b, n, v), probabilities=False))
     lens = data.draw(index_tensor((b,), 1, n + 1)) if ragged else None
     result, error = coded_or_result(
-        lambda: verify_chain_greedy(candidates, logits, verify_lens=lens)
+        lambda: verify_chain_greedy(candidates, logits, verify_lens=lens, check_values=True)
     )
     problems = chain_problems(candidates, logits, verify_lens=lens, probabilities=False)
     _assert_justified(error, problems)
     if error is not None:
         return
     _check_result(result, candidates, b, n, v)
+    accept, bonus = _greedy_reference(candidates, logits, lens)
+    assert result.accept_len.tolist() == accept and result.bonus.tolist() == bonus
+
+
+@fuzz_settings(300)
+@given(data=st.data(), d=dims, ragged=st.booleans(), valid_shapes=st.booleans())
+def test_verify_chain_greedy_default_checks_what_it_reads(data, d, ragged, valid_shapes):
+    """The CPU default of greedy verification checks the rows each request reaches (NaN):
+    refusals only of NaN in a reached row (or of the inputs checked in full), results only
+    when every reached row is NaN-free, equal to the reference's (which never reads the other
+    rows)."""
+    b, n, v = d["b"], d["n"], d["v"]
+    if valid_shapes:  # well-formed calls with NaN in random rows
+        b, n, v = max(b, 1), max(n, 1), max(v, 1)
+        gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
+        logits = torch.randn(b, n, v, generator=gen, dtype=torch.float64)
+        candidates = torch.randint(0, v, (b, n), generator=gen)
+        candidates[:, 1:] = torch.where(torch.rand(b, n - 1, generator=gen) < 0.6,
+                                        logits[:, :-1].argmax(-1), candidates[:, 1:])
+        for _ in range(data.draw(st.integers(0, 3))):
+            i, j = data.draw(st.integers(0, b - 1)), data.draw(st.integers(0, n - 1))
+            logits[i, j, data.draw(st.integers(0, v - 1))] = float("nan")
+        logits = logits.to(data.draw(st.sampled_from([torch.float32, torch.bfloat16,
+                                                       torch.float64])))
+        lens = torch.randint(1, n + 1, (b,), generator=gen) if ragged else None
+    else:
+        candidates = data.draw(index_tensor((b, n), 0, v))
+        logits = data.draw(float_tensor((b, n, v), probabilities=False))
+        lens = data.draw(index_tensor((b,), 1, n + 1)) if ragged else None
+    result, error = coded_or_result(
+        lambda: verify_chain_greedy(candidates, logits, verify_lens=lens)
+    )
+    rows = []
+    problems = chain_problems(candidates, logits, verify_lens=lens, probabilities=False,
+                              rows=rows)
+    checked_in_full = [x for x in problems if x not in {r.text for r in rows}]
+    if checked_in_full or not rows:
+        _assert_justified(error, problems)
+        if error is None:
+            _check_result(result, candidates, b, n, v)
+        return
+    unchecked = verify_chain_greedy(candidates, logits, verify_lens=lens, check_values=False)
+    read, _ = read_split(rows, candidates, None, unchecked.accept_len, verify_lens=lens,
+                         rule="greedy")
+    if error is not None:
+        event("refused: NaN in a reached row")
+        assert read and error.code == "SR904", error
+        return
+    event("accepted: NaN only in rows no request reaches")
+    assert not read, f"accepted NaN in reached rows: {read}"
     accept, bonus = _greedy_reference(candidates, logits, lens)
     assert result.accept_len.tolist() == accept and result.bonus.tolist() == bonus
 
@@ -275,7 +325,7 @@ def _assert_default_verdict(rule, candidates, p, q, lens, kwargs):
     # only probability rows are invalid: where each request stops, from the unchecked rule
     unchecked = _call_rule(rule, candidates, p, q, lens, kwargs, False)
     read, unread = read_split(rows, candidates, q, unchecked.accept_len, verify_lens=lens,
-                              invariant=rule == "invariant")
+                              rule=rule)
     if error is not None:
         event("refused: an invalid value the rule reads")
         assert read, f"refused input whose invalid values the rule does not read: {error}"

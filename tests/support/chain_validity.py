@@ -131,8 +131,13 @@ def chain_problems(
     if pos is not None and any(x < 0 for x in pos.tolist()):
         problems.append("negative positions")
     if not probabilities:
-        if any(math.isnan(x) for request in _rows(t) for row in request for x in row):
-            problems.append("NaN logits")
+        for i, request in enumerate(_rows(t)):
+            for j, row in enumerate(request):
+                bad = frozenset(c for c, x in enumerate(row) if math.isnan(x))
+                if bad:
+                    problems.append(f"target[{i}, {j}] holds NaN logits")
+                    if rows is not None:
+                        rows.append(RowProblem("target", i, j, problems[-1], bad))
         return problems
     _probability_problems("target", _rows(t), lambda i, j: j < limits[i], problems, rows)
     if q is not None and not target_only:
@@ -142,24 +147,26 @@ def chain_problems(
 
 def read_split(
     rows: list[RowProblem], candidates, draft, accept_len, *, verify_lens=None,
-    invariant: bool = False,
+    rule: str = "classic",
 ) -> tuple[list[RowProblem], list[RowProblem]]:
     """(read, unread): the row problems lying in what the rule reads, given each request's
     `accept_len` (from the documented rules, `specreg.kernels.chain`), and the others.
 
     What the rule reads, request r with verify length L (n without verify_lens) stopping at
     row a = accept_len[r]:
-    - classic and target-only rules: p(x) and q(x) of every verified draft (x =
+    - `rule` 'classic' and 'target_only': p(x) and q(x) of every verified draft (x =
       candidates[r, j + 1], j <= L - 2), the whole p row a (the bonus or the correction is drawn
       from it), the whole q row a after a rejection (a < L - 1: the residual), and the whole q
       row of a verified draft with q(x) = 0 (its mass tells an all-zero q row);
-    - the drafter-invariant rule: the whole p rows 0..a (each one's token is drawn).
+    - 'invariant' (the drafter-invariant rule) and 'greedy': the whole target rows 0..a (each
+      one's token is drawn, or its argmax taken).
     A problem lies in what the rule reads when its row is read whole, or when one of its
     invalid values is the drafted token's."""
     b, n = candidates.shape
     limits = [n] * b if verify_lens is None else [int(x) for x in verify_lens.tolist()]
     tokens = candidates.tolist()
     q = None if draft is None else _rows(draft)
+    whole_rows = rule in ("invariant", "greedy")
     read, unread = [], []
     for problem in rows:
         i, j = problem.i, problem.j
@@ -167,10 +174,10 @@ def read_split(
         drafted = j <= limit - 2  # row j's drafted token is verified
         x = tokens[i][j + 1] if drafted else None
         if problem.tensor == "target":
-            whole = j <= a if invariant else j == a
+            whole = j <= a if whole_rows else j == a
         else:
             whole = (j == a and a < limit - 1) or (drafted and q[i][j][x] == 0)
-        at_token = drafted and not invariant and x in problem.columns
+        at_token = drafted and not whole_rows and x in problem.columns
         (read if whole or at_token else unread).append(problem)
     return read, unread
 

@@ -72,8 +72,11 @@ CPU, for the torch path of `verify_chain_sampling`, `verify_chain_target_only`,
   positive mass for p). The checks use what the draw computes anyway (the block masses) and
   one integer min (and max) of each row's bits while the row is in cache; a row that fails
   that quick test is checked exactly in its own dtype (`checks.check_read_rows`).
-Rows the rule does not read (before the stop, except p(x) and q(x); after it; past
-verify_lens) are not checked by default: their values cannot change the result. The lossy
+`verify_chain_greedy` (torch path, CPU default) checks the token ids and verify_lens in full
+and the NaN of the rows each request reaches, from their argmax (a row's argmax is its first
+NaN, so one value per row is read). Rows the rule does not read (before the stop, except p(x)
+and q(x); after it; past verify_lens) are not checked by default: their values cannot change
+the result. The lossy
 rules (`specreg.kernels.relaxed`) and the Triton path check every value when values are
 checked, as with True.
 
@@ -130,19 +133,25 @@ def verify_chain_greedy(
 
     `target_logits` may be bf16, fp16, fp32 or fp64 (probabilities work too: argmax is the same).
     `verify_lens` [b] (values 1..n) caps request r at its first verify_lens[r] positions.
-    `check_values` (default: on for CPU, off for GPU) validates token ids and NaN (synchronises).
+    `check_values`: True checks the token ids and every value for NaN before any work
+    (synchronises); None (default) checks nothing on an accelerator and, on the CPU, the token
+    ids and the NaN of the rows each request reaches (module docstring, "Value checks").
     `backend`: None reads `SPECREG_KERNEL_BACKEND` ('auto' picks by device), or force 'torch' /
     'triton'.
     """
+    check_reads = _checks_reads(candidates, check_values, backend)
     check_chain(
         candidates, target_logits, "target_logits",
         verify_lens=verify_lens, probabilities=False, check_values=check_values,
+        all_rows=not check_reads,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_greedy_triton(
             candidates, target_logits, verify_lens=verify_lens, block_v=block_v
         )
-    return verify_chain_greedy_torch(candidates, target_logits, verify_lens=verify_lens)
+    return verify_chain_greedy_torch(
+        candidates, target_logits, verify_lens=verify_lens, check_reads=check_reads
+    )
 
 
 def verify_chain_greedy_from_predict(
@@ -284,18 +293,12 @@ def sampling_inputs(
     (`ChainSamplingInputs.check_reads`): with the CPU default (`check_values=None`) and the
     torch backend, only the [b, n] inputs are checked here and the probability rows are left
     to the rule. Otherwise every value is checked here when values are checked."""
-    check_reads = (
-        rule_checks_reads
-        and check_values is None
-        and isinstance(candidates, torch.Tensor)
-        and should_check_values(candidates.device, None)
-        and _torch_backend(candidates, backend)
-    )
+    check_reads = rule_checks_reads and _checks_reads(candidates, check_values, backend)
     check_chain(
         candidates, target_probs, "target_probs",
         verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, keys=keys,
         positions=positions, probabilities=True, check_values=check_values,
-        probability_rows=not check_reads,
+        all_rows=not check_reads,
     )
     keys, positions = stream_keys(
         candidates.shape[0], candidates.device, keys, positions, generator=generator
@@ -308,9 +311,16 @@ def sampling_inputs(
     )
 
 
-def _torch_backend(candidates: torch.Tensor, backend: BackendChoice) -> bool:
-    """Whether the call runs the torch path (a bad `backend` reads False: the wrapper raises
-    its SR116 after the value checks, as it always did)."""
+def _checks_reads(
+    candidates: object, check_values: bool | None, backend: BackendChoice
+) -> bool:
+    """Whether the rule checks the values it reads (the CPU default of the torch path) instead
+    of every value being checked before it runs. A bad `backend` reads False: the wrapper
+    raises its SR116 after the value checks, as it always did."""
+    if check_values is not None or not isinstance(candidates, torch.Tensor):
+        return False
+    if not should_check_values(candidates.device, None):
+        return False
     try:
         return select_backend(candidates, requested=backend) == "torch"
     except KernelInputError:

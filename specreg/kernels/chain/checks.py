@@ -53,6 +53,27 @@ def check_no_nan(name: str, tensor: torch.Tensor) -> None:
         )
 
 
+def check_reached_nan(
+    name: str, maxima: torch.Tensor, requests: torch.Tensor, position: int
+) -> None:
+    """Greedy's check of what it reads: `maxima` [k] are the values at the `row_argmax` of row
+    `position` of `requests` [k] of `name`. The argmax of a row holding NaN is its first NaN,
+    so the rows' NaN are found by reading these k values."""
+    found = torch.isnan(maxima)
+    if bool(found.any()):
+        r = int(requests[found.nonzero()[0, 0]])
+        raise KernelInputError(
+            problem(
+                "SR904",
+                f"{name}[{r}, {position}] holds NaN (a row request {r} reaches: its argmax is "
+                "read)",
+                accepted="finite values (or -inf for masked logits)",
+                fix=f"check the model output that produced {name}",
+                field=name,
+            )
+        )
+
+
 def check_candidates(candidates: torch.Tensor) -> tuple[int, int]:
     """candidates [b, n] with n >= 1 (an index dtype); returns (b, n)."""
     check_shape("candidates", candidates, (None, None))
@@ -81,10 +102,11 @@ def check_chain(
     positions: torch.Tensor | None = None,
     probabilities: bool,
     check_values: bool | None,
-    probability_rows: bool = True,
+    all_rows: bool = True,
 ) -> tuple[int, int, int]:
-    """Every check before launch; returns (b, n, V). `probability_rows=False` leaves the
-    probability values to the rule (it checks the values it reads, `check_read_rows`)."""
+    """Every check before launch; returns (b, n, V). `all_rows=False` leaves the values of the
+    [b, n, V] inputs to the rule (it checks the values it reads: `check_read_rows`,
+    `check_reached_nan`); the [b, n] inputs are checked here either way."""
     b, n = check_candidates(candidates)
     check_shape(target_name, target, (b, n, None))
     check_dtype(target_name, target, FLOAT_DTYPES)
@@ -121,9 +143,10 @@ def check_chain(
     verified = verified_positions(verify_lens, b, n, device)
     check_index_range("candidates", candidates[verified], 0, vocab)
     if not probabilities:
-        check_no_nan(target_name, target)
+        if all_rows:
+            check_no_nan(target_name, target)
         return b, n, vocab
-    if probability_rows:
+    if all_rows:
         check_probability_rows(target, target_name, draft_probs, verified)
     check_coin_values(coins)
     return b, n, vocab

@@ -22,6 +22,7 @@ from specreg.kernels.chain.checks import (
     bits_min,
     bits_range,
     check_drafted_values,
+    check_reached_nan,
     check_read_rows,
     rows_look_valid,
 )
@@ -88,10 +89,20 @@ def verify_chain_greedy_from_predict_torch(
 
 
 def verify_chain_greedy_torch(
-    candidates: torch.Tensor, target_logits: torch.Tensor, *, verify_lens: torch.Tensor | None
+    candidates: torch.Tensor,
+    target_logits: torch.Tensor,
+    *,
+    verify_lens: torch.Tensor | None,
+    check_reads: bool = False,
 ) -> ChainVerifyResult:
+    """`check_reads` (the CPU default; CPU tensors only): raise SR904 for a NaN in a row a
+    request reaches (a row's argmax points at its first NaN: one value read per row)."""
     if target_logits.device.type != "cpu":
         return _verify_chain_greedy_batched(candidates, target_logits, verify_lens)
+    if check_reads:
+        return _verify_chain_greedy_progressive(
+            candidates, target_logits, verify_lens, check_reads=True
+        )
     return _verify_chain_greedy_progressive(candidates, target_logits, verify_lens)
 
 
@@ -104,7 +115,10 @@ def _verify_chain_greedy_batched(
 
 
 def _verify_chain_greedy_progressive(
-    candidates: torch.Tensor, target_logits: torch.Tensor, verify_lens: torch.Tensor | None
+    candidates: torch.Tensor,
+    target_logits: torch.Tensor,
+    verify_lens: torch.Tensor | None,
+    check_reads: bool = False,
 ) -> ChainVerifyResult:
     """CPU: argmax only the rows a request reaches (its accepted drafts and its bonus row),
     position by position over the still-matching requests. Same result as the batched argmax."""
@@ -122,10 +136,16 @@ def _verify_chain_greedy_progressive(
         rows = target_logits[:, i]
         if active.numel() * 2 >= b:  # reading every row beats copying most of them
             predict = row_argmax(rows).index_select(0, active)
+            if check_reads:
+                check_reached_nan("target_logits", rows[active, predict], active, i)
         else:
             if gathered is None:
                 gathered = rows.new_empty(active.numel(), rows.shape[1])
-            predict = row_argmax(torch.index_select(rows, 0, active, out=gathered[: active.numel()]))
+            taken = torch.index_select(rows, 0, active, out=gathered[: active.numel()])
+            predict = row_argmax(taken)
+            if check_reads:
+                check_reached_nan("target_logits", taken.gather(1, predict[:, None]), active,
+                                  i)
         if i < n - 1:
             matched = (drafts[active, i] == predict) & (limit[active] > i)
         else:
