@@ -28,8 +28,11 @@ from specreg.kernels.chain import (
     verify_chain_sampling,
     verify_chain_target_only,
 )
+from specreg.kernels.chain_params import verify_chain_with_params
+from specreg.kernels.penalties import Penalties
 from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed
 from specreg.kernels.relaxed.types import THRESHOLDS
+from specreg.sampling_params import SamplingParams
 
 N, V = 4, 200
 DRAFTS = [7, 150, 42]  # x1, x2, x3: x2 in the second race block
@@ -293,3 +296,68 @@ def test_greedy_default_checks_the_rows_requests_reach():
         assert torch.equal(verify_chain_greedy(c, bad).output_tokens, clean.output_tokens)
         with pytest.raises(KernelInputError):
             verify_chain_greedy(c, bad, check_values=True)
+
+
+def _params_inputs():
+    """Two requests on logits: request 0 sampled (temperature 1), its first draft with a -inf
+    target logit (p(x) = 0: rejected at row 0, so it reads target row 0 and draft row 0 only);
+    request 1 greedy, its drafts the target's argmax (it reads target rows 0..3)."""
+    gen = torch.Generator().manual_seed(11)
+    target = torch.randn(2, N, V, generator=gen)
+    draft = torch.randn(2, N - 1, V, generator=gen)
+    c = torch.zeros(2, N, dtype=torch.int64)
+    c[0, 1:] = torch.tensor(DRAFTS)
+    target[0, 0, DRAFTS[0]] = float("-inf")
+    c[1, 1:] = target[1, :-1].argmax(-1)
+    params = SamplingParams.of(2, temperature=[1.0, 0.0], seed=[1, 2])
+    return c, target, draft, params
+
+
+def test_params_default_checks_the_logit_rows_the_rule_reads():
+    """verify_chain_with_params on logits (CPU default): a row the rule reads with NaN, +inf or
+    only -inf scores is SR904 naming it; such a row it does not read is accepted by default
+    (same tokens) and refused with check_values=True."""
+    c, target, draft, params = _params_inputs()
+    clean = verify_chain_with_params(c, target, draft, params=params)
+    assert clean.accept_len.tolist() == [0, 3]
+    for value in (float("nan"), float("inf"), "all -inf"):
+        for name, row in (("target", (0, 0)), ("target", (1, 3)), ("target", (1, 1)),
+                          ("draft", (0, 0))):
+            t, d = target.clone(), draft.clone()
+            tensor = t if name == "target" else d
+            if value == "all -inf":
+                tensor[row] = float("-inf")
+            else:
+                tensor[row][17] = value
+            for check_values in (None, True):
+                with pytest.raises(KernelInputError) as err:
+                    verify_chain_with_params(c, t, d, params=params, check_values=check_values)
+                assert err.value.code == "SR904"
+            with pytest.raises(KernelInputError) as err:
+                verify_chain_with_params(c, t, d, params=params)
+            assert f"{name}[{row[0]}, {row[1]}]" in str(err.value)
+        for name, row in (("target", (0, 1)), ("target", (0, 3)), ("draft", (0, 1)),
+                          ("draft", (1, 0))):  # past request 0's stop; greedy reads no draft
+            t, d = target.clone(), draft.clone()
+            tensor = t if name == "target" else d
+            if value == "all -inf":
+                tensor[row] = float("-inf")
+            else:
+                tensor[row][17] = value
+            got = verify_chain_with_params(c, t, d, params=params)
+            assert torch.equal(got.output_tokens, clean.output_tokens)
+            with pytest.raises(KernelInputError):
+                verify_chain_with_params(c, t, d, params=params, check_values=True)
+
+
+def test_params_default_checks_every_row_before_in_place_changes():
+    """With penalties (or a grammar mask), which change the scores in place before the rule,
+    the default checks every row first: a refusal leaves the caller's scores untouched."""
+    c, target, draft, params = _params_inputs()
+    target[0, 3, 17] = float("nan")  # a row the rule does not read
+    before = target.clone()
+    with pytest.raises(KernelInputError):
+        verify_chain_with_params(c, target, draft, params=params,
+                                 penalties=Penalties.of(2, repetition=1.5))
+    assert torch.equal(target.isnan(), before.isnan())
+    assert torch.equal(target.nan_to_num(), before.nan_to_num())
