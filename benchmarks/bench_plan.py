@@ -25,10 +25,32 @@ SPEC = AlgorithmSpec(
 )
 
 
+class BenchVerifier:
+    """A tree verifier that is never called: resolve needs one for a tree algorithm (SR124),
+    and this benchmark times the plan's widths only."""
+
+    rules = ("tree_greedy",)
+
+    def __init__(self, resolution):
+        self.num_draft_tokens = resolution.target[Phase.TARGET_VERIFY]
+        self.widths = (self.num_draft_tokens,)
+
+    def verify_greedy(self, tree, target_logits=None, *, draft_lengths=None):
+        raise NotImplementedError("bench_plan times plan widths only")
+
+    def verify_sampling(self, tree, target_probs, *, draft_probs=None, keys=None,
+                        positions=None, generator=None, draft_lengths=None):
+        raise NotImplementedError("bench_plan times plan widths only")
+
+
 class BenchPlugin:
     @hookimpl
     def specreg_register_algorithms(self, register):
         register(SPEC)
+
+    @hookimpl
+    def specreg_make_verifier(self, config, algorithm, resolution, memo):
+        return BenchVerifier(resolution) if algorithm.name == SPEC.name else None
 
 
 WIDTHS = {"draft_decode": 4, "draft_extend": 8, "target_verify": 8}

@@ -20,7 +20,7 @@ in for what. Columns: mean accepted length
 a chain's or a tree's), and for the history drafters the proposal time per emitted token (the
 drafter's update and lookup, measured around its calls only), one run.
 
-    pip install -e '.[bench]'
+    pip install -e '.[bench]'       # tokenizers; arctic-inference: build_arctic_suffix.py
     python benchmarks/bench_real_text.py [--files 48] [--new 384] [--ks 2,4,8,16]
         [--rows dflash,dspark] [--markov-rank 64]
 
@@ -49,6 +49,7 @@ from specreg.testing.replay import ReplayTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from floors import absent_line  # noqa: E402
 from real_text_drafters import MARKOV_RANK, model_rows, run_model_row  # noqa: E402
 
 
@@ -204,11 +205,29 @@ def make_proposers(k: int) -> dict[str, tuple[Callable[[], Callable[..., Proposa
         "suffix tree (arctic)": (arctic_of(True), True),
         "ngram_example (tutorial)": (example, False),
     }
-    try:
-        import arctic_inference  # noqa: F401
-    except ImportError:
+    if arctic_absence() is not None:
         table = {n: v for n, v in table.items() if "arctic" not in n}
     return table
+
+
+_ARCTIC: list[str | None] = []
+
+
+def arctic_absence() -> str | None:
+    """None when arctic-inference's suffix tree imports (built from its sdist by
+    build_arctic_suffix.py, once, into the user's cache), else why not: printed, never silent."""
+    if not _ARCTIC:
+        from build_arctic_suffix import ArcticBuildError, ensure_built
+
+        try:
+            sys.path.insert(0, str(ensure_built()))
+            import arctic_inference.suffix_decoding  # noqa: F401
+        except (ArcticBuildError, ImportError, OSError) as exc:
+            _ARCTIC.append(f"arctic-inference's suffix tree is not available: {exc}")
+            print(absent_line("suffix rows of arctic-inference (real text)", _ARCTIC[0]))
+        else:
+            _ARCTIC.append(None)
+    return _ARCTIC[0]
 
 
 # ------------------------------------------------------------------------------ the run

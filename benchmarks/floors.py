@@ -9,7 +9,12 @@ short read, and wall time would charge that to the kernel. Every benchmark print
 
     FLOOR <name>: kernel <ms> ms, floor <ms> ms (<what the floor is>) -> <multiple>x the floor
 
-which `run_cpu.py` collects into the results and the benchmarks page.
+which `run_cpu.py` collects into the results and the benchmarks page. A comparison with a
+framework's own code for the same job (`bench_peers.py`) prints
+
+    PEER <name>: specreg <ms> ms, <peer> <ms> ms (<what was timed>) -> <ratio>x the peer
+    PEER <name>: absent (<why the peer could not run>)
+    BOUND <name>: <what bounds specreg's time, from a profile> (only where the ratio is > 1)
 """
 
 from __future__ import annotations
@@ -36,6 +41,27 @@ TRAFFIC_LINE = re.compile(
     r"must read (?P<rule>\d+) B -> (?P<multiple>[\d.]+)x the rule, (?P<reuse>[\d.]+)x distinct$",
     flags=re.MULTILINE,
 )
+
+
+#: What `peer_line` prints: specreg's time over a framework's own code for the same job, on the
+#: same inputs in the same process (target <= 1.0), or why the peer could not run.
+PEER_LINE = re.compile(
+    r"^PEER (?P<name>.+?): (?:specreg (?P<ours>[\d.]+) ms, (?P<peer>.+?) (?P<theirs>[\d.]+) ms "
+    r"\((?P<what>.*)\) -> (?P<ratio>[\d.]+)x the peer|absent \((?P<absent>.*)\))$",
+    flags=re.MULTILINE,
+)
+#: What a peer script prints under a ratio above 1: what bounds specreg's time there.
+BOUND_LINE = re.compile(r"^BOUND (?P<name>.+?): (?P<bound>.+)$", flags=re.MULTILINE)
+
+
+def peer_line(name: str, ours_s: float, peer: str, theirs_s: float, what: str) -> str:
+    return (f"PEER {name}: specreg {ours_s * 1e3:.3f} ms, {peer} {theirs_s * 1e3:.3f} ms "
+            f"({what}) -> {ours_s / theirs_s:.2f}x the peer")  # fmt: skip
+
+
+def absent_line(name: str, why: str) -> str:
+    """The line of a peer that could not run: reported, never skipped silently."""
+    return f"PEER {name}: absent ({' '.join(why.split())})"
 
 
 def clock() -> Callable[[], float]:

@@ -185,8 +185,11 @@ def filtered_q(
                                     probabilities=False, block_v=tile)
     stats = gathered_row_stats(logits, rows, p.temperature, p.top_k, p.top_p, p.min_p,
                                probabilities=False, rule=rule)
-    return filtered_rows(logits.index_select(0, rows), p.temperature, stats, p.min_p,
-                         probabilities=False)
+    every = rows.numel() == logits.shape[0] and bool(
+        (rows == torch.arange(rows.numel(), device=rows.device)).all())
+    # filtered_rows scales into a fresh tensor: every row in order needs no gathered copy first
+    return filtered_rows(logits if every else logits.index_select(0, rows), p.temperature,
+                         stats, p.min_p, probabilities=False)
 
 
 def _stream_exponentials(lanes: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -219,16 +222,24 @@ def sample_rows(
     keys, positions = _stream_keys(params, keys, positions, generator)
     device = logits.device
     invalid = invalid_logit_rows(logits)
-    tokens = torch.argmax(logits, dim=-1)
-    q = torch.zeros((rows, vocab), dtype=torch.float32, device=device)
+    tokens = torch.zeros(rows, dtype=torch.int64, device=device)
     sampled = (~params.greedy & ~invalid).nonzero().flatten()
-    if sampled.numel():
-        q_s = filtered_q(logits, params, sampled, filter_order=filter_order, backend=backend)
-        lanes = draw_lanes_torch(keys[sampled], SAMPLE_ROLE, positions[sampled])
-        tokens[sampled] = block_race_torch(q_s, lanes)
-        q[sampled] = q_s
     greedy = (params.greedy & ~invalid).nonzero().flatten()
-    q[greedy, tokens[greedy]] = 1.0
+    if sampled.numel() == rows:  # the common all-sampled batch: q is the filtered rows
+        q = filtered_q(logits, params, sampled, filter_order=filter_order, backend=backend)
+        lanes = draw_lanes_torch(keys, SAMPLE_ROLE, positions)
+        tokens = block_race_torch(q, lanes)
+    else:
+        q = torch.zeros((rows, vocab), dtype=torch.float32, device=device)
+        if sampled.numel():
+            q_s = filtered_q(logits, params, sampled, filter_order=filter_order,
+                             backend=backend)
+            lanes = draw_lanes_torch(keys[sampled], SAMPLE_ROLE, positions[sampled])
+            tokens[sampled] = block_race_torch(q_s, lanes)
+            q[sampled] = q_s
+        if greedy.numel():  # the argmax of the greedy rows only (compute-bound on CPU)
+            tokens[greedy] = torch.argmax(logits.index_select(0, greedy), dim=-1)
+            q[greedy, tokens[greedy]] = 1.0
     tokens = torch.where(invalid, -1, tokens)
     return RowDraw(tokens=tokens, q=q, invalid=invalid)
 

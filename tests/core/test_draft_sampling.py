@@ -88,6 +88,25 @@ def test_greedy_rows_take_the_argmax_and_the_deterministic_top_k():
     assert torch.equal(children.weights[greedy], top_p[greedy])
 
 
+@pytest.mark.parametrize("order", FILTER_ORDERS)
+def test_a_rows_draw_does_not_depend_on_the_rest_of_the_batch(order):
+    """All-sampled batches take q as the filtered rows themselves (no zeroed copy, no argmax of
+    every row); a row's token and q are the same there as inside a batch with greedy rows."""
+    logits = _logits(12)
+    params = _params(12)
+    keys, positions = torch.arange(100, 112), torch.arange(12) * 3
+    mixed = sample_rows(logits, params, keys=keys, positions=positions, filter_order=order)
+    sampled = (~params.greedy).nonzero().flatten()
+    alone = sample_rows(logits[sampled], params.select(sampled), keys=keys[sampled],
+                        positions=positions[sampled], filter_order=order)
+    assert torch.equal(alone.tokens, mixed.tokens[sampled])
+    assert torch.equal(alone.q, mixed.q[sampled])
+    assert alone.tokens.dtype == mixed.tokens.dtype == torch.int64
+    greedy = params.greedy.nonzero().flatten()
+    assert torch.equal(mixed.q[greedy], torch.nn.functional.one_hot(
+        logits[greedy].argmax(-1), V).float())
+
+
 def _repeated(kind: int, copies: int) -> tuple[torch.Tensor, SamplingParams]:
     row = _logits(len(KINDS))[kind]
     params = _params(len(KINDS)).select(torch.full((copies,), kind, dtype=torch.int64))

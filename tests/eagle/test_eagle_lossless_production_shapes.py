@@ -30,9 +30,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 SHIFT = 129  # law B = law A rolled by a block and a token
 PARENTS = (-1, 0, 0, 0, 0, 1, 5, 6)
 NODES, DEPTH, TOPK = len(PARENTS), 4, 4
-#: Elements of one [chunk, NODES, V] block of target (or draft) rows: small enough that the
-#: allocator reuses its blocks (larger ones are mapped and faulted in afresh every chunk).
-CHUNK_ELEMENTS = 1 << 21
+#: Elements of one [chunk, NODES, V] block of target (or draft) rows, gathered into one buffer
+#: reused by every chunk (a fresh block that size is mapped and faulted in afresh each time):
+#: large enough that the verify's per-call cost is shared by tens of trees at V 151,936.
+CHUNK_ELEMENTS = 1 << 25
 
 #: (rule, vocab) -> requests per dtype, and the stated eps per dtype, pooled, and for the
 #: second token (pooled over dtypes, per law).
@@ -78,31 +79,47 @@ def _draft_trees(q: np.ndarray, law_of: np.ndarray, requests: int,
 
 def _run_tree(p, q, law_of, dtype, cand, positions, offset, with_draft):
     """(first emitted token [N], second [N] or -1 where the first was not an accepted draft,
-    accepted drafts [N]) of verifying `cand`'s trees, keys arange + offset."""
+    accepted drafts [N]) of verifying `cand`'s trees, request r keyed r + offset.
+
+    Each tree's rows are its nodes' laws (A or B), so the trees are verified in the order of
+    their law patterns: a chunk's rows then mostly equal the previous chunk's, and only the
+    node rows whose law changed are copied into the reused buffers. A request's draws depend on
+    its key and positions alone, so the order changes no token."""
     requests, vocab = cand.shape[0], p.shape[1]
-    chunk = max(1, CHUNK_ELEMENTS // (NODES * vocab))
+    chunk = min(requests, max(1, CHUNK_ELEMENTS // (NODES * vocab)))
     p_rows = torch.from_numpy(p).to(dtype)
     q_rows = torch.from_numpy(q).to(dtype)
-    law_of = torch.from_numpy(law_of)
-    first, second, accepted = [], [], []
+    node_laws = torch.from_numpy(law_of)[torch.from_numpy(cand)]  # [N, NODES]
+    pattern = (node_laws << torch.arange(NODES)).sum(1)
+    order = torch.sort(pattern, stable=True).indices
+    p_buffer = torch.empty(chunk * NODES, vocab, dtype=dtype, device="cpu")
+    q_buffer = torch.empty_like(p_buffer) if with_draft else None
+    held = torch.full((chunk * NODES,), -1, dtype=torch.int64, device="cpu")  # law of each row
+    first = np.empty(requests, dtype=np.int64)
+    second, accepted = np.empty_like(first), np.empty_like(first)
     for start in range(0, requests, chunk):
-        b = min(chunk, requests - start)
-        tokens = torch.from_numpy(cand[start : start + b])
-        laws = law_of[tokens]
+        picked = order[start : start + chunk]
+        b = picked.numel()
+        laws = node_laws[picked].flatten()
+        stale = (laws != held[: b * NODES]).nonzero().squeeze(1)
+        for rows, buffer in ((p_rows, p_buffer), (q_rows, q_buffer)):
+            if buffer is not None and stale.numel():
+                buffer.index_copy_(0, stale, rows.index_select(0, laws[stale]))
+        held[stale] = laws[stale]
         index, next_token, next_sibling = tree_links(b, PARENTS)
+        draft = q_buffer[: b * NODES].view(b, NODES, vocab) if q_buffer is not None else None
         result = verify_tree_sampling(
-            tokens, index, next_token, next_sibling, p_rows[laws], depth=DEPTH,
-            draft_probs=q_rows[laws] if with_draft else None,
-            keys=torch.arange(start, start + b) + offset,
-            positions=torch.from_numpy(positions[start : start + b]),
+            torch.from_numpy(cand)[picked], index, next_token, next_sibling,
+            p_buffer[: b * NODES].view(b, NODES, vocab), depth=DEPTH, draft_probs=draft,
+            keys=picked + offset, positions=torch.from_numpy(positions)[picked],
             check_values=False, backend="torch",
         )
         out = result.output_tokens.numpy()
         taken = result.accept_token_num.numpy().astype(np.int64)
-        first.append(out[:, 0])
-        second.append(np.where(taken >= 1, out[:, 1], -1))
-        accepted.append(taken)
-    return np.concatenate(first), np.concatenate(second), np.concatenate(accepted)
+        first[picked.numpy()] = out[:, 0]
+        second[picked.numpy()] = np.where(taken >= 1, out[:, 1], -1)
+        accepted[picked.numpy()] = taken
+    return first, second, accepted
 
 
 @pytest.mark.slow
@@ -121,8 +138,9 @@ def test_tree_emits_the_target_law(rule, vocab):
     the second token per law, pooled over dtypes (the larger of the two laws' detectable TVs):
     V 32,768: 4,498 (A) and 5,804 (B) draws, eps <= 0.057 (residual); 2,879 and 2,382, eps <=
     0.078 (target only); V 151,936: 2,192 and 2,853, eps <= 0.081 (residual); 1,439 and 1,019,
-    eps <= 0.118 (target only). A tree costs about 6 ms of CPU at V 151,936 (8 rows), so eps =
-    0.005 (N = 566,600 per sample) would take about an hour; the whole file takes about 70 s.
+    eps <= 0.118 (target only). A tree costs about 3 ms of CPU at V 151,936 (8 rows) in chunks of
+    27 trees, so eps = 0.005 (N = 566,600 per sample) would take about half an hour; the whole
+    file takes about 50 s.
     Control (i) at 1.1 x the stated eps is rejected for each sample. The bfloat16 rows hold the float32 values: its first 256 trees
     are rerun on float32 rows and must emit the very same tokens.
     """

@@ -1,41 +1,34 @@
 """Every tensor the torch kernel paths allocate names its device: the reference-comparison tests
-of each kernel family run in a subprocess under `tests.support.device_check`, which raises on a
-factory call without `device=` from specreg's or a plugin's code (a CPU tensor on a CUDA run)."""
+of each kernel family run under `tests.support.device_check` in every run (tests/conftest.py
+wraps their calls), which raises on a factory call without `device=` from specreg's or a
+plugin's code (a CPU tensor on a CUDA run)."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.device_check import TORCH_PATH_TESTS, checks
+
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The torch implementations against their references: chain, sampling parameters, filtering,
-#: EAGLE's tree kernels, HiSparse's swap, DSpark's and lookup's kernels, CPU-tuned and batched
-#: branches.
-TORCH_PATH_TESTS = (
-    "tests/kernels/test_kernel_references.py",
-    "tests/eagle/test_eagle_reference.py",
-    "tests/hisparse/test_reference.py",
-    "tests/dspark/test_dspark_reference.py",
-    "tests/lookup/test_lookup_kernels.py",
-    "tests/kernels/test_logprobs.py",
-    "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
-    "tests/kernels/test_grammar_masks.py::test_bad_masks_are_coded",
-    "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
-    "tests/kernels/test_filtering_pivot.py::test_pivot_prefix_is_the_sorted_row_down_to_the_pivot",
-    "tests/kernels/test_filtering_pivot.py::test_ties_at_the_pivot_past_the_ranked_columns_are_all_kept",
-)
 
-
-def test_torch_kernel_paths_name_their_device():
-    env = dict(os.environ)
+def test_the_torch_path_tests_exist_and_run_under_the_check():
+    """Every listed test collects (a renamed one would silently leave the check), and each
+    collected id but the Triton cases is one the run wraps in the check."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-         "-p", "tests.support.device_check", "-k", "not triton", *TORCH_PATH_TESTS],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-n", "0", *TORCH_PATH_TESTS],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-4000:]
-    assert " passed" in done.stdout
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    for path in TORCH_PATH_TESTS:
+        assert any(i == path or i.startswith(path + "::") or i.startswith(path + "[")
+                   for i in ids), path
+    checked = [i for i in ids if checks(i)]
+    assert len(checked) >= 100, len(checked)
+    assert all("triton" in i.lower() for i in ids if not checks(i))
+    assert not checks("tests/kernels/test_chain_sampling.py::test_target_only_known_answers")
 
 
 def test_the_check_fails_on_a_missing_device(tmp_path):

@@ -63,6 +63,28 @@ def test_chain_proposals_equal_the_reference_on_random_batches():
             assert drafts[n:] == [row[-1]] * (k - n)
 
 
+@pytest.mark.parametrize("vocab", [2, 5, 1000])
+def test_chain_proposals_from_candidates_equal_the_dense_rule(vocab):
+    """The candidate-only path (positions after the last token) against every position's match
+    length: the same drafts, counts, starts and n-gram lengths, ties and no-match rows included."""
+    from specreg_lookup.kernels.ngram_match.torch_impl import _chain_proposals_dense
+
+    rng = random.Random(vocab)
+    for _ in range(60):
+        rows = _random_rows(rng, rng.randint(1, 6), vocab) + [[3], [1, 1]]
+        low = rng.randint(1, 3)
+        high = rng.randint(low, 5)
+        k = rng.randint(1, 6)
+        tokens, lengths = _padded(rows, pad=rng.randrange(vocab))
+        got = chain_proposals(tokens, lengths, min_ngram=low, max_ngram=high, k=k)
+        want = _chain_proposals_dense(tokens, lengths, low, high, k)
+        for field in ("tokens", "num_drafts", "start", "ngram_len"):
+            assert torch.equal(getattr(got, field), getattr(want, field)), field
+    empty = chain_proposals(torch.zeros(0, 4, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                            min_ngram=1, max_ngram=2, k=3)
+    assert empty.tokens.shape == (0, 3)
+
+
 def test_trees_equal_the_reference_on_random_batches():
     rng = random.Random(1)
     for _ in range(120):

@@ -1,6 +1,6 @@
 """The lookup plugin through specreg: names and aliases, every config problem at once, the
-conformance kit, exactness through the reference loop and on replayed text, and suffix decoding
-beside arctic-inference."""
+conformance kit, exactness through the reference loop and on replayed text. Suffix decoding
+beside arctic-inference's own drafts: test_lookup_arctic_drafts.py."""
 
 from __future__ import annotations
 
@@ -183,57 +183,6 @@ def test_replayed_text_is_reproduced_exactly(registry, tree):
     for plan in (ngram, suffix):
         mean = _replay(plan.drafter, plan.verifier, stream, 8, tree)
         assert mean > 3.0, (plan.algorithm.name, mean)  # a repeating text is mostly accepted
-
-
-def _arctic_suffix_decoding():
-    """arctic-inference's suffix decoding: installed, or built by
-    benchmarks/build_arctic_suffix.py into its cache folder (never built here)."""
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).parents[2] / "benchmarks" / "build_arctic_suffix.py"
-    spec = importlib.util.spec_from_file_location("build_arctic_suffix", script)
-    assert spec is not None and spec.loader is not None
-    builder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(builder)
-    if (builder.build_dir() / "BUILD.json").exists() and str(builder.build_dir()) not in sys.path:
-        sys.path.append(str(builder.build_dir()))
-    return pytest.importorskip("arctic_inference.suffix_decoding")
-
-
-def test_suffix_matches_arctic_inference():
-    """Same streams, same calls: the drafts equal arctic-inference's SuffixDecodingCache's.
-
-    Chains all agree. Trees differ only where two nodes have the same probability and arctic's
-    float32 products round them apart, which orders its heap; specreg keeps them tied (the
-    committed serving traces pin more of this, tests/lookup/test_lookup_serving_traces.py)."""
-    arctic = _arctic_suffix_decoding()
-    import random
-
-    rng = random.Random(0)
-    text = [rng.choice([1, 2, 3, 4, 5, 6, 7, 8]) for _ in range(40)] * 8
-    text = [t if rng.random() > 0.15 else rng.randrange(20) for t in text]
-    for tree in (False, True):
-        cache = arctic.SuffixDecodingCache(max_tree_depth=16, max_cached_requests=4)
-        mine = SuffixDrafter(SuffixOptions(max_tree_depth=16, max_cached_requests=4,
-                                           proposals="tree" if tree else "chain"), num_steps=16)
-        same = total = 0
-        for rid in range(3):
-            prompt, out = text[rid * 20 : rid * 20 + 30], text[rid * 20 + 30 : rid * 20 + 200]
-            cache.start_request(rid, prompt)
-            mine.start_request(rid, prompt)
-            hist = list(prompt)
-            for t in out:
-                a = cache.speculate(rid, hist[-16:], max_spec_tokens=16, use_tree_spec=tree)
-                b = mine.speculate(rid, hist[-16:])
-                total += 1
-                same += list(a.token_ids) == b.tokens and list(a.parents) == b.parents
-                cache.add_active_response(rid, [t])
-                mine.add_active_response(rid, [t])
-                hist.append(t)
-            cache.stop_request(rid)
-            mine.stop_request(rid)
-        assert total - same <= (1 if tree else 0), (tree, same, total)
 
 
 def test_ngram_options_defaults_are_vllms():

@@ -1,5 +1,7 @@
-"""A pytest plugin that fails any tensor factory call in specreg's or a built-in plugin's kernel
-code that does not name its device: `python -m pytest -p tests.support.device_check ...`.
+"""The check that every tensor factory call in specreg's or a built-in plugin's kernel code names
+its device: the tests of `TORCH_PATH_TESTS` run under it in every run (tests/conftest.py wraps
+their calls), and `python -m pytest -p tests.support.device_check ...` runs a whole session
+under it.
 
 On CPU a missing `device=` is invisible (the default device is the CPU too); on CUDA it makes a
 CPU tensor that the next op mixes with CUDA ones. Under this plugin, `torch.empty(n)` called from
@@ -25,6 +27,33 @@ FACTORIES = frozenset({
     torch.randn, torch.randint, torch.linspace, torch.eye, torch.empty_strided, torch.as_tensor,
     torch.randperm,
 })  # fmt: skip
+
+
+#: The torch implementations against their references: chain, sampling parameters, filtering,
+#: EAGLE's tree kernels, HiSparse's swap, DSpark's and lookup's kernels, CPU-tuned and batched
+#: branches. Their Triton cases (a "triton" in the test id) are not checked: the interpreter
+#: builds its own CPU tensors.
+TORCH_PATH_TESTS = (
+    "tests/kernels/test_kernel_references.py",
+    "tests/eagle/test_eagle_reference.py",
+    "tests/hisparse/test_reference.py",
+    "tests/dspark/test_dspark_reference.py",
+    "tests/lookup/test_lookup_kernels.py",
+    "tests/kernels/test_logprobs.py",
+    "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
+    "tests/kernels/test_grammar_masks.py::test_bad_masks_are_coded",
+    "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
+    "tests/kernels/test_filtering_pivot.py::test_pivot_prefix_is_the_sorted_row_down_to_the_pivot",
+    "tests/kernels/test_filtering_pivot.py::test_ties_at_the_pivot_past_the_ranked_columns_are_all_kept",
+)
+
+
+def checks(nodeid: str) -> bool:
+    """Whether the test `nodeid` runs under `DeviceNamed` (one of `TORCH_PATH_TESTS`, not a
+    Triton case)."""
+    inside = any(nodeid == path or nodeid.startswith((path + "::", path + "["))
+                 for path in TORCH_PATH_TESTS)
+    return inside and "triton" not in nodeid.lower()
 
 
 class DeviceNamed(TorchFunctionMode):
