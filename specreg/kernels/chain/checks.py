@@ -54,19 +54,20 @@ def check_no_nan(name: str, tensor: torch.Tensor) -> None:
 
 
 def check_reached_nan(
-    name: str, maxima: torch.Tensor, requests: torch.Tensor, position: int
+    name: str, maxima: torch.Tensor, requests: torch.Tensor, position: int | torch.Tensor
 ) -> None:
     """Greedy's check of what it reads: `maxima` [k] are the values at the `row_argmax` of row
-    `position` of `requests` [k] of `name`. The argmax of a row holding NaN is its first NaN,
-    so the rows' NaN are found by reading these k values."""
+    `position` (an int, or one per request [k]) of `requests` [k] of `name`. The argmax of a
+    row holding NaN is its first NaN, so the rows' NaN are found by reading these k values."""
     found = torch.isnan(maxima)
     if bool(found.any()):
-        r = int(requests[found.nonzero()[0, 0]])
+        k = int(found.nonzero()[0, 0])
+        r = int(requests[k])
+        i = position if isinstance(position, int) else int(position[k])
         raise KernelInputError(
             problem(
                 "SR904",
-                f"{name}[{r}, {position}] holds NaN (a row request {r} reaches: its argmax is "
-                "read)",
+                f"{name}[{r}, {i}] holds NaN (a row request {r} reaches: its argmax is read)",
                 accepted="finite values (or -inf for masked logits)",
                 fix=f"check the model output that produced {name}",
                 field=name,
