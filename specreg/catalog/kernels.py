@@ -66,8 +66,10 @@ ENTRIES = (
             "only what the rule reads, as it reads it and before returning: the [b, n] inputs "
             "(verify_lens, positions, coins) in full, p(x) and q(x) of every verified draft, and "
             "each row a draw reads (the stopping row's p, the rejected row's q, a q row whose "
-            "q(x) is 0), the message naming the row. Rows the rule does not read are checked "
-            "only with check_values=True."
+            "q(x) is 0), the message naming the row. Chain and EAGLE tree greedy check NaN "
+            "only in the rows they reach, and verify_chain_with_params on logits (without a "
+            "grammar mask or penalties) only the maxima of the rows it reads. Rows the rule does "
+            "not read are checked only with check_values=True."
         ),
         solutions=(
             "Compute probabilities with softmax in float32.",
