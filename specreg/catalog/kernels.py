@@ -59,7 +59,18 @@ ENTRIES = (
             "A probability tensor holds NaN, infinity or negative values, or a row that sums to "
             "zero where a distribution is needed; or a scalar argument is outside its range."
         ),
-        when="Sampling and verification kernels checking their float inputs before launch.",
+        when=(
+            "Sampling and verification kernels checking their float inputs: every value before "
+            "launch with check_values=True (and by default on the CPU path); by default on the "
+            "CPU, chain sampling, target-only, the drafter-invariant rule and sample_tokens check "
+            "only what the rule reads, as it reads it and before returning: the [b, n] inputs "
+            "(verify_lens, positions, coins) in full, p(x) and q(x) of every verified draft, and "
+            "each row a draw reads (the stopping row's p, the rejected row's q, a q row whose "
+            "q(x) is 0), the message naming the row. Chain and EAGLE tree greedy check NaN "
+            "only in the rows they reach, and verify_chain_with_params on logits (without a "
+            "grammar mask or penalties) only the maxima of the rows it reads. Rows the rule does "
+            "not read are checked only with check_values=True."
+        ),
         solutions=(
             "Compute probabilities with softmax in float32.",
             "Check the temperature is positive and the logits are finite.",

@@ -93,7 +93,7 @@ def test_build_tree_and_verify(data, d, mode):
     keys = torch.full((b,), 3)
     draft = logits if data.draw(st.booleans()) else None
     for call, problems in (
-        (lambda: verify_tree_greedy(*links, depth=s, target_logits=logits),
+        (lambda: verify_tree_greedy(*links, depth=s, target_logits=logits, check_values=True),
          lambda: tree_greedy_problems(*links, depth=s, target_logits=logits)),
         (lambda: verify_tree_sampling(*links, logits, depth=s, keys=keys, draft_probs=draft),
          lambda: tree_sampling_problems(*links, logits, depth=s, keys=keys, draft_probs=draft)),
@@ -114,7 +114,8 @@ def test_verify_tree_random_links(data, b, n, v, depth):
              for lo, hi in ((0, v), (0, b * n), (-1, n), (-1, n))]  # fmt: skip
     probs = data.draw(float_tensor((b, n, v), probabilities=True))
     for call, problems in (
-        (lambda: verify_tree_greedy(*links, depth=depth, target_logits=probs),
+        (lambda: verify_tree_greedy(*links, depth=depth, target_logits=probs,
+                                    check_values=True),
          lambda: tree_greedy_problems(*links, depth=depth, target_logits=probs)),
         (lambda: verify_tree_greedy(*links, depth=depth, target_predict=links[0]),
          lambda: tree_greedy_problems(*links, depth=depth, target_predict=links[0])),

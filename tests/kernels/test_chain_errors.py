@@ -90,16 +90,21 @@ def test_verify_lens_out_of_range():
 
 
 def test_invalid_probability_values():
+    """With check_values=True every value is checked, in rows the rule reads or not (the CPU
+    default checks what the rule reads: tests/kernels/test_chain_default_checks.py)."""
     c, p, q = _inputs()
     bad_q = q.clone()
     bad_q[0, 1, 2] = float("nan")
-    assert _code(verify_chain_sampling, c, p, bad_q, keys=torch.tensor([0, 1])) == "SR904"
+    assert _code(verify_chain_sampling, c, p, bad_q, keys=torch.tensor([0, 1]),
+                 check_values=True) == "SR904"
     bad_p = p.clone()
     bad_p[1, 0, 0] = -0.1
-    assert _code(verify_chain_sampling, c, bad_p, q, keys=torch.tensor([0, 1])) == "SR904"
+    assert _code(verify_chain_sampling, c, bad_p, q, keys=torch.tensor([0, 1]),
+                 check_values=True) == "SR904"
     zero_p = p.clone()
     zero_p[0, 1] = 0.0
-    assert _code(verify_chain_sampling, c, zero_p, q, keys=torch.tensor([0, 1])) == "SR904"
+    assert _code(verify_chain_sampling, c, zero_p, q, keys=torch.tensor([0, 1]),
+                 check_values=True) == "SR904"
     nan_logits = p.clone()
     nan_logits[0, 0, 0] = float("nan")
     assert _code(verify_chain_greedy, c, nan_logits) == "SR904"

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from specreg.chain_verifier import ChainVerifier
 from specreg.kernels.chain import (
     verify_chain_greedy,
+    verify_chain_invariant,
     verify_chain_sampling,
     verify_chain_target_only,
 )
@@ -20,6 +21,7 @@ from specreg.kernels.sampling import exponential_race_sample, inverse_cdf_sample
 from tests.support.chain_validity import (
     acceptance_is_justified,
     chain_problems,
+    read_split,
     refusal_is_justified,
 )
 from tests.support.fuzz import coded_or_result, fuzz_settings
@@ -81,13 +83,63 @@ def test_verify_chain_greedy(data, d, ragged):
     logits = data.draw(float_tensor((b, n, v), probabilities=False))
     lens = data.draw(index_tensor((b,), 1, n + 1)) if ragged else None
     result, error = coded_or_result(
-        lambda: verify_chain_greedy(candidates, logits, verify_lens=lens)
+        lambda: verify_chain_greedy(candidates, logits, verify_lens=lens, check_values=True)
     )
     problems = chain_problems(candidates, logits, verify_lens=lens, probabilities=False)
     _assert_justified(error, problems)
     if error is not None:
         return
     _check_result(result, candidates, b, n, v)
+    accept, bonus = _greedy_reference(candidates, logits, lens)
+    assert result.accept_len.tolist() == accept and result.bonus.tolist() == bonus
+
+
+@fuzz_settings(300)
+@given(data=st.data(), d=dims, ragged=st.booleans(), valid_shapes=st.booleans())
+def test_verify_chain_greedy_default_checks_what_it_reads(data, d, ragged, valid_shapes):
+    """The CPU default of greedy verification checks the rows each request reaches (NaN):
+    refusals only of NaN in a reached row (or of the inputs checked in full), results only
+    when every reached row is NaN-free, equal to the reference's (which never reads the other
+    rows)."""
+    b, n, v = d["b"], d["n"], d["v"]
+    if valid_shapes:  # well-formed calls with NaN in random rows
+        b, n, v = max(b, 1), max(n, 1), max(v, 1)
+        gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
+        logits = torch.randn(b, n, v, generator=gen, dtype=torch.float64)
+        candidates = torch.randint(0, v, (b, n), generator=gen)
+        candidates[:, 1:] = torch.where(torch.rand(b, n - 1, generator=gen) < 0.6,
+                                        logits[:, :-1].argmax(-1), candidates[:, 1:])
+        for _ in range(data.draw(st.integers(0, 3))):
+            i, j = data.draw(st.integers(0, b - 1)), data.draw(st.integers(0, n - 1))
+            logits[i, j, data.draw(st.integers(0, v - 1))] = float("nan")
+        logits = logits.to(data.draw(st.sampled_from([torch.float32, torch.bfloat16,
+                                                       torch.float64])))
+        lens = torch.randint(1, n + 1, (b,), generator=gen) if ragged else None
+    else:
+        candidates = data.draw(index_tensor((b, n), 0, v))
+        logits = data.draw(float_tensor((b, n, v), probabilities=False))
+        lens = data.draw(index_tensor((b,), 1, n + 1)) if ragged else None
+    result, error = coded_or_result(
+        lambda: verify_chain_greedy(candidates, logits, verify_lens=lens)
+    )
+    rows = []
+    problems = chain_problems(candidates, logits, verify_lens=lens, probabilities=False,
+                              rows=rows)
+    checked_in_full = [x for x in problems if x not in {r.text for r in rows}]
+    if checked_in_full or not rows:
+        _assert_justified(error, problems)
+        if error is None:
+            _check_result(result, candidates, b, n, v)
+        return
+    unchecked = verify_chain_greedy(candidates, logits, verify_lens=lens, check_values=False)
+    read, _ = read_split(rows, candidates, None, unchecked.accept_len, verify_lens=lens,
+                         rule="greedy")
+    if error is not None:
+        event("refused: NaN in a reached row")
+        assert read and error.code == "SR904", error
+        return
+    event("accepted: NaN only in rows no request reaches")
+    assert not read, f"accepted NaN in reached rows: {read}"
     accept, bonus = _greedy_reference(candidates, logits, lens)
     assert result.accept_len.tolist() == accept and result.bonus.tolist() == bonus
 
@@ -118,6 +170,7 @@ def test_verify_chain_sampling(data, d, ragged, with_q, coin_mode):
             kwargs["positions"] = data.draw(index_tensor((b,), -2 if high == 4 else 0, high))
     else:
         kwargs["generator"] = torch.Generator().manual_seed(data.draw(st.integers(0, 99)))
+    kwargs["check_values"] = True  # every value checked: refused exactly when invalid
     fn = verify_chain_sampling if with_q or data.draw(st.booleans()) else None
     if fn is None:
         call = lambda: verify_chain_target_only(candidates, p, verify_lens=lens, **kwargs)  # noqa: E731
@@ -133,6 +186,166 @@ def test_verify_chain_sampling(data, d, ragged, with_q, coin_mode):
         _check_result(result, candidates, b, n, v)
         if n == 1 or (lens is not None and b and bool((lens == 1).all())):
             assert bool((result.accept_len == 0).all())
+
+
+RULES = ("classic", "target_only", "invariant")
+
+
+def _call_rule(rule, candidates, p, q, lens, kwargs, check_values):
+    """The rule's verifier on the inputs; a `seed` in kwargs becomes a fresh generator, so two
+    calls draw the same keys."""
+    kwargs = dict(kwargs, check_values=check_values)
+    if "seed" in kwargs:
+        kwargs["generator"] = torch.Generator().manual_seed(kwargs.pop("seed"))
+    if rule == "invariant":
+        kwargs.pop("coins", None)
+        return verify_chain_invariant(candidates, p, verify_lens=lens, **kwargs)
+    if rule == "target_only":
+        return verify_chain_target_only(candidates, p, verify_lens=lens, **kwargs)
+    return verify_chain_sampling(candidates, p, q, verify_lens=lens, **kwargs)
+
+
+def _with_unread_rows_replaced(tensor, unread, candidates, lens):
+    """`tensor` with each row of `unread` replaced by the uniform distribution, keeping the
+    drafted token's value where the rule reads it (a verified draft's p(x) or q(x))."""
+    out = tensor.clone()
+    n = candidates.shape[1]
+    for problem in unread:
+        i, j = problem.i, problem.j
+        row = torch.full((tensor.shape[-1],), 1.0 / tensor.shape[-1], dtype=tensor.dtype)
+        limit = n if lens is None else int(lens[i])
+        if j <= limit - 2:
+            x = int(candidates[i, j + 1])
+            row[x] = tensor[i, j, x]
+        out[i, j] = row
+    return out
+
+
+@fuzz_settings(300)
+@given(
+    data=st.data(), d=dims, ragged=st.booleans(), rule=st.sampled_from(RULES),
+    coin_mode=st.sampled_from(["given", "keys", "generator"]),
+)  # fmt: skip
+def test_default_checks_what_the_rule_reads(data, d, ragged, rule, coin_mode):
+    """Hostile inputs of every kind (`_assert_default_verdict`)."""
+    b, n, v = d["b"], d["n"], d["v"]
+    candidates = data.draw(index_tensor((b, n), 0, v))
+    p = data.draw(float_tensor((b, n, v), probabilities=True))
+    q = None
+    if rule == "classic":
+        q = data.draw(float_tensor((b, max(n - 1, 0), v), probabilities=True))
+    lens = data.draw(index_tensor((b,), 1, n + 1)) if ragged else None
+    kwargs = {}
+    if coin_mode == "given" and rule != "invariant":
+        kwargs["coins"] = data.draw(float_tensor((b, max(n - 1, 0)), probabilities=False)).abs() % 1
+        kwargs["keys"] = data.draw(index_tensor((b,), -(2**62), 2**62))
+    elif coin_mode in ("given", "keys"):
+        kwargs["keys"] = data.draw(index_tensor((b,), -(2**62), 2**62))
+        if data.draw(st.booleans()):
+            kwargs["positions"] = data.draw(index_tensor((b,), -2, 4))
+    else:
+        kwargs["seed"] = data.draw(st.integers(0, 99))
+    _assert_default_verdict(rule, candidates, p, q, lens, kwargs)
+
+
+#: Invalid probabilities a fuzz example puts in a row, at a random column or at the drafted
+#: token's (the value the acceptance test reads), or over the whole row.
+BAD_VALUES = [float("nan"), float("inf"), -float("inf"), -0.25, -1e-30, 3e38]
+
+
+@fuzz_settings(400)
+@given(
+    data=st.data(),
+    d=st.fixed_dictionaries({"b": st.integers(1, 4), "n": st.integers(1, 5),
+                             "v": st.integers(1, 7)}),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.float16, torch.bfloat16]),
+    ragged=st.booleans(), rule=st.sampled_from(RULES), keyed=st.booleans(),
+)  # fmt: skip
+def test_default_checks_what_the_rule_reads_on_valid_shapes(data, d, dtype, ragged, rule, keyed):
+    """Well-formed calls whose probability rows get invalid values (NaN, +-inf, negatives,
+    values whose row sum overflows float32, all-zero rows) at random places, at the drafted
+    tokens and at the rows where requests stop: the default refuses exactly the ones the rule
+    reads (`_assert_default_verdict`)."""
+    b, n, v = d["b"], d["n"], d["v"]
+    seed = data.draw(st.integers(0, 2**31 - 1))
+    gen = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(b, n, v, generator=gen) * 2, -1)
+    q = torch.softmax(torch.randn(b, n - 1, v, generator=gen) * 2, -1)
+    candidates = torch.randint(0, v, (b, n), generator=gen)
+    lens = torch.randint(1, n + 1, (b,), generator=gen) if ragged else None
+    kwargs = {"keys": torch.randint(-(2**62), 2**62, (b,), generator=gen)} if keyed else {
+        "seed": data.draw(st.integers(0, 99))}
+    valid_q = q if rule == "classic" else None
+    stops = _call_rule(rule, candidates, p, valid_q, lens, kwargs, False).accept_len.tolist()
+    for _ in range(data.draw(st.integers(0, 3))):
+        i = data.draw(st.integers(0, b - 1))
+        where = data.draw(st.sampled_from(["column", "token", "row", "stop row"]))
+        limit = n if lens is None else int(lens[i])
+        if where == "stop row":  # where request i stops with the valid inputs
+            j = data.draw(st.integers(0, stops[i])) if rule == "invariant" else stops[i]
+            rejected = rule == "classic" and stops[i] < limit - 1
+            target = q if rejected and data.draw(st.booleans()) else p
+        else:
+            target = p if rule != "classic" or n == 1 or data.draw(st.booleans()) else q
+            j = data.draw(st.integers(0, target.shape[1] - 1))
+        value = data.draw(st.sampled_from([0.0, *BAD_VALUES]))
+        if where == "row":
+            target[i, j] = value
+        else:
+            x = int(candidates[i, j + 1]) if where == "token" and j + 1 < n else None
+            target[i, j, x if x is not None else data.draw(st.integers(0, v - 1))] = value
+    _assert_default_verdict(rule, candidates, p.to(dtype), q.to(dtype) if rule == "classic"
+                            else None, lens, kwargs)
+
+
+def _assert_default_verdict(rule, candidates, p, q, lens, kwargs):
+    """The CPU default (check_values=None) checks what the rule reads: every refusal is of input
+    the predicate calls invalid, with an invalid value among the inputs checked in full (token
+    ids, lengths, coins, positions, shapes) or in what the rule reads (`read_split`, given where
+    each request stops); every accepted input has its invalid values only outside what the
+    rule reads, and its result is the result of the input with those rows replaced by valid
+    ones (verified with every value checked)."""
+    b, n = (candidates.shape if candidates.dim() == 2 else (0, 0))
+    v = p.shape[-1] if p.dim() else 0
+    result, error = coded_or_result(lambda: _call_rule(rule, candidates, p, q, lens, kwargs, None))
+    rows = []
+    problems = chain_problems(
+        candidates, p, q, verify_lens=lens, probabilities=True, coins=kwargs.get("coins"),
+        keys=kwargs.get("keys"), positions=kwargs.get("positions"), rows=rows,
+    )
+    row_texts = {r.text for r in rows}
+    checked_in_full = [x for x in problems if x not in row_texts]
+    if checked_in_full:
+        assert error is not None, f"accepted invalid input: {checked_in_full}"
+        return
+    if not rows:
+        assert error is None, f"refused valid input: {error}"
+        _check_result(result, candidates, b, n, v)
+        return
+    # only probability rows are invalid: where each request stops, from the unchecked rule
+    unchecked = _call_rule(rule, candidates, p, q, lens, kwargs, False)
+    read, unread = read_split(rows, candidates, q, unchecked.accept_len, verify_lens=lens,
+                              rule=rule)
+    if error is not None:
+        event("refused: an invalid value the rule reads")
+        assert read, f"refused input whose invalid values the rule does not read: {error}"
+        assert error.code == "SR904"
+        return
+    event("accepted: invalid values only where the rule does not read")
+    assert acceptance_is_justified([r.text for r in read]), f"accepted invalid reads: {read}"
+    _check_result(result, candidates, b, n, v)
+    assert torch.equal(result.output_tokens, unchecked.output_tokens)
+    fixed_p = _with_unread_rows_replaced(p, [r for r in unread if r.tensor == "target"],
+                                         candidates, lens)
+    fixed_q = q
+    if q is not None:
+        fixed_q = _with_unread_rows_replaced(q, [r for r in unread if r.tensor == "draft"],
+                                             candidates, lens)
+    fixed_problems = chain_problems(candidates, fixed_p, fixed_q, verify_lens=lens,
+                                    probabilities=True, coins=kwargs.get("coins"))
+    fixed = _call_rule(rule, candidates, fixed_p, fixed_q, lens, kwargs,
+                       True if acceptance_is_justified(fixed_problems) else False)
+    assert torch.equal(result.output_tokens, fixed.output_tokens)
 
 
 @fuzz_settings(150)
@@ -241,6 +454,8 @@ def test_edge_inputs_get_the_predicates_verdict(name, inputs):
     the inputs the independent predicate calls invalid."""
     args = dict(inputs)
     cand, target, draft = args.pop("candidates"), args.pop("target"), args.pop("draft")
-    _, error = coded_or_result(lambda: verify_chain_sampling(cand, target, draft, **args))
+    _, error = coded_or_result(
+        lambda: verify_chain_sampling(cand, target, draft, check_values=True, **args)
+    )
     problems = chain_problems(cand, target, draft, probabilities=True, **args)
     assert (error is not None) == bool(problems), (name, error, problems)

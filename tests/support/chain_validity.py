@@ -13,6 +13,7 @@ another, so either verdict is accepted there.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -41,27 +42,49 @@ def _rows(t):
     return t.detach().to("cpu", torch.float64).tolist()
 
 
-def _probability_problems(name, rows, must_have_mass, problems):
-    """Finite, >= 0 everywhere; positive mass where `must_have_mass(i, j)`. `rows` [b][n][V]."""
+@dataclasses.dataclass(frozen=True)
+class RowProblem:
+    """One row's problem (`chain_problems(..., rows=...)` lists them): `tensor` 'target' or
+    'draft', request `i`, row `j`, the `text` chain_problems lists, and `columns`, the columns
+    holding a NaN, infinite or negative value (empty for a sum or mass problem)."""
+
+    tensor: str
+    i: int
+    j: int
+    text: str
+    columns: frozenset[int] = frozenset()
+
+
+def _probability_problems(name, rows, must_have_mass, problems, records=None):
+    """Finite, >= 0 everywhere; positive mass where `must_have_mass(i, j)`. `rows` [b][n][V].
+    Each problem found is also recorded as a `RowProblem` in `records` when given."""
     for i, request in enumerate(rows):
         for j, row in enumerate(request):
-            if any(math.isnan(x) or math.isinf(x) or x < 0 for x in row):
-                problems.append(f"{name}[{i}, {j}] has a NaN, infinite or negative value")
-                continue
-            total = math.fsum(row)
-            if total > _F32_MAX:
-                problems.append(f"{name}[{i}, {j}] sums past float32")
-            elif total > _F32_MAX / 4:
-                problems.append(AMBIGUOUS)
-            elif must_have_mass(i, j) and total <= 0:
-                problems.append(f"{name}[{i}, {j}] has no mass at a verified position")
+            bad = frozenset(c for c, x in enumerate(row) if math.isnan(x) or math.isinf(x) or x < 0)
+            if bad:
+                text = f"{name}[{i}, {j}] has a NaN, infinite or negative value"
+            else:
+                total = math.fsum(row)
+                if total > _F32_MAX:
+                    text = f"{name}[{i}, {j}] sums past float32"
+                elif total > _F32_MAX / 4:
+                    text = AMBIGUOUS
+                elif must_have_mass(i, j) and total <= 0:
+                    text = f"{name}[{i}, {j}] has no mass at a verified position"
+                else:
+                    continue
+            problems.append(text)
+            if records is not None:
+                records.append(RowProblem(name, i, j, text, bad))
 
 
 def chain_problems(
     candidates, target, draft=None, *, verify_lens=None, coins=None, keys=None, positions=None,
-    probabilities: bool, target_only: bool = False,
+    probabilities: bool, target_only: bool = False, rows: list[RowProblem] | None = None,
 ) -> list[str]:
-    """What is wrong with a chain verify call's inputs, on the CPU (value checks on)."""
+    """What is wrong with a chain verify call's inputs, on the CPU (every value checked:
+    check_values=True). The problems of the probability rows are also listed, with where they
+    lie, in `rows` when given (`read_split` tells those the rule reads from the others)."""
     problems: list[str] = []
     c = _tensor("candidates", candidates, 2, INDEX, problems)
     t = _tensor("target", target, 3, FLOATS, problems)
@@ -108,13 +131,55 @@ def chain_problems(
     if pos is not None and any(x < 0 for x in pos.tolist()):
         problems.append("negative positions")
     if not probabilities:
-        if any(math.isnan(x) for request in _rows(t) for row in request for x in row):
-            problems.append("NaN logits")
+        for i, request in enumerate(_rows(t)):
+            for j, row in enumerate(request):
+                bad = frozenset(c for c, x in enumerate(row) if math.isnan(x))
+                if bad:
+                    problems.append(f"target[{i}, {j}] holds NaN logits")
+                    if rows is not None:
+                        rows.append(RowProblem("target", i, j, problems[-1], bad))
         return problems
-    _probability_problems("target", _rows(t), lambda i, j: j < limits[i], problems)
+    _probability_problems("target", _rows(t), lambda i, j: j < limits[i], problems, rows)
     if q is not None and not target_only:
-        _probability_problems("draft", _rows(q), lambda i, j: j + 1 < limits[i], problems)
+        _probability_problems("draft", _rows(q), lambda i, j: j + 1 < limits[i], problems, rows)
     return problems
+
+
+def read_split(
+    rows: list[RowProblem], candidates, draft, accept_len, *, verify_lens=None,
+    rule: str = "classic",
+) -> tuple[list[RowProblem], list[RowProblem]]:
+    """(read, unread): the row problems lying in what the rule reads, given each request's
+    `accept_len` (from the documented rules, `specreg.kernels.chain`), and the others.
+
+    What the rule reads, request r with verify length L (n without verify_lens) stopping at
+    row a = accept_len[r]:
+    - `rule` 'classic' and 'target_only': p(x) and q(x) of every verified draft (x =
+      candidates[r, j + 1], j <= L - 2), the whole p row a (the bonus or the correction is drawn
+      from it), the whole q row a after a rejection (a < L - 1: the residual), and the whole q
+      row of a verified draft with q(x) = 0 (its mass tells an all-zero q row);
+    - 'invariant' (the drafter-invariant rule) and 'greedy': the whole target rows 0..a (each
+      one's token is drawn, or its argmax taken).
+    A problem lies in what the rule reads when its row is read whole, or when one of its
+    invalid values is the drafted token's."""
+    b, n = candidates.shape
+    limits = [n] * b if verify_lens is None else [int(x) for x in verify_lens.tolist()]
+    tokens = candidates.tolist()
+    q = None if draft is None else _rows(draft)
+    whole_rows = rule in ("invariant", "greedy")
+    read, unread = [], []
+    for problem in rows:
+        i, j = problem.i, problem.j
+        a, limit = int(accept_len[i]), limits[i]
+        drafted = j <= limit - 2  # row j's drafted token is verified
+        x = tokens[i][j + 1] if drafted else None
+        if problem.tensor == "target":
+            whole = j <= a if whole_rows else j == a
+        else:
+            whole = (j == a and a < limit - 1) or (drafted and q[i][j][x] == 0)
+        at_token = drafted and not whole_rows and x in problem.columns
+        (read if whole or at_token else unread).append(problem)
+    return read, unread
 
 
 def refusal_is_justified(problems: list[str]) -> bool:

@@ -58,6 +58,28 @@ Rules.
 - Invalid token ids reaching the GPU path unchecked are never accepted and never read out of
   bounds (loads are masked); `check_values=True` raises SR903 instead (it synchronises).
 
+Value checks (`check_values`). True: every value, before any work (token ids SR903; verify_lens,
+positions, coins, and every probability finite and >= 0 with positive mass at every verified
+row, SR904), on any device. False: none. None (the default): none on an accelerator; on the
+CPU, for the torch path of `verify_chain_sampling`, `verify_chain_target_only`,
+`verify_chain_invariant` and `sample_tokens`, what the rule reads:
+- before any work, in full: the token ids at verified positions, verify_lens, positions and
+  coins ([b, n] at most);
+- as the rule reads them, before any result: p(x) and q(x) of every verified draft (finite,
+  >= 0; a q row with q(x) = 0 is read whole, so an all-zero q row is SR904 as above), and every
+  row a draw reads: p at each request's stopping row, q at a rejected row, and, for the
+  invariant rule, every p row a request reaches (values finite and >= 0, a finite float32 sum,
+  positive mass for p). The checks use what the draw computes anyway (the block masses) and
+  one integer min (and max) of each row's bits while the row is in cache; a row that fails
+  that quick test is checked exactly in its own dtype (`checks.check_read_rows`).
+`verify_chain_greedy` (torch path, CPU default) checks the token ids and verify_lens in full
+and the NaN of the rows each request reaches, from their argmax (a row's argmax is its first
+NaN, so one value per row is read). Rows the rule does not read (before the stop, except p(x)
+and q(x); after it; past verify_lens) are not checked by default: their values cannot change
+the result. The lossy
+rules (`specreg.kernels.relaxed`) and the Triton path check every value when values are
+checked, as with True.
+
 Family. `checks` (validation), `types` (the result and the sampling-input bundle), `reference`
 (the plain per-request rules, the test oracle), `torch_impl` (vectorised over the batch: the CPU
 path, with its CPU-tuned branches) and `triton_impl` (one program per request; the vocab is
@@ -70,6 +92,7 @@ from __future__ import annotations
 import torch
 
 from specreg.backend import select_backend
+from specreg.errors import KernelInputError
 from specreg.kernels.chain.checks import check_chain, check_from_predict
 from specreg.kernels.chain.torch_impl import (
     verify_chain_greedy_from_predict_torch,
@@ -83,7 +106,7 @@ from specreg.kernels.chain.triton_impl import (
     verify_chain_sampling_triton,
 )
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.checks import check_shape
+from specreg.kernels.checks import check_shape, should_check_values
 from specreg.kernels.random_stream import stream_keys
 from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 
@@ -110,19 +133,25 @@ def verify_chain_greedy(
 
     `target_logits` may be bf16, fp16, fp32 or fp64 (probabilities work too: argmax is the same).
     `verify_lens` [b] (values 1..n) caps request r at its first verify_lens[r] positions.
-    `check_values` (default: on for CPU, off for GPU) validates token ids and NaN (synchronises).
+    `check_values`: True checks the token ids and every value for NaN before any work
+    (synchronises); None (default) checks nothing on an accelerator and, on the CPU, the token
+    ids and the NaN of the rows each request reaches (module docstring, "Value checks").
     `backend`: None reads `SPECREG_KERNEL_BACKEND` ('auto' picks by device), or force 'torch' /
     'triton'.
     """
+    check_reads = _checks_reads(candidates, check_values, backend)
     check_chain(
         candidates, target_logits, "target_logits",
         verify_lens=verify_lens, probabilities=False, check_values=check_values,
+        all_rows=not check_reads,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_greedy_triton(
             candidates, target_logits, verify_lens=verify_lens, block_v=block_v
         )
-    return verify_chain_greedy_torch(candidates, target_logits, verify_lens=verify_lens)
+    return verify_chain_greedy_torch(
+        candidates, target_logits, verify_lens=verify_lens, check_reads=check_reads
+    )
 
 
 def verify_chain_greedy_from_predict(
@@ -172,11 +201,14 @@ def verify_chain_sampling(
     SAMPLE role at the stopping row's position). Without `keys` each request gets a fresh
     64-bit key from `generator` (reproducible only through the generator). `coins` [b, >= n-1]
     replaces the acceptance uniforms with a caller's own (a framework's, for parity).
-    `verify_lens` [b] caps the verified positions.
+    `verify_lens` [b] caps the verified positions. `check_values`: True checks every value
+    before any work, False none, None (default) none on an accelerator and, on the CPU, what
+    the rule reads (module docstring, "Value checks").
     """
     inputs = sampling_inputs(
         candidates, target_probs, draft_probs, keys=keys, positions=positions, coins=coins,
         verify_lens=verify_lens, generator=generator, check_values=check_values,
+        backend=backend, rule_checks_reads=True,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_sampling_triton(inputs, block_v=block_v)
@@ -210,6 +242,7 @@ def verify_chain_invariant(
     inputs = sampling_inputs(
         candidates, target_probs, None, keys=keys, positions=positions, coins=None,
         verify_lens=verify_lens, generator=generator, check_values=check_values,
+        backend=backend, rule_checks_reads=True,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_invariant_triton(inputs, block_v=block_v)
@@ -249,14 +282,23 @@ def sampling_inputs(
     verify_lens: torch.Tensor | None,
     generator: torch.Generator | None,
     check_values: bool | None,
+    backend: BackendChoice = None,
+    rule_checks_reads: bool = False,
 ) -> ChainSamplingInputs:
     """`verify_chain_sampling`'s inputs, checked, with the stream's keys and acceptance coins
     filled in: shared by every rule that verifies a chain from probabilities (the lossless one
-    and the lossy ones)."""
+    and the lossy ones).
+
+    `rule_checks_reads=True` says the caller's torch rule checks the probabilities it reads
+    (`ChainSamplingInputs.check_reads`): with the CPU default (`check_values=None`) and the
+    torch backend, only the [b, n] inputs are checked here and the probability rows are left
+    to the rule. Otherwise every value is checked here when values are checked."""
+    check_reads = rule_checks_reads and _checks_reads(candidates, check_values, backend)
     check_chain(
         candidates, target_probs, "target_probs",
         verify_lens=verify_lens, draft_probs=draft_probs, coins=coins, keys=keys,
         positions=positions, probabilities=True, check_values=check_values,
+        all_rows=not check_reads,
     )
     keys, positions = stream_keys(
         candidates.shape[0], candidates.device, keys, positions, generator=generator
@@ -265,5 +307,21 @@ def sampling_inputs(
         coins = accept_coins_torch(keys, positions, candidates[:, 1:])
     return ChainSamplingInputs(
         candidates=candidates, target_probs=target_probs, draft_probs=draft_probs, coins=coins,
-        keys=keys, positions=positions, verify_lens=verify_lens,
+        keys=keys, positions=positions, verify_lens=verify_lens, check_reads=check_reads,
     )
+
+
+def _checks_reads(
+    candidates: object, check_values: bool | None, backend: BackendChoice
+) -> bool:
+    """Whether the rule checks the values it reads (the CPU default of the torch path) instead
+    of every value being checked before it runs. A bad `backend` reads False: the wrapper
+    raises its SR116 after the value checks, as it always did."""
+    if check_values is not None or not isinstance(candidates, torch.Tensor):
+        return False
+    if not should_check_values(candidates.device, None):
+        return False
+    try:
+        return select_backend(candidates, requested=backend) == "torch"
+    except KernelInputError:
+        return False

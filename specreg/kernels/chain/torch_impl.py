@@ -17,13 +17,21 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.argmax import row_argmax
+from specreg.kernels.chain.checks import (
+    SAFE_SUM_BITS,
+    bits_min,
+    bits_range,
+    check_drafted_values,
+    check_reached_nan,
+    check_read_rows,
+    rows_look_valid,
+)
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
 from specreg.kernels.random_stream.types import RACE_BLOCK, RESIDUAL_ROLE, SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import (
     block_columns,
     block_masses_torch,
-    block_race_torch,
     cpu_row_chunks,
     race_blocks_torch,
     race_tokens_torch,
@@ -81,10 +89,20 @@ def verify_chain_greedy_from_predict_torch(
 
 
 def verify_chain_greedy_torch(
-    candidates: torch.Tensor, target_logits: torch.Tensor, *, verify_lens: torch.Tensor | None
+    candidates: torch.Tensor,
+    target_logits: torch.Tensor,
+    *,
+    verify_lens: torch.Tensor | None,
+    check_reads: bool = False,
 ) -> ChainVerifyResult:
+    """`check_reads` (the CPU default; CPU tensors only): raise SR904 for a NaN in a row a
+    request reaches (a row's argmax points at its first NaN: one value read per row)."""
     if target_logits.device.type != "cpu":
         return _verify_chain_greedy_batched(candidates, target_logits, verify_lens)
+    if check_reads:
+        return _verify_chain_greedy_progressive(
+            candidates, target_logits, verify_lens, check_reads=True
+        )
     return _verify_chain_greedy_progressive(candidates, target_logits, verify_lens)
 
 
@@ -97,7 +115,10 @@ def _verify_chain_greedy_batched(
 
 
 def _verify_chain_greedy_progressive(
-    candidates: torch.Tensor, target_logits: torch.Tensor, verify_lens: torch.Tensor | None
+    candidates: torch.Tensor,
+    target_logits: torch.Tensor,
+    verify_lens: torch.Tensor | None,
+    check_reads: bool = False,
 ) -> ChainVerifyResult:
     """CPU: argmax only the rows a request reaches (its accepted drafts and its bonus row),
     position by position over the still-matching requests. Same result as the batched argmax."""
@@ -115,10 +136,16 @@ def _verify_chain_greedy_progressive(
         rows = target_logits[:, i]
         if active.numel() * 2 >= b:  # reading every row beats copying most of them
             predict = row_argmax(rows).index_select(0, active)
+            if check_reads:
+                check_reached_nan("target_logits", rows[active, predict], active, i)
         else:
             if gathered is None:
                 gathered = rows.new_empty(active.numel(), rows.shape[1])
-            predict = row_argmax(torch.index_select(rows, 0, active, out=gathered[: active.numel()]))
+            taken = torch.index_select(rows, 0, active, out=gathered[: active.numel()])
+            predict = row_argmax(taken)
+            if check_reads:
+                check_reached_nan("target_logits", taken.gather(1, predict[:, None]), active,
+                                  i)
         if i < n - 1:
             matched = (drafts[active, i] == predict) & (limit[active] > i)
         else:
@@ -142,17 +169,19 @@ def verify_chain_sampling_torch(inputs: ChainSamplingInputs) -> ChainVerifyResul
     drafts = candidates[:, 1:].to(torch.int64)
     valid = (drafts >= 0) & (drafts < vocab)
     safe = drafts.clamp(0, vocab - 1).unsqueeze(-1)
-    p_x = target_probs[:, :gamma].gather(-1, safe).squeeze(-1).to(torch.float32)
-    if draft_probs is None:
-        q_x = torch.ones_like(p_x)
-    else:
-        q_x = draft_probs.gather(-1, safe).squeeze(-1).to(torch.float32)
-    accepted = (inputs.coins[:, :gamma].to(torch.float32) * q_x < p_x) & valid
-    accepted &= torch.arange(gamma, device=device)[None, :] < limit[:, None]
+    verified = valid & (torch.arange(gamma, device=device)[None, :] < limit[:, None])
+    p_x = target_probs[:, :gamma].gather(-1, safe).squeeze(-1)
+    q_x = None if draft_probs is None else draft_probs.gather(-1, safe).squeeze(-1)
+    if inputs.check_reads:
+        check_drafted_values(p_x, q_x, verified, drafts, draft_probs)
+    p_x = p_x.to(torch.float32)
+    q_x = torch.ones_like(p_x) if q_x is None else q_x.to(torch.float32)
+    accepted = (inputs.coins[:, :gamma].to(torch.float32) * q_x < p_x) & verified
     accept_len = _leading_run(accepted)
 
     bonus = _emit(
-        target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.keys, inputs.positions
+        target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.keys,
+        inputs.positions, check=inputs.check_reads,
     )
     return assemble(candidates, accept_len, bonus)
 
@@ -194,6 +223,11 @@ def _one_span(count: int, vocab: int, device: torch.device) -> list[tuple[int, i
     return [(0, count)]
 
 
+#: Why `_emit` reads a row, for the messages of its checks.
+_REJECTED_ROLE = "the row request {r} stops at after a rejection: the correction is drawn from it"
+_BONUS_ROLE = "the row request {r} draws its bonus token from"
+
+
 def _emit(
     target_probs: torch.Tensor,
     draft_probs: torch.Tensor | None,
@@ -203,12 +237,18 @@ def _emit(
     accept_len: torch.Tensor,
     keys: torch.Tensor,
     positions: torch.Tensor,
+    *,
+    check: bool = False,
 ) -> torch.Tensor:
     """The emitted token of every request by the two-level exponential race on the random
     stream keyed by (its key, role, absolute position of its stopping row): the RESIDUAL role
     after a rejection, the SAMPLE role otherwise (`emit_lanes`). The block masses of its
     weights (the residual after a rejection, else p) in one read of its rows (chunks of rows
-    into reused buffers on CPU, one chunk elsewhere), the race over the blocks, then the race within the winning block (its RACE_BLOCK weights gathered again)."""
+    into reused buffers on CPU, one chunk elsewhere), the race over the blocks, then the race
+    within the winning block (its RACE_BLOCK weights gathered again). With `check`, the rows
+    read are checked as they are read (`bits_min` / `bits_range` on each chunk in cache, then
+    `rows_look_valid` and `check_read_rows`: values finite and >= 0, the p row with mass),
+    before any token is drawn."""
     b, n, vocab = target_probs.shape
     device = target_probs.device
     if b == 0:
@@ -235,15 +275,25 @@ def _emit(
         spans = _row_spans(requests.numel(), vocab, device)
         size = spans[0][1] - spans[0][0]
         p_buf = torch.empty(size, vocab, dtype=torch.float32, device=device)
-        q_buf = torch.empty_like(p_buf) if residual and q_flat is not None else None
+        q_src = q_flat if residual else None  # the q rows this group reads
+        q_buf = torch.empty_like(p_buf) if q_src is not None else None
+        if check:  # per request: the int32 min (and max) of the rows it reads, see checks.py
+            low, high, q_low, q_high = torch.empty((4, requests.numel()), dtype=torch.int32,
+                                                   device=device)
         for start, stop in spans:
             part = requests[start:stop]
             p_rows = take_rows_float32(p_flat, p_index[part], p_buf)
             if not residual:
+                if check:
+                    bits_min(p_rows, low[start:stop])
                 masses[part] = block_masses_torch(p_rows)
                 continue
-            if q_flat is not None:
-                q_rows = take_rows_float32(q_flat, q_index[part], q_buf)
+            if check:
+                bits_range(p_rows, low[start:stop], high[start:stop])
+            if q_src is not None:
+                q_rows = take_rows_float32(q_src, q_index[part], q_buf)
+                if check:
+                    bits_range(q_rows, q_low[start:stop], q_high[start:stop])
                 weights = torch.sub(p_rows, q_rows, out=q_rows).clamp_min_(0.0)
             else:
                 weights = p_rows.clone()
@@ -256,6 +306,13 @@ def _emit(
                 found[empty] = block_masses_torch(p_rows[empty])
                 use_residual[part[empty]] = False
             masses[part] = found
+        if check:  # before any token is drawn; a residual with mass implies p has mass
+            ok = rows_look_valid(masses[requests], low, high if residual else None)
+            sources = [("target_probs", p_flat, p_index[requests], n, True)]
+            if q_src is not None:
+                ok &= (q_low >= 0) & (q_high < SAFE_SUM_BITS)
+                sources.append(("draft_probs", q_src, q_index[requests], gamma, False))
+            check_read_rows(ok, _REJECTED_ROLE if residual else _BONUS_ROLE, *sources)
     lanes = emit_lanes(keys, positions, accept_len, rejected)
     columns, inside = block_columns(race_blocks_torch(masses, lanes), vocab)
     p_block = p_flat[p_index[:, None], columns].to(torch.float32)
@@ -282,13 +339,14 @@ def verify_chain_invariant_torch(inputs: ChainSamplingInputs) -> ChainVerifyResu
     bonus = torch.full((b,), -1, dtype=torch.int64, device=device)
     p_flat = target_probs.reshape(-1, vocab)
     active = torch.arange(b, device=device)
+    check = inputs.check_reads
     for i in range(n):
         if active.numel() == 0:
             break
         lanes = draw_lanes_torch(
             inputs.keys[active], SAMPLE_ROLE, inputs.positions[active] + i
         )
-        token = block_race_torch(take_rows_float32(p_flat, active * n + i), lanes)
+        token = _races(p_flat, active * n + i, lanes, n, check=check)
         match = limit[active] > i
         if i < n - 1:
             match &= drafts[active, i] == token
@@ -299,3 +357,35 @@ def verify_chain_invariant_torch(inputs: ChainSamplingInputs) -> ChainVerifyResu
         active = active[match]
         accept_len[active] = i + 1
     return assemble(candidates, accept_len, bonus)
+
+
+_REACHED_ROLE = "a row request {r} reaches: the rule draws the target's token from it"
+
+
+def _races(
+    p_flat: torch.Tensor, index: torch.Tensor, lanes: torch.Tensor, width: int, *, check: bool
+) -> torch.Tensor:
+    """`block_race_torch` of rows `index` of `p_flat` [b * width, V]: their block masses in
+    cache-sized chunks into a reused buffer on CPU (one chunk elsewhere), then the two races
+    over all of them (the winning blocks' weights gathered again, as in `_emit`). Same tokens.
+    With `check`, the rows are checked as they are read (`bits_min`, then `rows_look_valid`
+    and `check_read_rows` before any token is drawn)."""
+    vocab = p_flat.shape[1]
+    device = index.device
+    masses = torch.empty((index.shape[0], -(-vocab // RACE_BLOCK)), dtype=torch.float32,
+                         device=device)
+    spans = _row_spans(index.shape[0], vocab, device)
+    buf = torch.empty(spans[0][1] - spans[0][0], vocab, dtype=torch.float32, device=device)
+    low = torch.empty(index.shape[0] if check else 0, dtype=torch.int32, device=device)
+    for start, stop in spans:
+        part = index[start:stop]
+        rows = take_rows_float32(p_flat, part, buf)
+        if check:
+            bits_min(rows, low[start:stop])
+        masses[start:stop] = block_masses_torch(rows)
+    if check:  # before any token is drawn
+        ok = rows_look_valid(masses, low)
+        check_read_rows(ok, _REACHED_ROLE, ("target_probs", p_flat, index, width, True))
+    columns, inside = block_columns(race_blocks_torch(masses, lanes), vocab)
+    weights = p_flat[index[:, None], columns].to(torch.float32)
+    return race_tokens_torch(torch.where(inside, weights, 0.0), columns, lanes)

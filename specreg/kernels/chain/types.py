@@ -46,7 +46,9 @@ class ChainSamplingInputs:
     target-only rule); coins [b, >= n-1] (the acceptance uniform of each draft); keys int64 [b]
     (each request's key) and positions int64 [b] (the absolute output position of row 0), which
     key the correction / bonus draw on the random stream; verify_lens [b] or None (every
-    request verifies all n positions).
+    request verifies all n positions); check_reads: the rule checks the probabilities it reads
+    as it reads them (the CPU default of the torch paths that implement it; the other inputs
+    were checked in full before).
     """
 
     candidates: torch.Tensor
@@ -56,3 +58,4 @@ class ChainSamplingInputs:
     keys: torch.Tensor
     positions: torch.Tensor
     verify_lens: torch.Tensor | None = None
+    check_reads: bool = False

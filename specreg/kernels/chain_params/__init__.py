@@ -20,6 +20,13 @@ tensor: the torch path walks positions over the requests still accepting and fil
 rows they reach, chunk by chunk; the Triton kernel (one program per request) computes each
 reached row's statistics in tiles and reads filtered probabilities on the fly.
 
+Value checks: True checks every value before any work; None (the default) checks nothing on
+an accelerator and everything before any work on the CPU, except for logits on the torch path
+without a grammar mask or penalties: the scores' rows are then checked as the rule reads them
+(a row's maximum, which its filter statistics or its greedy argmax compute anyway, must be
+finite: no NaN, no +inf, not all -inf), so rows no request reaches are not checked; the
+parameters, token ids, verify_lens, positions and coins are checked in full before any work.
+
 Family: `types` (the input bundle), `checks` (validation of logit inputs), `reference` (the
 plain per-request rule, the test oracle), `torch_impl` and `triton_impl`.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 import torch
 
 from specreg.backend import select_backend
+from specreg.errors import KernelInputError
 from specreg.kernels.chain.checks import check_chain
 from specreg.kernels.chain.types import BackendChoice, ChainVerifyResult
 from specreg.kernels.chain_params.checks import check_score_values
@@ -75,7 +83,8 @@ def verify_chain_with_params(
     else `keys[r]`, else a fresh key) and `positions` [b] (the absolute output position of row
     0; default 0); `coins` [b, >= n-1] replaces the acceptance uniforms. `verify_lens` [b] caps each request
     (positions past it may hold -1 and are never read). With value checks (default on CPU) a bad
-    parameter is a coded error (SR910-SR915); without them (GPU) the request is flagged in
+    parameter is a coded error (SR910-SR915), and so is a NaN, +inf or all -inf row of logits
+    (SR904; by default on the CPU only in the rows the rule reads, module docstring); without them (GPU) the request is flagged in
     `result.param_error` and accepts nothing. `filter_order` ('specreg', 'vllm' or 'sglang';
     SR130 otherwise) says how top-k, top-p and min-p combine (`specreg.kernels.filtering`).
     `token_bitmask` int32 [b, n, ceil(V / 32)] (a grammar's allowed tokens after each verified
@@ -91,6 +100,7 @@ def verify_chain_with_params(
         positions=positions, coins=coins, verify_lens=verify_lens, generator=generator,
         check_values=check_values, backend=backend, block_v=block_v, filter_order=filter_order,
         token_bitmask=token_bitmask, penalties=penalties, invariant=invariant,
+        rule_checks_reads=True,
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_with_params_triton(inputs, block_v=block_v)
@@ -116,11 +126,19 @@ def prepare_chain_params(
     token_bitmask: torch.Tensor | None = None,
     penalties: Penalties | None = None,
     invariant: bool = False,
+    rule_checks_reads: bool = False,
 ) -> ChainParamsInputs:
     """`verify_chain_with_params`'s steps before the rule runs: every check, the grammar mask
     and the penalties (both IN PLACE on `target` / `draft`), the per-request keys and
     acceptance coins. The lossy
-    rules under sampling parameters (`specreg.kernels.relaxed`) share it."""
+    rules under sampling parameters (`specreg.kernels.relaxed`) share it.
+
+    `rule_checks_reads=True` says the caller's torch rule checks the logit rows it reads
+    (`ChainParamsInputs.check_reads`): with the CPU default (`check_values=None`), the torch
+    backend and logits, every other value is checked here and the scores' rows are left to
+    the rule, unless a grammar mask or penalties are given (a refusal must come before they
+    change the scores in place). Otherwise every value is checked here when values are
+    checked."""
     filter_rule(filter_order)
     b, n, vocab = check_chain(
         candidates, target, "target", verify_lens=verify_lens, draft_probs=draft, coins=coins,
@@ -129,13 +147,18 @@ def prepare_chain_params(
     device = candidates.device
     values = should_check_values(device, check_values)
     check_params(params, b, vocab, device, values=values)
+    check_reads = (  # not when masks or penalties change the scores in place before the rule
+        rule_checks_reads and values and check_values is None and not probabilities
+        and token_bitmask is None and penalties is None and _torch_backend(candidates, backend)
+    )
     if values and probabilities:
         check_chain(
             candidates, target, "target", verify_lens=verify_lens, draft_probs=draft,
             coins=coins, positions=positions, probabilities=True, check_values=True,
         )
     elif values:
-        check_score_values(candidates, target, draft, verify_lens, coins, positions, vocab)
+        check_score_values(candidates, target, draft, verify_lens, coins, positions, vocab,
+                           scores=not check_reads)
     if token_bitmask is not None:
         mask_chain_scores(target, draft, token_bitmask, verify_lens=verify_lens,
                           probabilities=probabilities, values=values, backend=backend,
@@ -153,8 +176,17 @@ def prepare_chain_params(
     return ChainParamsInputs(
         candidates=candidates, target=target, draft=draft, params=params, coins=coins,
         keys=keys, positions=positions, verify_lens=verify_lens, probabilities=probabilities,
-        filter_order=filter_order, invariant=invariant,
+        filter_order=filter_order, invariant=invariant, check_reads=check_reads,
     )
+
+
+def _torch_backend(candidates: torch.Tensor, backend: BackendChoice) -> bool:
+    """Whether the call runs the torch path (a bad `backend` reads False: the wrapper raises
+    its SR116 after the value checks, as it always did)."""
+    try:
+        return select_backend(candidates, requested=backend) == "torch"
+    except KernelInputError:
+        return False
 
 
 def mask_chain_scores(

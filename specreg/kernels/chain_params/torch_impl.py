@@ -14,6 +14,7 @@ import torch
 
 from specreg.kernels.chain.torch_impl import accept_limits, assemble, emit_lanes
 from specreg.kernels.chain.types import ChainVerifyResult
+from specreg.kernels.chain_params.checks import check_read_scores
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering.torch_impl import (
     FILTER_CHUNK_ELEMENTS,
@@ -102,6 +103,7 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
     accept_len = torch.zeros(b, dtype=torch.int64, device=device)
     bonus = torch.full((b,), -1, dtype=torch.int64, device=device)
     active = (~invalid).nonzero().flatten()
+    check = inputs.check_reads
     for i in range(n):
         if active.numel() == 0:
             break
@@ -118,6 +120,9 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
         if g.numel():
             rows = p_rows.flat.index_select(0, active[g] * n + i)
             predict = torch.argmax(rows, dim=-1)
+            if check:  # the argmax of a row holding NaN is a NaN
+                check_read_scores("target", rows.gather(1, predict[:, None]).squeeze(1),
+                                  p_rows.flat, active[g] * n + i, n)
             accepted[g] = checking[g] & (token[g] == predict)
             stop = ~accepted[g]
             bonus[active[g][stop]] = predict[stop]
@@ -126,6 +131,8 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
         if s.numel():
             requests = active[s]
             p_stats = p_rows.stats(requests, i)
+            if check:
+                check_read_scores("target", p_stats.shift, p_rows.flat, requests * n + i, n)
             check_s = checking[s]
             if inputs.invariant:  # accept iff the draft is the target's own race draw
                 lanes = draw_lanes_torch(
@@ -151,6 +158,9 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
                         norm=torch.ones_like(p_x),
                     )
                     tested_stats = q_rows.stats(requests[tested], i)
+                    if check:
+                        check_read_scores("draft", tested_stats.shift, q_rows.flat,
+                                          requests[tested] * (n - 1) + i, n - 1)
                     q_stats.shift[tested] = tested_stats.shift
                     q_stats.threshold[tested] = tested_stats.threshold
                     q_stats.norm[tested] = tested_stats.norm

@@ -20,7 +20,9 @@ class ChainParamsInputs:
     request's key and the absolute output position of row 0, which key the emitted draw);
     verify_lens [b] or None;
     `filter_order` how top-k, top-p and min-p combine (`specreg.kernels.filtering.types`);
-    `invariant`: the drafter-invariant rule (`specreg.kernels.chain`) for sampled requests.
+    `invariant`: the drafter-invariant rule (`specreg.kernels.chain`) for sampled requests;
+    `check_reads`: the rule checks the scores of the rows it reads as it reads them (the CPU
+    default of the torch path for logits; every other input was checked before).
     """
 
     candidates: torch.Tensor
@@ -34,3 +36,4 @@ class ChainParamsInputs:
     probabilities: bool = False
     filter_order: FilterOrder = DEFAULT_FILTER_ORDER
     invariant: bool = False
+    check_reads: bool = False

@@ -88,11 +88,19 @@ def verify_tree_greedy(
         retrieve_next_token, retrieve_next_sibling, draft_lengths, depth=depth,
         check_values=check_values,
     )
+    # The CPU default from logits on the torch path checks only the rows the walk reaches, as it
+    # reads them (their argmax points at a NaN): every other value check runs here.
+    check_reads = (
+        target_logits is not None and check_values is None and device.type == "cpu"
+        and _torch_backend(candidates, backend)
+    )
     if should_check_values(device, check_values):
         check_tree_values(
             candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, vocab
         )
-        if target_logits is not None and bool(torch.isnan(target_logits).any()):
+        if target_logits is not None and not check_reads and bool(
+            torch.isnan(target_logits).any()
+        ):
             raise KernelInputError(
                 problem("SR904", "target_logits holds NaN", accepted="finite or -inf logits",
                         fix="check the target forward", field="target_logits")
@@ -108,7 +116,20 @@ def verify_tree_greedy(
             )
         return verify_tree_greedy_triton(*args, target_predict, depth=depth)
     if target_logits is not None and device.type == "cpu":
+        if check_reads:
+            return verify_tree_greedy_from_logits_torch(
+                *args, target_logits, depth=depth, check_reads=True
+            )
         return verify_tree_greedy_from_logits_torch(*args, target_logits, depth=depth)
     if target_logits is not None:
         target_predict = torch.argmax(target_logits, dim=-1)
     return verify_tree_greedy_torch(*args, target_predict, depth=depth)
+
+
+def _torch_backend(candidates: torch.Tensor, backend: str | None) -> bool:
+    """Whether the call runs the torch path (a bad `backend` reads False: the SR116 is raised
+    after the value checks, as it always was)."""
+    try:
+        return select_backend(candidates, requested=backend) == "torch"
+    except KernelInputError:
+        return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.argmax import row_argmax
+from specreg.kernels.chain.checks import check_reached_nan
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 
 
@@ -84,10 +85,13 @@ def verify_tree_greedy_from_logits_torch(
     target_logits: torch.Tensor,
     *,
     depth: int,
+    check_reads: bool = False,
 ) -> TreeVerifyResult:
     """`verify_tree_greedy_torch` of the logits' argmax, taking the argmax only of the rows the
     walk reaches: level by level, the row of each still-descending request's last accepted node
-    (CPU: the argmax of every node costs a read of all N rows; the walk needs depth + 1 at most)."""
+    (CPU: the argmax of every node costs a read of all N rows; the walk needs depth + 1 at most).
+    `check_reads` (the CPU default): SR904 for a NaN in a row the walk reaches (a row's argmax
+    is its first NaN, so one value per row is read)."""
     b, n, vocab = target_logits.shape
     cand = candidates.to(torch.int64)
     nt, ns = next_token.to(torch.int64), next_sibling.to(torch.int64)
@@ -111,6 +115,9 @@ def verify_tree_greedy_from_logits_torch(
                 gathered = flat.new_empty(active.numel(), vocab)
             rows = torch.index_select(flat, 0, active * n + node, out=gathered[: active.numel()])
         predict = row_argmax(rows)
+        if check_reads:
+            check_reached_nan("target_logits", rows.gather(1, predict[:, None]).squeeze(1),
+                              active, node)
         found = torch.full_like(predict, -1)
         if level < depth:  # first child in sibling order whose token is the argmax
             child = nt[active, node]
