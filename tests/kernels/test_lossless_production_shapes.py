@@ -67,6 +67,15 @@ def _tensor(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return torch.from_numpy(values).to(torch.float64).to(dtype)
 
 
+def _dense(blocks: dict, name: str, values: np.ndarray, dtype, rows: int, n: int):
+    """`values` repeated into a dense [rows, n, V] block of `dtype`, built once per test and
+    dtype: `blocks` (the test's) keeps it, so the float32 rerun reuses the float32 run's."""
+    key = (name, dtype, n)
+    if key not in blocks or blocks[key].shape[0] < rows:
+        blocks[key] = _tensor(values, dtype).expand(rows, n, values.shape[0]).contiguous()
+    return blocks[key]
+
+
 def _check_dtypes(tokens: dict, law, heads, stated: dict, seed):
     """Each dtype's tokens, then both together (one law: the rows hold the same values)."""
     for index, (dtype, found) in enumerate(tokens.items()):
@@ -106,15 +115,15 @@ def _chain_inputs(rows: ll.DyadicRows, requests: int, seed: int):
     return ll.draws(rows.q, (requests, 2), rng), rng.integers(0, 2**40, requests)
 
 
-def _run_chain(rows: ll.DyadicRows, dtype, inputs, with_draft, offset, count=None):
+def _run_chain(rows: ll.DyadicRows, dtype, inputs, with_draft, offset, blocks, count=None):
     """First and second emitted tokens of the first `count` requests of `inputs` verifying the
     chain (anchor, x1, x2) on rows p, p, p and q, q; keys arange + offset."""
     drafts, positions = inputs
     count = drafts.shape[0] if count is None else count
     n, vocab = 3, rows.p.shape[0]
-    chunk = _chunk(vocab, n)
-    target = _tensor(rows.p, dtype).expand(chunk, n, vocab).contiguous()
-    draft = _tensor(rows.q, dtype).expand(chunk, n - 1, vocab).contiguous() if with_draft else None
+    chunk = min(_chunk(vocab, n), count)
+    target = _dense(blocks, "p", rows.p, dtype, chunk, n)
+    draft = _dense(blocks, "q", rows.q, dtype, chunk, n - 1) if with_draft else None
     first, second = [], []
     for start in range(0, count, chunk):
         b = min(chunk, count - start)
@@ -165,14 +174,16 @@ def test_chain_emits_the_target_law(rule, vocab, request):
     requests, stated = (FULL_PLAN if full else CHAIN_PLAN)[(rule, vocab)]
     rows = ll.dyadic_rows(vocab)
     with_draft = rule == "residual"
-    firsts, seconds = {}, []
+    firsts, seconds, blocks = {}, [], {}
     for index, dtype in enumerate(DTYPES):
         offset = (1 + (rule == "residual")) << 40 | vocab << 20 | index << 18
         inputs = _chain_inputs(rows, requests, offset)
-        firsts[dtype], second = _run_chain(rows, DTYPES[dtype], inputs, with_draft, offset)
+        firsts[dtype], second = _run_chain(rows, DTYPES[dtype], inputs, with_draft, offset,
+                                           blocks)
         seconds.append(second)
         if dtype == "bfloat16":
-            again = _run_chain(rows, torch.float32, inputs, with_draft, offset, count=512)
+            again = _run_chain(rows, torch.float32, inputs, with_draft, offset, blocks,
+                               count=512)
             assert np.array_equal(again[0], firsts[dtype][:512])
             assert np.array_equal(again[1], second[: again[1].shape[0]])
     _check_dtypes(firsts, rows.p, rows.heads, stated, seed=vocab)
@@ -218,7 +229,8 @@ def _filter(case: dict) -> dict:
     return {name: case[name] for name in ("top_k", "top_p", "min_p")}
 
 
-def _run_params(logits: ll.LevelLogits, case: dict, dtype, requests, offset, count=None):
+def _run_params(logits: ll.LevelLogits, case: dict, dtype, requests, offset, blocks,
+                count=None):
     """First and second emitted tokens of chains (anchor, x ~ filtered q) under `case`'s
     sampling parameters, from logit rows (target, target) and (draft)."""
     vocab = logits.target.shape[0]
@@ -226,9 +238,9 @@ def _run_params(logits: ll.LevelLogits, case: dict, dtype, requests, offset, cou
     rng = np.random.default_rng(offset)
     drafts, positions = ll.draws(q, requests, rng), rng.integers(0, 2**40, requests)
     count = requests if count is None else count
-    chunk = _chunk(vocab, 2)
-    target = _tensor(logits.target, dtype).expand(chunk, 2, vocab).contiguous()
-    draft = _tensor(logits.draft, dtype).expand(chunk, 1, vocab).contiguous()
+    chunk = min(_chunk(vocab, 2), count)
+    target = _dense(blocks, "target", logits.target, dtype, chunk, 2)
+    draft = _dense(blocks, "draft", logits.draft, dtype, chunk, 1)
     first, second = [], []
     for start in range(0, count, chunk):
         b = min(chunk, count - start)
@@ -286,13 +298,15 @@ def test_params_chain_emits_the_filtered_target_law(vocab, binding):
     unbound = dict(_filter(case), **{binding: _OFF[binding]})
     assert 0.5 * np.abs(ll.filtered_softmax(logits.target, case["temperature"], **unbound)
                         - law).sum() > 0.02
-    firsts, seconds = {}, []
+    firsts, seconds, blocks = {}, [], {}
     for index, dtype in enumerate(DTYPES):
         offset = 3 << 40 | vocab << 20 | index << 18
-        firsts[dtype], second = _run_params(logits, case, DTYPES[dtype], requests, offset)
+        firsts[dtype], second = _run_params(logits, case, DTYPES[dtype], requests, offset,
+                                            blocks)
         seconds.append(second)
         if dtype == "bfloat16":
-            again = _run_params(logits, case, torch.float32, requests, offset, count=256)
+            again = _run_params(logits, case, torch.float32, requests, offset, blocks,
+                                count=256)
             assert np.array_equal(again[0], firsts[dtype][:256])
             assert np.array_equal(again[1], second[: again[1].shape[0]])
     _check_dtypes(firsts, law, logits.heads, stated, seed=vocab + 11)
