@@ -21,7 +21,7 @@ Memory is the temporaries each path allocates, computed from the shapes (torch's
 has no peak counter): two-step = bias + scores = 2 * b * V floats; fused = 2 * b * chunk floats.
 
     python benchmarks/bench_dspark_markov.py            # small: V 32k, rank 256, b 1 and 8
-    python benchmarks/bench_dspark_markov.py --full     # the issue's sizes: V 128k, b 1..64
+    python benchmarks/bench_dspark_markov.py --full     # the target sizes: V 128k, b 1..64
 """
 
 from __future__ import annotations

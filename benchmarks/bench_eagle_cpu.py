@@ -1,7 +1,7 @@
 """EAGLE kernels, torch path vs a naive per-request Python loop (one run, same machine).
 
     python benchmarks/bench_eagle_cpu.py                 # small default sizes
-    python benchmarks/bench_eagle_cpu.py --issue-sizes   # b=64, topk=4, steps=4, N=16, V=32k
+    python benchmarks/bench_eagle_cpu.py --target-sizes   # b=64, topk=4, steps=4, N=16, V=32k
 
 Greedy verify is timed from the target argmax (both sides get the same `target_predict`), so the
 ratio measures the tree walk, not the shared argmax. Then each verify, from the logits /
@@ -172,7 +172,7 @@ def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, stream, rep
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--issue-sizes", action="store_true")
+    ap.add_argument("--target-sizes", action="store_true")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--topk", type=int, default=4)
     ap.add_argument("--steps", type=int, default=4)
@@ -186,7 +186,7 @@ def main():
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    if a.issue_sizes:
+    if a.target_sizes:
         a.batch, a.topk, a.steps, a.n, a.vocab = 64, 4, 4, 16, 32768
     b, k, s, n, v = a.batch, a.topk, a.steps, a.n, a.vocab
     gen = torch.Generator().manual_seed(0)

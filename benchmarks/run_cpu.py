@@ -1,4 +1,4 @@
-"""Run every CPU benchmark at the issues' sizes, keep the raw output, and plot the ratios.
+"""Run every CPU benchmark at the target sizes, keep the raw output, and plot the ratios.
 
     python benchmarks/run_cpu.py            # writes benchmarks/results/cpu-latest.{txt,json},
                                             # docs/img/benchmarks.png and the results tables of
@@ -80,7 +80,7 @@ RUNS: list[tuple[str, list[str], list[tuple[str, str, str, float | None]]]] = [
     ),
     (
         "eagle",
-        ["benchmarks/bench_eagle_cpu.py", "--issue-sizes", "--threads", "1", "--profile"],
+        ["benchmarks/bench_eagle_cpu.py", "--target-sizes", "--threads", "1", "--profile"],
         [
             ("EAGLE build_tree vs naive loop", r"build_tree .*ratio\s+([\d.]+)x", "higher", 20.0),
             ("EAGLE tree greedy verify vs naive loop", r"greedy verify .*ratio\s+([\d.]+)x", "higher", 20.0),

@@ -1,7 +1,7 @@
 """HiSparse swap on a GPU: the Triton path, its host-to-device bandwidth from pinned memory, and
 its device-side time per call (CUDA events; no host syncs inside a call).
 
-Measures, at the issue's sizes (bs 16, steps 4, top_k 2048, hot 4096, 656-byte rows, 5 % new
+Measures, at the target sizes (bs 16, steps 4, top_k 2048, hot 4096, 656-byte rows, 5 % new
 tokens per step):
 
 1. pinned-copy peak: one large `cuda_tensor.copy_(pinned, non_blocking=True)` (the link's

@@ -4,7 +4,7 @@ path and, for the memory-bound ones, as a share of the HBM bandwidth.
     python benchmarks/gpu/bench_kernels_gpu.py [--peak-gbs 4800] [--reps 20] [--only chain]
     python benchmarks/gpu/bench_kernels_gpu.py --dry-run     # no GPU: interpreter, tiny sizes
 
-Each entry builds its inputs at the issues' sizes (b 64, n 8, V 128k; EAGLE N 16; DSpark rank
+Each entry builds its inputs at the target sizes (b 64, n 8, V 128k; EAGLE N 16; DSpark rank
 256; HiSparse bs 16, top_k 2048), runs the family's public wrapper with `backend="triton"` and
 with `backend="torch"`, checks that they agree, and records which Triton kernels the call
 launched: the run fails when an entry launches other kernels than `ENTRIES` says it covers, so

@@ -3,7 +3,7 @@
     python benchmarks/gpu/run_all.py [--out DIR] [--budget-s 420] [--peak-gbs 4800]
     python benchmarks/gpu/run_all.py --dry-run     # no GPU: every kernel entry, interpreted
 
-Runs the GPU scripts at the issues' sizes, each under its own share of the time budget, keeps
+Runs the GPU scripts at the target sizes, each under its own share of the time budget, keeps
 going when one fails, and writes each script's output to DIR (default: $OUT, else
 benchmarks/results/gpu). `bench_kernels_gpu.py` covers every Triton kernel of the repository,
 one entry per kernel family (`ENTRIES`; tests/kernels/test_gpu_coverage.py fails when a
