@@ -111,3 +111,4 @@ def test_params_invariant_triton_equals_torch_and_the_reference():
         emitted = int(on_torch.accept_len[r]) + 1
         assert on_torch.output_tokens[r, :emitted].tolist() == plain[r, :emitted].tolist()
     assert torch.equal(plain[0], logits[0].argmax(-1))  # the greedy request: plain greedy
+

@@ -96,7 +96,9 @@ def verify_chain_greedy_torch(
     check_reads: bool = False,
 ) -> ChainVerifyResult:
     """`check_reads` (the CPU default; CPU tensors only): raise SR904 for a NaN in a row a
-    request reaches (a row's argmax points at its first NaN: one value read per row)."""
+    request reaches (a row's argmax points at its first NaN: one value read per row). Values
+    only: logits that require grad are read detached (the CPU path gathers into a buffer)."""
+    target_logits = target_logits.detach()
     if target_logits.device.type != "cpu":
         return _verify_chain_greedy_batched(candidates, target_logits, verify_lens)
     if check_reads:

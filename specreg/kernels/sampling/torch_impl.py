@@ -169,7 +169,10 @@ def take_rows_float32(
     flat: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """`flat[index]` as float32 [len(index), V]; written into `out` (float32, at least that many
-    rows) when given and `flat` is float32, else a fresh tensor."""
+    rows) when given and `flat` is float32, else a fresh tensor. The rows are values to draw
+    from, never differentiated: a `flat` that requires grad (a model's output outside
+    `torch.no_grad()`) is read detached, since `out=` refuses autograd inputs."""
+    flat = flat.detach()
     if out is not None and flat.dtype == torch.float32:
         return torch.index_select(flat, 0, index, out=out[: index.shape[0]])
     return flat.index_select(0, index).to(torch.float32)

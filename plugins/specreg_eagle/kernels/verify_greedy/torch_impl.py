@@ -101,7 +101,7 @@ def verify_tree_greedy_from_logits_torch(
     count = torch.zeros(b, dtype=torch.int64, device=device)
     last = torch.zeros(b, dtype=torch.int64, device=device)
     bonus = torch.empty(b, dtype=torch.int64, device=device)
-    flat = target_logits.reshape(b * n, vocab)  # a view for the usual layouts
+    flat = target_logits.detach().reshape(b * n, vocab)  # a view; values only (no autograd)
     gathered = None  # reused across levels: a fresh block per level costs page faults
     active = torch.arange(b, device=device)
     for level in range(depth + 1):
