@@ -32,7 +32,7 @@ from floors import interleaved_best
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling
 
 

@@ -28,7 +28,7 @@ from specreg_hisparse.kernels.planned_copy.torch_impl import (
     row_words,
 )
 from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
-from specreg_hisparse.runtime import compute_layout
+from specreg_hisparse.sizes import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
 #: Bytes written between the floor copies to evict the CPU caches (above the L3 of the

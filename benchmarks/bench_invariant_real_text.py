@@ -6,7 +6,7 @@ BPE tokenizer, `bench_real_text.py`): each prompt is a file's first `--prompt` t
 `--new` tokens are SAMPLED at temperature `--temperature` from a target model, a count trigram
 LM (`specreg.testing.count_models.CountLM`) fitted on every training file. The draft model is
 the same kind of LM fitted on a quarter of them (a weaker model of the same text), drafting k
-tokens per step with `specreg.draft_sampling.sample_rows` (the keyed SAMPLE-role race on its q,
+tokens per step with `specreg.step.draft_sampling.sample_rows` (the keyed SAMPLE-role race on its q,
 at each draft's absolute output position, under the request's key). Every verify is specreg's
 `ChainVerifier.verify_sampling` on the target's and the draft's rows, once with the standard
 rule and once with `invariant=True`, on the same keys.
@@ -35,9 +35,9 @@ from pathlib import Path
 import torch
 from bench_real_text import stdlib_files, train_tokenizer
 
-from specreg.chain_verifier import ChainVerifier
-from specreg.draft_sampling import sample_rows
-from specreg.sampling_params import SamplingParams
+from specreg.step.chain_verifier import ChainVerifier
+from specreg.step.draft_sampling import sample_rows
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing.count_models import CountLM
 
 KEY_BASE = 0x5EED_0000

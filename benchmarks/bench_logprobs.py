@@ -27,7 +27,7 @@ import sys
 import torch
 from bench_sampling_params import make_inputs, sort_filter, timed
 
-from specreg.demo_params import mixed_demo_params
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.logprobs import emitted_logprobs
 

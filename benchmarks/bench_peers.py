@@ -223,10 +223,10 @@ def filters(repeats: int, rows: int = 64, vocab: int = 32768) -> None:
     from sglang.srt.sampling.sampling_params import TOP_K_ALL
     from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
 
-    from specreg.draft_sampling import filtered_q, sample_rows
+    from specreg.step.draft_sampling import filtered_q, sample_rows
     from specreg.kernels.filtering.torch_impl import gathered_row_stats
-    from specreg.kernels.filtering.types import FILTER_RULES
-    from specreg.sampling_params import SamplingParams
+    from specreg.contract.filter_order import FILTER_RULES
+    from specreg.contract.sampling_params import SamplingParams
 
     torch.set_num_threads(1)  # the frameworks' imports may have raised it
     logits = 4.0 * torch.randn(rows, vocab, generator=torch.Generator().manual_seed(0))
@@ -391,7 +391,7 @@ def suffix_calls(files: int, prompt: int, new: int, batch: int, k: int) -> tuple
     how many tokens each step adds; and the number of speculate calls."""
     from bench_real_text import stdlib_files, train_tokenizer
     from specreg_lookup.drafter import SuffixDrafter
-    from specreg_lookup.runtime import SuffixOptions
+    from specreg_lookup.sizes import SuffixOptions
 
     found = stdlib_files(files)
     tokenizer = train_tokenizer(found[0::2], 8192)
@@ -467,7 +467,7 @@ def replay(calls: list, make: Callable[[], Any], speculate: Callable[..., list[i
 def suffix(repeats: int, k: int = 16) -> None:
     from build_arctic_suffix import ArcticBuildError, ensure_built
     from specreg_lookup.drafter import SuffixDrafter
-    from specreg_lookup.runtime import SuffixOptions
+    from specreg_lookup.sizes import SuffixOptions
 
     try:
         sys.path.insert(0, str(ensure_built()))

@@ -18,7 +18,7 @@ import argparse
 import torch
 from bench_sampling_params import make_inputs, timed
 
-from specreg.demo_params import mixed_demo_params
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.penalties import Penalties
 

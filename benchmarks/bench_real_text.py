@@ -40,10 +40,10 @@ from pathlib import Path
 import torch
 from specreg_lookup.drafter import NgramDrafter, SuffixDrafter
 from specreg_lookup.kernels.match_tree import LookupTree
-from specreg_lookup.runtime import NgramOptions, SuffixOptions
+from specreg_lookup.sizes import NgramOptions, SuffixOptions
 from specreg_lookup.verifier import LookupVerifier
 
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.testing.count_models import CountLM
 from specreg.testing.replay import ReplayTarget
 

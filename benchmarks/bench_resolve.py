@@ -54,18 +54,18 @@ def _floor_work(name: str):
 
     config = CASES[name]
     if name.startswith("dspark"):
-        from specreg_dspark.runtime import analyse_dspark
+        from specreg_dspark.sizes import analyse_dspark
 
         def work() -> None:
             parsed = config_from_flags(config)
             analyse_dspark(parsed.draft_config, parsed.num_draft_tokens)
 
         return work
-    from specreg_eagle.runtime import max_tree_nodes
+    from specreg_eagle.sizes import max_tree_nodes
 
     hisparse = "cache" in config
     if hisparse:
-        from specreg_hisparse.runtime import layout_from_options
+        from specreg_hisparse.sizes import layout_from_options
 
     def work() -> None:
         parsed = config_from_flags(config)

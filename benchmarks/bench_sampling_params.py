@@ -37,10 +37,10 @@ import time
 
 import torch
 
-from specreg.demo_params import mixed_demo_params
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.chain import verify_chain_sampling
 from specreg.kernels.chain_params import verify_chain_with_params
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 
 def make_inputs(b: int, n: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:

@@ -95,7 +95,7 @@ def main() -> None:
     from specreg.adapters import sglang_tree_kernels as kernels
     from specreg.adapters import substitution_runtime
     from specreg.kernels.random_stream import fresh_keys
-    from specreg.sampling_params import SamplingParams
+    from specreg.contract.sampling_params import SamplingParams
     from tests.adapters.sglang_tree_verify import publish_server_args, sampling_info
 
     assert substitution_runtime.active() == ("tree_verify",), substitution_runtime.active()

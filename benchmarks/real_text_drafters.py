@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from specreg.phase import Phase
+from specreg.contract.phase import Phase
 from specreg.testing.count_models import CountLM
 from specreg.testing.draft_model_step import draft_with_model
 from specreg.testing.heads_step import heads_step

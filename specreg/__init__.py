@@ -5,8 +5,8 @@ configuration; the returned `SpecPlan` is queried every step with no plugin disp
 `import specreg` imports neither torch nor triton.
 """
 
-from specreg.compat import resolve_num_tokens_per_req
-from specreg.config import SpecConfig
+from specreg.registry.compat import resolve_num_tokens_per_req
+from specreg.contract.config import SpecConfig
 from specreg.errors import (
     CacheMissError,
     ConfigError,
@@ -20,13 +20,13 @@ from specreg.errors import (
     problem,
 )
 from specreg.hookspecs import hookimpl, hookspec
-from specreg.phase import Phase
-from specreg.plan import SpecPlan
-from specreg.protocols import VerifyResult
-from specreg.registry import PluginFailure, PluginInfo, Registry, RegistryCache
-from specreg.resolution import Candidate, Resolution, Sizes
-from specreg.specs import AlgorithmSpec, CacheSpec, ParamRange
-from specreg.translate import config_from_flags
+from specreg.contract.phase import Phase
+from specreg.registry.plan import SpecPlan
+from specreg.contract.protocols import VerifyResult
+from specreg.registry.registry import PluginFailure, PluginInfo, Registry, RegistryCache
+from specreg.contract.resolution import Candidate, Resolution, Sizes
+from specreg.contract.specs import AlgorithmSpec, CacheSpec, ParamRange
+from specreg.registry.translate import config_from_flags
 
 __all__ = [
     "AlgorithmSpec",

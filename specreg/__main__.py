@@ -1,5 +1,5 @@
 """`python -m specreg` is the `specreg` command."""
 
-from specreg.cli import main
+from specreg.cli.command import main
 
 raise SystemExit(main())

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from specreg.config import SpecConfig
+    from specreg.contract.config import SpecConfig
     from specreg.errors import Problem
-    from specreg.phase import Phase
-    from specreg.resolution import Resolution, Sizes
-    from specreg.specs import AlgorithmSpec, CacheSpec
+    from specreg.contract.phase import Phase
+    from specreg.contract.resolution import Resolution, Sizes
+    from specreg.contract.specs import AlgorithmSpec, CacheSpec
 
 PROJECT_NAME = "specreg"
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
@@ -110,7 +110,7 @@ def specreg_resolve_candidates(
 
     Called once per resolve, only when ``config.candidate_steps`` is set, with the resolved
     config. Return one resolved ``SpecConfig`` per positive entry of
-    ``specreg.resolution.adaptive_steps(config)``, in that order (step 0 means speculation
+    ``specreg.contract.resolution.adaptive_steps(config)``, in that order (step 0 means speculation
     off and has no config). The default plugin derives a chain (``num_steps = s``,
     ``num_draft_tokens = s + 1``), and for a tree keeps ``topk`` with
     ``num_draft_tokens = 1 + s * topk``; a plugin whose algorithm sizes differently answers
@@ -205,7 +205,7 @@ def specreg_make_verifier(
     Called once per resolve, after validation passed, with the resolved config. Size it for
     ``resolution`` (the maxima over adaptive candidates) and accept every candidate's width.
     The object is stored as ``plan.verifier`` and must satisfy
-    ``specreg.protocols.ChainVerifierProtocol`` (chain and block drafting) or
+    ``specreg.contract.protocols.ChainVerifierProtocol`` (chain and block drafting) or
     ``TreeVerifierProtocol`` (tree drafting), returning ``VerifyResult``; otherwise resolve
     fails with SR123 naming the plugin. The default plugin returns specreg's chain verifier
     for chain and block drafters.
@@ -222,7 +222,7 @@ def specreg_make_drafter(
 
     Called once per resolve, after validation passed, with the resolved config; size it for
     ``resolution``. It must satisfy the protocol of the algorithm's drafting style
-    (``specreg.protocols``): ``ChainDrafterProtocol`` (model-free chains such as n-gram:
+    (``specreg.contract.protocols``): ``ChainDrafterProtocol`` (model-free chains such as n-gram:
     ``propose(history [b, L], lengths [b]) -> [b, gamma]``), ``TreeDrafterProtocol`` (a draft
     step from the draft model's logits and hidden states, and tree assembly) or
     ``BlockDrafterProtocol`` (a draft block and its proposal); otherwise resolve fails with
@@ -240,7 +240,7 @@ def specreg_make_cache_swapper(
 
     Called once per resolve when the config names a cache, after validation passed. The object
     is stored as ``plan.cache_swapper`` and must satisfy
-    ``specreg.protocols.CacheSwapperProtocol`` (else SR123 naming the plugin).
+    ``specreg.contract.protocols.CacheSwapperProtocol`` (else SR123 naming the plugin).
 
     :param resolution: the resolved widths (maxima over adaptive candidates); a swap resolves
         ``target_verify`` steps per call.

@@ -36,7 +36,7 @@ from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_trito
 from specreg_hisparse.kernels.planned_copy.types import PlannedCopy  # noqa: E402
 from specreg_hisparse.kernels.swap.triton_impl import swap_triton  # noqa: E402
 from specreg_hisparse.kernels.swap.types import SwapCall  # noqa: E402
-from specreg_hisparse.runtime import compute_layout  # noqa: E402
+from specreg_hisparse.sizes import compute_layout  # noqa: E402
 from specreg_hisparse.swapper import HiSparseSwapper  # noqa: E402
 
 

@@ -181,9 +181,9 @@ def chain(ctx: Ctx) -> list[Case]:
 
 
 def filtering(ctx: Ctx) -> list[Case]:
-    """The filtered rows the drafters sample from (`specreg.draft_sampling.filtered_q`)."""
-    from specreg.demo_params import mixed_demo_params
-    from specreg.draft_sampling import filtered_q
+    """The filtered rows the drafters sample from (`specreg.step.draft_sampling.filtered_q`)."""
+    from specreg.testing.demo_params import mixed_demo_params
+    from specreg.step.draft_sampling import filtered_q
 
     s = ctx.sizes
     logits = 3 * ctx.randn(s.b, s.vocab)
@@ -231,7 +231,7 @@ def relaxed(ctx: Ctx) -> list[Case]:
 
 
 def chain_params(ctx: Ctx) -> list[Case]:
-    from specreg.demo_params import mixed_demo_params
+    from specreg.testing.demo_params import mixed_demo_params
     from specreg.kernels.chain_params import verify_chain_with_params
 
     s = ctx.sizes
@@ -280,7 +280,7 @@ def argmax(ctx: Ctx) -> list[Case]:
 
 
 def logprobs(ctx: Ctx) -> list[Case]:
-    from specreg.demo_params import mixed_demo_params
+    from specreg.testing.demo_params import mixed_demo_params
     from specreg.kernels.chain_params import verify_chain_with_params
     from specreg.kernels.logprobs import emitted_logprobs
 
@@ -354,7 +354,7 @@ def eagle_tree(ctx: Ctx) -> list[Case]:
     from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
     from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
 
-    from specreg.demo_params import mixed_demo_params
+    from specreg.testing.demo_params import mixed_demo_params
 
     s = ctx.sizes
     b, n, v, topk, steps = s.tree_b, s.tree_n, s.tree_vocab, 4, 4
@@ -465,7 +465,7 @@ def hisparse(ctx: Ctx) -> list[Case]:
     from specreg_hisparse.kernels.planned_copy.torch_impl import copy_planned_torch
     from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_triton
     from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
-    from specreg_hisparse.runtime import compute_layout
+    from specreg_hisparse.sizes import compute_layout
     from specreg_hisparse.swapper import HiSparseSwapper
 
     s = ctx.sizes

@@ -36,8 +36,8 @@ def require_cuda() -> None:
 
 
 def param_sets(b: int):
-    from specreg.demo_params import mixed_demo_params
-    from specreg.sampling_params import SamplingParams
+    from specreg.testing.demo_params import mixed_demo_params
+    from specreg.contract.sampling_params import SamplingParams
 
     seeds = list(range(b))
     return {

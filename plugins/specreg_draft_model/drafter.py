@@ -11,7 +11,7 @@ its weights and its KV cache, and passes a runner (`DraftModelRunner`) to `draft
 2. **Draft.** gamma tokens autoregressively: argmax at temperature 0, else drawn from
    q = softmax(logits / T), and q is returned for the verifier's rejection rule; with `params`
    (per-request temperature, top-k, top-p, min-p, seed) each request draws from its filtered q
-   (`specreg.draft_sampling`, greedy requests taking the argmax) and the draft logits are
+   (`specreg.step.draft_sampling`, greedy requests taking the argmax) and the draft logits are
    returned (`ChainDraft.logits`) for the verifier's with-draft rule, which filters them as it
    filters the target. Every draw is the SAMPLE-role race on the random stream at
    (request key, the draft's absolute position `lengths + i`). Draft i is fed back for draft
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import attrs
 import torch
 
-from specreg.call_keywords import checked_keywords
+from specreg.step.call_keywords import checked_keywords
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
@@ -41,7 +41,7 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
-from specreg.memory import PER_REQUEST, Buffer
+from specreg.contract.memory import PER_REQUEST, Buffer
 
 
 class DraftModelRunner(Protocol):
@@ -89,7 +89,7 @@ class DraftModelDrafter:
     (None when the plan was resolved without one); the runner's logits are checked against it.
     """
 
-    needs = "draft_model"  # specreg.protocols.DRAFTER_NEEDS
+    needs = "draft_model"  # specreg.contract.protocols.DRAFTER_NEEDS
 
     def __init__(
         self, *, gammas: Sequence[int], vocab_size: int | None = None,
@@ -172,10 +172,10 @@ class DraftModelDrafter:
         None). Temperature 0 takes the argmax; otherwise the token is drawn from q by the
         SAMPLE-role race at (`keys`, `positions`) (missing keys: fresh ones from `generator`).
         With `params` (a `SamplingParams` of b requests) each request draws from its own
-        filtered q (`specreg.draft_sampling.sample_rows`) and q is that filtered q."""
+        filtered q (`specreg.step.draft_sampling.sample_rows`) and q is that filtered q."""
         if params is not None:
-            from specreg.draft_sampling import sample_rows
-            from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER
+            from specreg.step.draft_sampling import sample_rows
+            from specreg.contract.filter_order import DEFAULT_FILTER_ORDER
 
             drawn = sample_rows(
                 logits, params, keys=keys, positions=positions, generator=generator,
@@ -211,7 +211,7 @@ class DraftModelDrafter:
         """Catch the draft KV up to the anchor, then draft `gamma` (default: the largest)
         tokens. `history` int64 [b, L] holds each request's committed tokens (the anchor last,
         at `lengths - 1`), `cache_lens` [b] the draft KV lengths (see the module doc).
-        `draft_lengths` [b] (0..gamma, `specreg.draft_lengths`): request r proposes at most
+        `draft_lengths` [b] (0..gamma, `specreg.step.draft_lengths`): request r proposes at most
         draft_lengths[r] drafts, its anchor filling the rest (q rows there are 0). The draft
         model runs only the steps the longest request needs (the lengths are read on the
         host); when that is fewer than gamma its last draft is fed too, so the draft KV holds
@@ -231,7 +231,7 @@ class DraftModelDrafter:
         device = history.device
         capped, steps = None, g
         if draft_lengths is not None:
-            from specreg.draft_lengths import check_draft_lengths
+            from specreg.step.draft_lengths import check_draft_lengths
 
             capped = check_draft_lengths(
                 draft_lengths, b, g, device=device, check_values=self.check_values,
@@ -272,7 +272,7 @@ class DraftModelDrafter:
         if capped is None:
             return ChainDraft(tokens=drafts, q=q_all, cache_lens=lengths + g - 1, gamma=g,
                               logits=logits_all)
-        from specreg.draft_lengths import cut_chain
+        from specreg.step.draft_lengths import cut_chain
 
         anchor = history.to(torch.int64).gather(1, (lengths - 1)[:, None])[:, 0]
         pad = g - steps

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
-from specreg.specs import AlgorithmSpec, ParamRange
+from specreg.contract.specs import AlgorithmSpec, ParamRange
 from specreg_draft_model.checkpoint import vocab_problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from specreg.config import SpecConfig
-    from specreg.resolution import Resolution
+    from specreg.contract.config import SpecConfig
+    from specreg.contract.resolution import Resolution
 
 NAME = "draft_model"
 #: vLLM leaves num_speculative_tokens to the user; SGLang's chain default is 3 steps.

@@ -1,7 +1,7 @@
 """specreg's built-in DSpark plugin: the `dspark` and `dflash` block-drafting algorithms.
 
 `specreg_dspark.plugin` holds the hooks; `checkpoint` reads the draft checkpoint's config.json;
-`runtime` states what a resolved config implies (gamma, widths, layout). These import neither
+`sizes` states what a resolved config implies (gamma, widths, layout). These import neither
 torch nor triton. The kernels (`specreg_dspark.kernels.draft_block`, `.markov_greedy`,
 `.markov_head`), `drafter.BlockDrafter` and `verifier.BlockVerifier` import torch.
 """

@@ -2,7 +2,7 @@
 
 Torch-free: imported by the plugin at entry-point load. Parsing never raises
 (`parse_*_draft_config` returns the config and every problem); `from_hf_config` raises one
-`ConfigError`. What a parsed config implies at run time is `specreg_dspark.runtime`.
+`ConfigError`. What a parsed config implies at run time is `specreg_dspark.sizes`.
 
 Resolution order of every DSpark field except the block size (first hit wins):
 

@@ -6,7 +6,7 @@ previous draft token), independently per slot for DFlash. `make_head` builds the
 checkpoint's weights load into. With adaptive candidates, `propose(..., gamma=s)` proposes the
 first s drafts of the same block. With `params=` (per-request `SamplingParams`) each block
 position is drawn from the filtered q the with-draft verify rule reads
-(`specreg.draft_sampling`), greedy requests taking the argmax. Its kernel backend and filter
+(`specreg.step.draft_sampling`), greedy requests taking the argmax. Its kernel backend and filter
 order are fixed when the plan builds it.
 """
 
@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from specreg.backend import requested_backend
-from specreg.call_keywords import checked_keywords
+from specreg.step.call_keywords import checked_keywords
 from specreg.errors import ConfigError, KernelInputError, problem
 from specreg.kernels.checks import check_shape
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
-from specreg.memory import PER_REQUEST, Buffer
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
+from specreg.contract.memory import PER_REQUEST, Buffer
 from specreg_dspark.kernels.draft_block import build_draft_block
 from specreg_dspark.kernels.markov_head import make_markov_head
 from specreg_dspark.kernels.markov_head.torch_impl import (
     MarkovHead,
     greedy_sampler,
 )
-from specreg_dspark.runtime import BlockRuntime
+from specreg_dspark.sizes import BlockRuntime
 
 if TYPE_CHECKING:
-    from specreg.sampling_params import SamplingParams
+    from specreg.contract.sampling_params import SamplingParams
 
 
 class BlockDrafter:
@@ -42,7 +42,7 @@ class BlockDrafter:
     SPECREG_KERNEL_BACKEND asks for while the plan is resolved.
     """
 
-    needs = "target_hidden_states"  # specreg.protocols.DRAFTER_NEEDS
+    needs = "target_hidden_states"  # specreg.contract.protocols.DRAFTER_NEEDS
 
     def __init__(
         self, runtime: BlockRuntime, *, gammas: Sequence[int] = (), backend: str | None = None,
@@ -128,11 +128,11 @@ class BlockDrafter:
         greedy). DSpark walks the Markov `head`; DFlash (no head) samples each slot of the
         first gamma block rows independently. The bonus-anchor layout passes base logits with
         the anchor's slot already skipped. `draft_lengths` [b] (0..gamma,
-        `specreg.draft_lengths`): request r proposes its first draft_lengths[r] drafts, the
+        `specreg.step.draft_lengths`): request r proposes its first draft_lengths[r] drafts, the
         anchor filling the rest (never verified; their logits rows are not used). `params` (a
         `SamplingParams` of b requests, instead of `temperature`): request r's drafts are drawn
         from filter(logits / T_r) under its own top-k, top-p and min-p, as the verifier filters
-        q (`specreg.draft_sampling`), greedy requests taking the argmax; the logits are always
+        q (`specreg.step.draft_sampling`), greedy requests taking the argmax; the logits are always
         returned (hand them to `verify_sampling_from_logits(..., params=)`). Every sampled slot
         is the SAMPLE-role race on the random stream at (the request's key `keys[r]`, slot k's
         absolute position `positions[r] + k`); a seeded request's key is its seed, missing keys
@@ -151,7 +151,7 @@ class BlockDrafter:
                 )
             )
         if draft_lengths is not None:
-            from specreg.draft_lengths import check_draft_lengths, cut_chain
+            from specreg.step.draft_lengths import check_draft_lengths, cut_chain
 
             wanted = self._gamma(gamma)
             capped = check_draft_lengths(
@@ -178,7 +178,7 @@ class BlockDrafter:
             )
         base_logits = base_logits[:, :wanted]
         if params is not None:
-            from specreg.draft_sampling import check_draft_inputs
+            from specreg.step.draft_sampling import check_draft_inputs
 
             check_draft_inputs(base_logits[:, 0], params)  # before any head step runs
         greedy = temperature <= 0 and params is None
@@ -218,7 +218,7 @@ class BlockDrafter:
         """Logits [b, V] of block slot k (the k-th call) -> tokens [b]: the SAMPLE-role race
         at (key, positions + k) on softmax(logits / T), or on each request's filtered q with
         `params`."""
-        from specreg.draft_sampling import sample_rows
+        from specreg.step.draft_sampling import sample_rows
         from specreg.kernels.chain import sample_tokens
         from specreg.kernels.random_stream import fresh_keys
         from specreg.kernels.sampling import request_keys

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
-from specreg.resolution import Sizes, adaptive_steps
-from specreg.specs import AlgorithmSpec, ParamRange
+from specreg.contract.resolution import Sizes, adaptive_steps
+from specreg.contract.specs import AlgorithmSpec, ParamRange
 from specreg_dspark.checkpoint import parse_dflash_draft_config, parse_dspark_draft_config
-from specreg_dspark.runtime import (
+from specreg_dspark.sizes import (
     DEFAULT_DFLASH_BLOCK_SIZE,
     DEFAULT_DSPARK_GAMMA,
     BlockRuntime,
@@ -29,9 +29,9 @@ from specreg_dspark.runtime import (
 )
 
 if TYPE_CHECKING:
-    from specreg.config import SpecConfig
-    from specreg.resolution import Resolution
-    from specreg.specs import CacheSpec
+    from specreg.contract.config import SpecConfig
+    from specreg.contract.resolution import Resolution
+    from specreg.contract.specs import CacheSpec
 
 _ONE = ParamRange(minimum=1, maximum=1, default=1)
 # gamma <= 256: far above published block sizes (16), and it bounds every buffer.

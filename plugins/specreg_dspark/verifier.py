@@ -1,6 +1,6 @@
 """`BlockVerifier`: the object `specreg_make_verifier` returns for dspark and dflash.
 
-It wraps core chain verification (`specreg.chain_verifier.ChainVerifier`) and adds sampling
+It wraps core chain verification (`specreg.step.chain_verifier.ChainVerifier`) and adds sampling
 verification from logits with ``q = softmax(corrected / T)`` and ragged verify (per-request
 ``verify_lens``, where the algorithm declares `supports_ragged_verify`). Its rules and ragged
 support are the `AlgorithmSpec`'s; its kernel backend is fixed when the plan builds it. Drafting
@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from specreg.backend import requested_backend
-from specreg.call_keywords import checked_keywords
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.call_keywords import checked_keywords
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import ConfigError, KernelInputError, problem
-from specreg.memory import Buffer
-from specreg.protocols import VerifyResult
-from specreg.sampling_params import SamplingParams
-from specreg.specs import AlgorithmSpec
+from specreg.contract.memory import Buffer
+from specreg.contract.protocols import VerifyResult
+from specreg.contract.sampling_params import SamplingParams
+from specreg.contract.specs import AlgorithmSpec
 from specreg_dspark.drafter import BlockDrafter
-from specreg_dspark.runtime import BlockRuntime
+from specreg_dspark.sizes import BlockRuntime
 
 if TYPE_CHECKING:
     from specreg.kernels.penalties.types import Penalties
@@ -106,7 +106,7 @@ class BlockVerifier:
     ) -> VerifyResult:
         """Leading match against the target argmax; `verify_lens` [b] (1..n) caps each request
         (dspark's ragged verify), `draft_lengths` [b] (0..n-1, 0 = no speculation) is the
-        serving loop's per-request length (dspark and dflash; `specreg.draft_lengths`)."""
+        serving loop's per-request length (dspark and dflash; `specreg.step.draft_lengths`)."""
         self._ragged(verify_lens)
         return self.chain.verify_greedy(
             candidates, target_logits, verify_lens=verify_lens, draft_lengths=draft_lengths

@@ -8,7 +8,7 @@ steps taken picks the adaptive candidate: its verify width comes from the plan.
 
 With per-request `SamplingParams` (`start(..., params=)`), sampled requests expand each branch
 with K children drawn WITHOUT replacement from the filtered q the tree verifier reads
-(Gumbel-top-k, `specreg.draft_sampling.sample_children`), ranked by weights that do not depend
+(Gumbel-top-k, `specreg.step.draft_sampling.sample_children`), ranked by weights that do not depend
 on which tokens were drawn, and `draft_logits` gives the verifier each node's q source, so the
 verifier's recursive rejection rule ("with q") runs; greedy requests keep the deterministic
 top-k exactly as without params.
@@ -23,19 +23,19 @@ import attrs
 import torch
 
 from specreg.backend import requested_backend
-from specreg.call_keywords import checked_keywords
+from specreg.step.call_keywords import checked_keywords
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check_tensor
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
-from specreg.memory import Buffer
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
+from specreg.contract.memory import Buffer
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.types import TreeBuildResult
 from specreg_eagle.kernels.tree_lengths import cut_tree
-from specreg_eagle.runtime import draft_buffers, tree_buffers
+from specreg_eagle.sizes import draft_buffers, tree_buffers
 
 if TYPE_CHECKING:
-    from specreg.sampling_params import SamplingParams
+    from specreg.contract.sampling_params import SamplingParams
 
 
 @attrs.frozen(kw_only=True)
@@ -69,7 +69,7 @@ class EagleDrafter:
     largest. The kernel backend is fixed when the drafter is built (`backend`).
     """
 
-    needs = "target_hidden_states"  # specreg.protocols.DRAFTER_NEEDS
+    needs = "target_hidden_states"  # specreg.contract.protocols.DRAFTER_NEEDS
 
     def __init__(
         self,
@@ -110,7 +110,7 @@ class EagleDrafter:
         if params is None:
             probs = torch.softmax(logits.float(), dim=-1)
             return torch.topk(probs, self.topk, dim=-1)
-        from specreg.draft_sampling import row_params, sample_children
+        from specreg.step.draft_sampling import row_params, sample_children
 
         drawn = sample_children(
             logits, row_params(params, rows // params.batch_size), self.topk,
@@ -205,7 +205,7 @@ class EagleDrafter:
         draft_lengths: Any = None,
     ) -> TreeBuildResult:
         """Keep the best drafts and build the verify tree rooted at `bonus_tokens` [b].
-        `draft_lengths` [b] (0..steps, `specreg.draft_lengths`): request r's tree keeps only
+        `draft_lengths` [b] (0..steps, `specreg.step.draft_lengths`): request r's tree keeps only
         its nodes at depth <= draft_lengths[r] (0: the root alone); the width stays the plan's."""
         width = self.width_for(draft.steps)
         parent_list, top_scores_index, draft_tokens = organize_draft_results(

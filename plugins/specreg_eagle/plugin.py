@@ -6,7 +6,7 @@ Widths and gamma are the default plugin's (draft_decode = topk, draft_extend = t
 num_draft_tokens, gamma = num_draft_tokens - 1); this plugin infers unset parameters, derives
 adaptive candidates (chains and trees), validates the tree size, registers its error codes and
 builds the verifier and the drafter, sized for every candidate. The size rules live in
-`specreg_eagle.runtime`.
+`specreg_eagle.sizes`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
-from specreg.specs import AlgorithmSpec, ParamRange
-from specreg_eagle.runtime import (
+from specreg.contract.specs import AlgorithmSpec, ParamRange
+from specreg_eagle.sizes import (
     candidate_draft_tokens,
     max_tree_nodes,
     resolved_draft_tokens,
@@ -26,9 +26,9 @@ from specreg_eagle.runtime import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from specreg.config import SpecConfig
-    from specreg.resolution import Resolution
-    from specreg.specs import CacheSpec
+    from specreg.contract.config import SpecConfig
+    from specreg.contract.resolution import Resolution
+    from specreg.contract.specs import CacheSpec
 
 #: SGLang's defaults: (num_steps, topk, num_draft_tokens) = (3, 1, 4).
 DEFAULT_NUM_STEPS = 3
@@ -111,7 +111,7 @@ def specreg_resolve_candidates(
 ) -> list[SpecConfig] | None:
     if not _owned(algorithm):
         return None
-    from specreg.resolution import adaptive_steps
+    from specreg.contract.resolution import adaptive_steps
 
     topk, main = config.topk or DEFAULT_TOPK, config.num_draft_tokens or 2
     main_steps = config.num_steps or DEFAULT_NUM_STEPS

@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from specreg.acceptance_rules import LOSSLESS, AcceptanceRule
+from specreg.contract.acceptance_rules import LOSSLESS, AcceptanceRule
 from specreg.backend import requested_backend
-from specreg.call_keywords import checked_keywords, given_keywords, refuse_without_params
+from specreg.step.call_keywords import checked_keywords, given_keywords, refuse_without_params
 from specreg.errors import KernelInputError, problem
-from specreg.memory import Buffer, verify_result_buffers
-from specreg.protocols import VerifyResult
-from specreg.sampling_params import SamplingParams
-from specreg.verify_modes import merge_by_request, requested_modes
+from specreg.contract.memory import Buffer, verify_result_buffers
+from specreg.contract.protocols import VerifyResult
+from specreg.contract.sampling_params import SamplingParams
+from specreg.step.verify_modes import merge_by_request, requested_modes
 from specreg_eagle.drafter import EagleDrafter, TreeDraft
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.types import TreeBuildResult
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
-from specreg_eagle.runtime import MASK_MODES
+from specreg_eagle.sizes import MASK_MODES
 
 if TYPE_CHECKING:
     from specreg.kernels.penalties.types import Penalties
@@ -51,7 +51,7 @@ class EagleVerifier:
        key drawn once for the request) and the absolute position of the tree's depth-1 nodes
        (``positions`` [b], by default the tree's root position + 1).
 
-    ``out`` is a `specreg.protocols.VerifyResult`: ``out.output_tokens`` [b, num_steps + 1]
+    ``out`` is a `specreg.contract.protocols.VerifyResult`: ``out.output_tokens`` [b, num_steps + 1]
     int64 holds each request's accepted drafts then the bonus token, padded with -1;
     ``out.num_accepted`` [b] int32 the number of accepted drafts (emit ``num_accepted + 1``
     tokens); ``out.bonus`` [b] the token after them (the next step's root);
@@ -64,7 +64,7 @@ class EagleVerifier:
     verifies with the same object. The plan's drafter (`EagleDrafter`) builds trees step by
     step from the draft model's logits; `build_tree` remains for already-collected lists.
 
-    `acceptance` (the plan's `config.acceptance`, `specreg.acceptance_rules`) is lossless by
+    `acceptance` (the plan's `config.acceptance`, `specreg.contract.acceptance_rules`) is lossless by
     default. Relaxed thresholds reach the tree kernels (they override `threshold_single` /
     `threshold_acc`); typical and synthetic acceptance are chain rules, run with topk 1 through
     `ChainVerifier` (synthetic also for greedy verification). All three are lossy.
@@ -87,7 +87,7 @@ class EagleVerifier:
         acceptance: AcceptanceRule | None = None,
         verify_mode: str | None = None,
     ) -> None:
-        from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
+        from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
 
         self.verify_mode = verify_mode or "standard"
 
@@ -265,7 +265,7 @@ class EagleVerifier:
           (greedy ones mixed in; a seeded request's key is its seed; `verify_tree_with_params`),
           and then `token_bitmask` [b, N, words] and `penalties` apply to every node's row.
         - `invariant`: None (the plan's verify mode), True / False or a bool tensor [b]
-          (`specreg.verify_modes`): the drafter-invariant rule (tokens equal plain keyed
+          (`specreg.step.verify_modes`): the drafter-invariant rule (tokens equal plain keyed
           sampling; q and coins not read).
         """
         return self._sampling(tree, target_probs, draft_probs, params, invariant, given_keywords(
@@ -413,7 +413,7 @@ class EagleVerifier:
         return _as_result(chain_to_tree_result(chain, self.num_steps), n, chain.acceptance)
 
     def _invariant(self, invariant: Any, candidates: torch.Tensor) -> bool | torch.Tensor:
-        """The call's verify modes (`specreg.verify_modes.requested_modes`: the call's
+        """The call's verify modes (`specreg.step.verify_modes.requested_modes`: the call's
         `invariant`, a bool or one bool per request, else the plan's verify mode); SR133 beside
         a lossy acceptance rule."""
         chosen = requested_modes(
@@ -432,7 +432,7 @@ class EagleVerifier:
         """The `ChainVerifier` of one chain width, built once per width (under the plan's rule)."""
         found = self._chains.get(width)
         if found is None:
-            from specreg.chain_verifier import ChainVerifier
+            from specreg.step.chain_verifier import ChainVerifier
 
             found = ChainVerifier(width, backend=self.backend, check_values=self.check_values,
                                   acceptance=self.acceptance)

@@ -7,15 +7,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from specreg.hookspecs import hookimpl
-from specreg.phase import Phase
-from specreg.specs import CacheSpec
-from specreg_hisparse.runtime import DEFAULT_OPTIONS, layout_from_options
+from specreg.contract.phase import Phase
+from specreg.contract.specs import CacheSpec
+from specreg_hisparse.sizes import DEFAULT_OPTIONS, layout_from_options
 
 if TYPE_CHECKING:
-    from specreg.config import SpecConfig
+    from specreg.contract.config import SpecConfig
     from specreg.errors import Problem
-    from specreg.resolution import Resolution
-    from specreg.specs import AlgorithmSpec
+    from specreg.contract.resolution import Resolution
+    from specreg.contract.specs import AlgorithmSpec
 
 CACHE_NAME = "hisparse"
 

@@ -37,11 +37,11 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
-from specreg.memory import Buffer
+from specreg.contract.memory import Buffer
 from specreg_hisparse.kernels.planned_copy.checks import check_plan
 from specreg_hisparse.kernels.swap import swap as run_swap
 from specreg_hisparse.kernels.swap.types import PADDED_LOCATION, SwapCall
-from specreg_hisparse.runtime import HiSparseLayout, hisparse_buffers, steps_problem
+from specreg_hisparse.sizes import HiSparseLayout, hisparse_buffers, steps_problem
 
 PADDED_ROW_LOCATION = PADDED_LOCATION  # what CUDA-graph padding rows get (a valid row)
 

@@ -1,7 +1,7 @@
 """The drafters an ngram or suffix plan hands out: `NgramDrafter` (batched prompt lookup) and
 `SuffixDrafter` (suffix trees per request and over earlier responses).
 
-Both satisfy `specreg.protocols.ChainDrafterProtocol`: `propose(history [b, W], lengths [b])`
+Both satisfy `specreg.contract.protocols.ChainDrafterProtocol`: `propose(history [b, W], lengths [b])`
 returns int64 [b, gamma] (gamma = num_steps), the request's proposals followed by its last
 token as filler, which a fixed-width verify may run and never needs. What was really proposed:
 `lookup(...)` / `speculate(...)` (counts per request; none on no match, as vLLM proposes none),
@@ -16,12 +16,12 @@ from collections.abc import Hashable, Sequence
 import attrs
 import torch
 
-from specreg.call_keywords import checked_keywords
-from specreg.memory import PER_REQUEST, Buffer
+from specreg.step.call_keywords import checked_keywords
+from specreg.contract.memory import PER_REQUEST, Buffer
 from specreg_lookup.errors import request_state_error
 from specreg_lookup.kernels.match_tree import LookupTree, build_tree
 from specreg_lookup.kernels.ngram_match import ChainProposal, chain_proposals, check_history
-from specreg_lookup.runtime import NgramOptions, SuffixOptions
+from specreg_lookup.sizes import NgramOptions, SuffixOptions
 from specreg_lookup.suffix_tree import SuffixTree, exact_probability
 
 __all__ = ["NgramDrafter", "SuffixDraft", "SuffixDrafter", "SuffixTree"]
@@ -35,7 +35,7 @@ class NgramDrafter:
     offers its most recent (bfs) or most frequent (prob) continuations.
     """
 
-    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
+    needs = "token_history"  # specreg.contract.protocols.DRAFTER_NEEDS
 
     def __init__(self, options: NgramOptions | None = None, *, num_steps: int = 3) -> None:
         self.options = options or NgramOptions()
@@ -120,7 +120,7 @@ class SuffixDrafter:
     prompt is the whole row (these calls do not say which tokens were just sampled).
     """
 
-    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
+    needs = "token_history"  # specreg.contract.protocols.DRAFTER_NEEDS
 
     def __init__(self, options: SuffixOptions | None = None, *, num_steps: int | None = None
                  ) -> None:
@@ -311,10 +311,10 @@ def _chain_of(draft: SuffixDraft, gamma: int, filler: int) -> list[int]:
 def _cut(drafts: torch.Tensor, history: torch.Tensor, lengths: torch.Tensor,
          draft_lengths: object) -> torch.Tensor:
     """`drafts` [b, gamma] with positions at or past draft_lengths[r] holding the request's
-    last token (`specreg.draft_lengths.cut_chain`); `drafts` without lengths."""
+    last token (`specreg.step.draft_lengths.cut_chain`); `drafts` without lengths."""
     if draft_lengths is None:
         return drafts
-    from specreg.draft_lengths import check_draft_lengths, cut_chain
+    from specreg.step.draft_lengths import check_draft_lengths, cut_chain
 
     b, gamma = drafts.shape
     capped = check_draft_lengths(draft_lengths, b, gamma, device=drafts.device,

@@ -6,7 +6,7 @@ states. A step proposes up to `num_steps` tokens (vLLM's `num_speculative_tokens
 with `num_draft_tokens = num_steps + 1` slots, as a chain (vLLM's semantics: fewer or none when
 the history offers fewer) or, with `proposals: "tree"`, as a tree of that many nodes (SGLang's
 breadth-first NGRAM trees, arctic-inference's tree speculation). Options ride in `draft_config`
-(see `specreg_lookup.runtime`). Torch-free: the drafters and verifier are imported when a plan
+(see `specreg_lookup.sizes`). Torch-free: the drafters and verifier are imported when a plan
 builds them. Every hook answers only for `ngram` and `suffix` and returns None otherwise.
 """
 
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
-from specreg.specs import AlgorithmSpec, ParamRange
-from specreg_lookup.runtime import ngram_options, suffix_options
+from specreg.contract.specs import AlgorithmSpec, ParamRange
+from specreg_lookup.sizes import ngram_options, suffix_options
 
 if TYPE_CHECKING:
-    from specreg.config import SpecConfig
-    from specreg.resolution import Resolution
+    from specreg.contract.config import SpecConfig
+    from specreg.contract.resolution import Resolution
 
 #: 63 drafts per step: beyond any framework default (vLLM's suffix: 24), and it bounds buffers.
 MAX_NUM_DRAFT_TOKENS = 64

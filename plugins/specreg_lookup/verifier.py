@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from specreg.call_keywords import checked_keywords
-from specreg.chain_verifier import ChainVerifier
-from specreg.protocols import VerifyResult
+from specreg.step.call_keywords import checked_keywords
+from specreg.step.chain_verifier import ChainVerifier
+from specreg.contract.protocols import VerifyResult
 from specreg_lookup.kernels.match_tree import LookupTree
 from specreg_lookup.kernels.tree_verify import verify_tree_greedy, verify_tree_sampling
 

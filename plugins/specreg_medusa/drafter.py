@@ -1,7 +1,7 @@
 """`MedusaDrafter`, the medusa plan's drafter: head logits to the static verify tree.
 
 `plan.drafter` holds it (a `TreeDrafterProtocol`). Head d's `topk` tokens fill the nodes at
-depth d + 1 of the static tree (`specreg_medusa.runtime`): choice c of head d is its c-th
+depth d + 1 of the static tree (`specreg_medusa.sizes`): choice c of head d is its c-th
 token. The tree's mask, positions and links come from the EAGLE plugin's `build_tree` kernel,
 fed the tree's EAGLE numbering, so the plan's `EagleVerifier` verifies it unchanged. Heads read
 only the target's hidden state, so every node at one depth chooses from the same `topk` tokens.
@@ -19,7 +19,7 @@ verifier runs the target-only rule when requests sample. With them
 (`sample_tree_from_heads(..., params=)`, or `start(..., params=)` then `step`, `tree` and
 `draft_probs`), a sampled request's head d draws its `topk` tokens WITHOUT replacement from
 q_d = filter(head d's logits / T) under the request's temperature, top-k, top-p and min-p
-(`specreg.draft_sampling.sample_children`: the verifiers' own filtered rows, Gumbel-top-k on
+(`specreg.step.draft_sampling.sample_children`: the verifiers' own filtered rows, Gumbel-top-k on
 the SAMPLE-role random stream at (request key, positions + d), `positions` being the absolute
 position of the depth-1 nodes, so head d draws at the position its depth-(d + 1) nodes occupy,
 the convention of the tree verifier and the history trees). Greedy requests (temperature 0)
@@ -58,10 +58,10 @@ import torch
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.types import TreeBuildResult
 from specreg_eagle.kernels.tree_lengths import cut_tree
-from specreg_eagle.runtime import tree_buffers
+from specreg_eagle.sizes import tree_buffers
 
 from specreg.backend import requested_backend
-from specreg.call_keywords import checked_keywords
+from specreg.step.call_keywords import checked_keywords
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import (
     FLOAT_DTYPES,
@@ -73,10 +73,10 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, filter_rule
-from specreg.memory import PER_REQUEST, Buffer
-from specreg.sampling_params import SamplingParams
-from specreg_medusa.runtime import TreeLayout, eagle_layout
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
+from specreg.contract.memory import PER_REQUEST, Buffer
+from specreg.contract.sampling_params import SamplingParams
+from specreg_medusa.sizes import TreeLayout, eagle_layout
 
 
 @attrs.frozen(kw_only=True)
@@ -157,7 +157,7 @@ class MedusaDrafter:
     largest. The tree layouts are computed once, here; the kernel backend is fixed here too.
     """
 
-    needs = "target_hidden_states"  # specreg.protocols.DRAFTER_NEEDS
+    needs = "target_hidden_states"  # specreg.contract.protocols.DRAFTER_NEEDS
 
     def __init__(
         self,
@@ -265,7 +265,7 @@ class MedusaDrafter:
 
     def _check_head_rows(self, logits: torch.Tensor, name: str) -> None:
         """SR904 (with value checks) for head rows [b, s, V] with NaN or +inf, or only -inf."""
-        from specreg.draft_sampling import invalid_logit_rows
+        from specreg.step.draft_sampling import invalid_logit_rows
 
         if not should_check_values(logits.device, self.check_values):
             return
@@ -294,7 +294,7 @@ class MedusaDrafter:
         deterministic top-k and a zero q. Without value checks, a request with invalid
         parameters or a head row with no finite maximum keeps the top-k and a zero q there (no
         q: the verifier runs the target-only rule, and flags the invalid parameters)."""
-        from specreg.draft_sampling import invalid_logit_rows, sample_children
+        from specreg.step.draft_sampling import invalid_logit_rows, sample_children
 
         b, s, v = logits.shape
         flat = logits.reshape(b * s, v)

@@ -2,7 +2,7 @@
 
 Registers `medusa` (vLLM's method name; TensorRT-LLM's MEDUSA): `num_steps` heads on the
 target's last hidden state each propose their `topk` best tokens for one position, and a static
-tree of `num_draft_tokens - 1` of those choices (`specreg_medusa.runtime`) is verified by the
+tree of `num_draft_tokens - 1` of those choices (`specreg_medusa.sizes`) is verified by the
 EAGLE plugin's tree verifier. Widths and gamma are the default plugin's (draft_decode = topk,
 draft_extend = target_verify = num_draft_tokens, gamma = num_draft_tokens - 1). This plugin
 infers unset parameters (num_steps from the checkpoint's head count; vLLM's
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
-from specreg.specs import AlgorithmSpec, ParamRange
+from specreg.contract.specs import AlgorithmSpec, ParamRange
 from specreg_medusa.checkpoint import MedusaHeadsConfig, parse_heads_config
-from specreg_medusa.runtime import infer_num_draft_tokens, tree_nodes, widths_by_steps
+from specreg_medusa.sizes import infer_num_draft_tokens, tree_nodes, widths_by_steps
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from specreg.config import SpecConfig
-    from specreg.resolution import Resolution
-    from specreg.specs import CacheSpec
+    from specreg.contract.config import SpecConfig
+    from specreg.contract.resolution import Resolution
+    from specreg.contract.specs import CacheSpec
 
 NAME = "medusa"
 #: Medusa checkpoints ship 3-5 heads; vLLM's MedusaConfig defaults to 5, specreg to 4.
@@ -103,7 +103,7 @@ def specreg_resolve_candidates(
 ) -> list[SpecConfig] | None:
     if algorithm.name != NAME:
         return None
-    from specreg.resolution import adaptive_steps
+    from specreg.contract.resolution import adaptive_steps
 
     topk, main = config.topk or DEFAULT_TOPK, config.num_draft_tokens or 2
     # A main width equal to the inferred one counts as inferred, so a plan's own config (which

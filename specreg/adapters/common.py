@@ -13,7 +13,7 @@ from specreg.adapters.substitution_runtime import install_all
 from specreg.errors import ConfigError, PluginError, Problem, problem
 
 if TYPE_CHECKING:
-    from specreg.plan import SpecPlan
+    from specreg.registry.plan import SpecPlan
 
 Mode = Literal["enforce", "shadow"]
 MODES: tuple[str, ...] = ("enforce", "shadow")
@@ -94,7 +94,7 @@ def resolve_for_framework(
     from specreg.adapters.words import error_in_words, in_words
     from specreg.errors import SpecRegError
     from specreg.framework_args.rules import hisparse_runtime_problems
-    from specreg.translate import config_from_flags
+    from specreg.registry.translate import config_from_flags
 
     try:
         config = config_from_flags(data)
@@ -116,7 +116,7 @@ def outcome(
 ) -> dict[str, Any]:
     """What specreg resolves for `data`: steps, topk, draft tokens, gamma and widths, or the codes."""
     from specreg.errors import SpecRegError
-    from specreg.phase import PHASES
+    from specreg.contract.phase import PHASES
 
     try:
         plan, _ = resolve_for_framework(registry, data, framework_of(data), facts)
@@ -191,7 +191,7 @@ class FrameworkAdapter:
 
     def loaded_registry(self) -> Any:
         if self.registry is None:
-            from specreg.registry import Registry
+            from specreg.registry.registry import Registry
 
             self.registry = Registry.load()
         return self.registry

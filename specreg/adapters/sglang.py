@@ -51,7 +51,7 @@ _DECLARED = {
 
 def flags_of(view: Any) -> dict[str, Any]:
     """The speculative flags on a ServerArgs view, as `config_from_flags` reads them, with
-    SGLang's filter order (its torch sampler's: `specreg.kernels.filtering.types`)."""
+    SGLang's filter order (its torch sampler's: `specreg.contract.filter_order`)."""
     flags = {name: getattr(view, name) for name in SGLANG_FIELDS if getattr(view, name, None) is not None}
     return flags | ({"filter_order": "sglang"} if flags else {})
 

@@ -64,7 +64,7 @@ def manager_class(original: type) -> type:
 
     from specreg.adapters.substitution_runtime import plugin_module
 
-    HiSparseLayout = plugin_module(HISPARSE_PLUGIN, "runtime").HiSparseLayout  # noqa: N806
+    HiSparseLayout = plugin_module(HISPARSE_PLUGIN, "sizes").HiSparseLayout  # noqa: N806
     HiSparseSwapper = plugin_module(HISPARSE_PLUGIN, "swapper").HiSparseSwapper  # noqa: N806
 
     module = importlib.import_module(MODULE)

@@ -56,9 +56,9 @@ from specreg.kernels.checks import (
     check_shape,
 )
 from specreg.kernels.filtering.torch_impl import row_stats, scaled_probabilities
-from specreg.kernels.filtering.types import FILTER_RULES
+from specreg.contract.filter_order import FILTER_RULES
 from specreg.kernels.random_stream import fresh_keys
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 #: The `SamplingBatchInfo` of the `eagle_sample` call in progress (None outside one).
 CURRENT_SAMPLING_INFO: contextvars.ContextVar[Any] = contextvars.ContextVar(

@@ -1,6 +1,6 @@
 """Installs, once per framework process, the runtime substitutions an adapter's switch turns on.
 
-`from_env` reads `SPECREG_SGLANG_SUBSTITUTE` / `SPECREG_VLLM_SUBSTITUTE` (`specreg.substitutions`
+`from_env` reads `SPECREG_SGLANG_SUBSTITUTE` / `SPECREG_VLLM_SUBSTITUTE` (`specreg.contract.substitutions`
 holds the names); `install_all` imports each substitution's installer inside the framework's
 process, calls it, and logs one line per process saying what is active; `active()` answers the
 same from inside that process. Installers use `seam_missing` and `require_applied` so that a seam
@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from specreg.errors import ConfigError, PluginError, problem
-from specreg.substitutions import SUBSTITUTIONS, SWITCHES, parse
+from specreg.contract.substitutions import SUBSTITUTIONS, SWITCHES, parse
 
 logger = logging.getLogger("specreg.adapters")
 

@@ -86,7 +86,7 @@ class VLLMAdapter(FrameworkAdapter):
             return original(engine_args, *args, **kwargs)
         data = {k.replace("-", "_"): v for k, v in spec.items()}
         data = {k: v for k, v in data.items() if k in VLLM_FIELDS and v is not None}
-        data["filter_order"] = "vllm"  # vLLM's sampler order (specreg.kernels.filtering.types)
+        data["filter_order"] = "vllm"  # vLLM's sampler order (specreg.contract.filter_order)
         if self.mode == "shadow":
             result = original(engine_args, *args, **kwargs)
             try:

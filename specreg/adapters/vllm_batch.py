@@ -79,7 +79,7 @@ def request_params(sm: Any, b: int, vocab: int, device: Any) -> Any:
     """specreg's `SamplingParams` of vLLM's batch (temperature 0: greedy; top_k V: off)."""
     import torch
 
-    from specreg.sampling_params import SamplingParams
+    from specreg.contract.sampling_params import SamplingParams
 
     if sm.all_greedy or sm.temperature is None:
         temperature = torch.zeros(b, dtype=torch.float32, device=device)

@@ -6,7 +6,7 @@ drafter under vLLM, with the plan resolved for k = num_speculative_tokens (gamma
 vLLM calls `propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=...)`
 and takes one list of draft token ids per request. That seam hands over token ids only, so the
 proposer takes a drafter by what it declares it needs (`drafter.needs`,
-`specreg.protocols.DRAFTER_NEEDS`): "token_history" drafters (ngram, suffix, a third party's)
+`specreg.contract.protocols.DRAFTER_NEEDS`): "token_history" drafters (ngram, suffix, a third party's)
 run; one that needs the target's hidden states or a draft model (EAGLE, Medusa, DSpark, DFlash,
 draft_model) is refused when vLLM constructs the proposer (SR175, naming the seam), never at the
 first step; one that declares nothing, or a need the protocol does not know, is its plugin's
@@ -34,7 +34,7 @@ from typing import Any
 
 from specreg.adapters.vllm_rows import RowRequests
 from specreg.errors import PluginError, UnknownNameError, problem
-from specreg.protocols import DRAFTER_NEEDS, TOKEN_HISTORY, drafter_needs
+from specreg.contract.protocols import DRAFTER_NEEDS, TOKEN_HISTORY, drafter_needs
 
 #: What a drafter keyed by request offers (arctic-inference's SuffixDecodingCache API), besides
 #: its `active_requests`.
@@ -82,7 +82,7 @@ def _undeclared(algorithm: str, drafter: Any, needs: str | None, *,
         "SR190", f"specreg algorithm {algorithm!r}: {why}, so vLLM's custom_class seam cannot "
         "tell whether it drafts from token ids alone",
         accepted="needs = " + ", ".join(repr(n) for n in DRAFTER_NEEDS)
-        + " (specreg.protocols.DRAFTER_NEEDS), agreeing with the AlgorithmSpec",
+        + " (specreg.contract.protocols.DRAFTER_NEEDS), agreeing with the AlgorithmSpec",
         fix=f"in the plugin, set the class attribute needs = {TOKEN_HISTORY!r} on {kind} when "
         "propose(history, lengths) needs nothing else (the plugin's author's fix)",
     ))
@@ -98,7 +98,7 @@ class SpecregProposer:
 
     def __init__(self, vllm_config: Any, *, registry: Any = None,
                  draft_config: dict[str, Any] | None = None) -> None:
-        from specreg.registry import Registry
+        from specreg.registry.registry import Registry
 
         spec = vllm_config.speculative_config
         self.k = int(spec.num_speculative_tokens)
@@ -223,7 +223,7 @@ def __getattr__(name: str) -> type[SpecregProposer]:
     if name.startswith("_"):
         raise AttributeError(name)
     from specreg._suggest import unknown_name_problem
-    from specreg.registry import Registry
+    from specreg.registry.registry import Registry
 
     registry = Registry.load()
     try:

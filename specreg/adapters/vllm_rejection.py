@@ -180,7 +180,7 @@ def _sampler_class(base: type) -> type:
                      **kwargs: Any) -> None:
             _check_spec_config(spec_config)
             super().__init__(sampler, spec_config, device, **kwargs)
-            from specreg.chain_verifier import ChainVerifier
+            from specreg.step.chain_verifier import ChainVerifier
 
             k = int(spec_config.num_speculative_tokens) if spec_config is not None else None
             widest = min(k, MAX_SPEC_LEN) if k else MAX_SPEC_LEN

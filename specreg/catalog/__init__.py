@@ -7,7 +7,7 @@ shipped in specreg's own distribution use SR200-SR499, third parties SR500-SR899
 shared between registries: `registry.catalog` answers for one registry, `lookup` for the core.
 A `Problem` checks its code's shape and range when it is created (`check_code`), so a plugin's
 kernels raise coded errors without a registry. The pages under `docs/errors/` are generated
-from the core entries and the shipped plugins' (`python -m specreg.docgen`) and a test keeps
+from the core entries and the shipped plugins' (`python tools/docgen.py`) and a test keeps
 them in sync.
 """
 

@@ -1,4 +1,4 @@
-"""Catalog entries SR191-SR199: the opt-in, lossy acceptance rules (`specreg.acceptance_rules`)."""
+"""Catalog entries SR191-SR199: the opt-in, lossy acceptance rules (`specreg.contract.acceptance_rules`)."""
 
 from specreg.catalog.entry import ErrorEntry
 

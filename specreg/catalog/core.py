@@ -196,7 +196,7 @@ ENTRIES = (
             "Every rank of one serving job must run the same plugins, widths, gamma and kernel "
             "backends; check_consistent found a rank whose plan fingerprint differs."
         ),
-        when="specreg.distributed.check_consistent(plan) after each rank resolved its plan.",
+        when="specreg.registry.distributed.check_consistent(plan) after each rank resolved its plan.",
         solutions=(
             "Install the same plugin versions on every node.",
             "Set SPECREG_PLUGINS and SPECREG_KERNEL_BACKEND identically on every rank.",
@@ -212,14 +212,14 @@ ENTRIES = (
             "check_consistent cannot gather the other ranks' plans. Skipping silently would hide "
             "the mismatch the check exists for."
         ),
-        when="specreg.distributed.check_consistent(plan) before init_process_group in a multi-rank job.",
+        when="specreg.registry.distributed.check_consistent(plan) before init_process_group in a multi-rank job.",
         solutions=(
             "Call torch.distributed.init_process_group(...) before check_consistent.",
             "In a single-process job, leave WORLD_SIZE unset or 1.",
         ),
         example_fix=(
             "torch.distributed.init_process_group('nccl')\n"
-            "specreg.distributed.check_consistent(plan)"
+            "specreg.registry.distributed.check_consistent(plan)"
         ),
     ),
     ErrorEntry(
@@ -291,7 +291,7 @@ ENTRIES = (
             "prometheus_client library, an optional extra that is not installed here. The "
             "statistics themselves (AcceptanceStats.snapshot()) need nothing extra."
         ),
-        when="specreg.acceptance_metrics.prometheus_text or AcceptanceCollector.collect, or "
+        when="specreg.step.acceptance_export.prometheus_text or AcceptanceCollector.collect, or "
         "specreg demo --metrics, without prometheus_client installed.",
         solutions=("Install the metrics extra: pip install 'specreg[metrics]'.",
                    "Read AcceptanceStats.snapshot().to_dict() instead."),

@@ -301,7 +301,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     _entry(
         "SR190", "Drafter does not declare what it drafts from",
         "A drafter declares what it needs as its `needs` attribute: 'token_history' (token ids "
-        "alone), 'target_hidden_states' or 'draft_model' (specreg.protocols.DRAFTER_NEEDS). vLLM's "
+        "alone), 'target_hidden_states' or 'draft_model' (specreg.contract.protocols.DRAFTER_NEEDS). vLLM's "
         "custom_class seam hands a proposer token ids only, so specreg's proposer runs a drafter "
         "there by that declaration; a drafter that declares nothing, an unknown value, or "
         "'token_history' while its AlgorithmSpec says uses_target_hidden_states cannot be "

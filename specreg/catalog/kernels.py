@@ -285,7 +285,7 @@ ENTRIES = (
             "distinct tokens must exist: k is at most the vocabulary size. Children beyond q's "
             "support are drawn last and carry no mass; the verifier rejects them."
         ),
-        when="specreg.draft_sampling.sample_children (EAGLE's drafter started with params=) "
+        when="specreg.step.draft_sampling.sample_children (EAGLE's drafter started with params=) "
         "with k outside [1, V], checked before any draw.",
         solutions=("Use a topk no larger than the draft model's vocabulary "
                    "(--speculative-eagle-topk for SGLang and the specreg CLI).",),

@@ -172,7 +172,7 @@ ENTRIES = (
         code="SR123",
         title="A plugin's verifier, drafter or cache swapper breaks the per-step contract",
         meaning=(
-            "Every object a plan holds is driven through a typing.Protocol in specreg.protocols: "
+            "Every object a plan holds is driven through a typing.Protocol in specreg.contract.protocols: "
             "ChainVerifierProtocol or TreeVerifierProtocol for plan.verifier, ChainDrafter-, "
             "TreeDrafter- or BlockDrafterProtocol for plan.drafter (by the algorithm's drafting "
             "style) and CacheSwapperProtocol for plan.cache_swapper. The plugin named in the "
@@ -214,7 +214,7 @@ ENTRIES = (
         ),
         solutions=(
             "Plugin authors: implement specreg_make_verifier for the algorithm, returning an "
-            "object of specreg.protocols.TreeVerifierProtocol (the tree contract in the hook "
+            "object of specreg.contract.protocols.TreeVerifierProtocol (the tree contract in the hook "
             "reference), or reuse specreg_eagle's EagleVerifier as Medusa does.",
             "Plugin authors of an algorithm that drafts one chain per request: declare "
             "drafting='chain' in its AlgorithmSpec, and specreg's ChainVerifier verifies it.",

@@ -223,7 +223,7 @@ ENTRIES = (
         "only registers a spec.",
         solutions=(
             "Chain algorithms: implement specreg_make_drafter returning an object of "
-            "specreg.protocols.ChainDrafterProtocol (gamma, propose(history, lengths)), for your "
+            "specreg.contract.protocols.ChainDrafterProtocol (gamma, propose(history, lengths)), for your "
             "algorithm only: return None for every other algorithm, or your drafter replaces "
             "theirs.",
             "Block algorithms: return a BlockDrafterProtocol object; tree algorithms a "

@@ -65,7 +65,7 @@ SGLANG_FIELDS: tuple[str, ...] = tuple(f.key for f in SGLANG)
 #: vLLM speculative-config keys specreg reads.
 VLLM_FIELDS: tuple[str, ...] = (
     "method", "num_speculative_tokens", "model",
-    # the lossy acceptance rules (`specreg.acceptance_rules`)
+    # the lossy acceptance rules (`specreg.contract.acceptance_rules`)
     "typical_acceptance_sampler_posterior_threshold", "typical_acceptance_sampler_posterior_alpha",
     "synthetic_acceptance_rates", "synthetic_acceptance_length",
 )

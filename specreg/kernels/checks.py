@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from specreg.errors import KernelInputError, problem
-from specreg.sampling_params import DTYPES, FIELDS, SamplingParams
+from specreg.contract.sampling_params import DTYPES, FIELDS, SamplingParams
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -196,7 +196,7 @@ def check_params(
             problem(
                 "SR910",
                 f"params must be a SamplingParams, got {type(params).__name__}",
-                accepted="specreg.sampling_params.SamplingParams",
+                accepted="specreg.contract.sampling_params.SamplingParams",
                 fix="build it with SamplingParams.of(batch, temperature=..., ...)",
                 field="params",
             )

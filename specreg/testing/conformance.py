@@ -5,7 +5,7 @@ return a report (`specreg.testing.conformance_report`) and raise `ConformanceErr
 every failed clause,
 each with a catalog code and one sentence: configs that resolve (and no plugin fault, such as a
 given number the resolution ignores, on a config that gives one number), widths and gamma, coded
-problems out of range, the per-step protocols (`specreg.protocols`) of the plan's verifier,
+problems out of range, the per-step protocols (`specreg.contract.protocols`) of the plan's verifier,
 drafter and swapper, adaptive candidates (the verifier accepts every candidate's width and
 generation is lossless at each), and lossless generation. Plugins shipped with specreg run them
 in specreg's own tests; plugin authors run them through the pytest plugin
@@ -20,17 +20,17 @@ from typing import Any
 
 from specreg.errors import Problem, SpecRegError, problem
 from specreg.integers import is_int
-from specreg.phase import PHASES, Phase
-from specreg.plan import SpecPlan
-from specreg.plan_checks import PLUGIN_FAULTS
-from specreg.protocols import (
+from specreg.contract.phase import PHASES, Phase
+from specreg.registry.plan import SpecPlan
+from specreg.registry.plan_checks import PLUGIN_FAULTS
+from specreg.contract.protocols import (
     DRAFTER_PROTOCOLS,
     VERIFIER_PROTOCOLS,
     CacheSwapperProtocol,
     missing_members,
 )
-from specreg.registry import Registry
-from specreg.specs import AlgorithmSpec
+from specreg.registry.registry import Registry
+from specreg.contract.specs import AlgorithmSpec
 from specreg.testing.conformance_lossless import lossless_clauses
 from specreg.testing.conformance_report import (
     Clause,
@@ -276,7 +276,7 @@ def _protocol_clauses(report: ConformanceReport, plan: SpecPlan, config: Any) ->
                           "SR123",
                           f"the plan's {role} {type(obj).__name__} breaks {protocol.__name__}: "
                           f"missing or mismatched {', '.join(missing)}",
-                          accepted=f"every member of specreg.protocols.{protocol.__name__}",
+                          accepted=f"every member of specreg.contract.protocols.{protocol.__name__}",
                           fix=f"give {type(obj).__name__} the members listed (the hook "
                           "reference's per-step contract shows each signature)",
                       ) or None)

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from specreg.errors import SpecRegError, problem
-from specreg.protocols import CacheSwapperProtocol, missing_members
-from specreg.registry import Registry
+from specreg.contract.protocols import CacheSwapperProtocol, missing_members
+from specreg.registry.registry import Registry
 from specreg.testing.conformance import missing_object
 from specreg.testing.conformance_lossless import generation_clause
 from specreg.testing.conformance_report import ConformanceReport
@@ -57,7 +57,7 @@ def check_cache(
     report.record("cache", "the swapper satisfies CacheSwapperProtocol", missing and problem(
         "SR123", f"the swapper {type(swapper).__name__} of {cache.name!r} breaks "
         f"CacheSwapperProtocol: missing or mismatched {', '.join(missing)}",
-        accepted="every member of specreg.protocols.CacheSwapperProtocol",
+        accepted="every member of specreg.contract.protocols.CacheSwapperProtocol",
         fix=f"give {type(swapper).__name__} the members listed",
     ) or None)
     toy = ToyConfig()

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from specreg.errors import SpecRegError, problem
-from specreg.phase import Phase
-from specreg.plan import SpecPlan
+from specreg.contract.phase import Phase
+from specreg.registry.plan import SpecPlan
 from specreg.testing.conformance_report import ConformanceReport
 from specreg.testing.lossless import check_greedy, check_sampling
 from specreg.testing.toy_model import ToyConfig, ToyLM

@@ -4,7 +4,7 @@ With `params=` the loop verifies through the verifier's per-request-parameters m
 sampled requests then run one of two rules (`GenerationResult.verify_rule` says which):
 
 - `with_draft`: the drafter draws every draft from the filtered q of the request's own
-  parameters (`specreg.draft_sampling`) and the verifier gets the draft logits, so it runs
+  parameters (`specreg.step.draft_sampling`) and the verifier gets the draft logits, so it runs
   rejection sampling against that q (chain and block: the classic rule; tree: the recursive
   rule over children drawn without replacement). Available when the drafts come from the toy
   draft model step by step (chain), from a drafter driving a draft model whose `draft` takes
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specreg.protocols import HeadsDrafterProtocol, missing_members
+from specreg.contract.protocols import HeadsDrafterProtocol, missing_members
 
 if TYPE_CHECKING:
-    from specreg.plan import SpecPlan
-    from specreg.sampling_params import SamplingParams
+    from specreg.registry.plan import SpecPlan
+    from specreg.contract.sampling_params import SamplingParams
     from specreg.testing.step_parts import Batch
     from specreg.testing.toy_model import ToyLM
 
@@ -93,8 +93,8 @@ def sampled_draft_chain(
     [b, gamma, V], the rows the drafts were drawn from). Draft j is the SAMPLE-role race at
     (the request's key, position lengths + j). `filter_order`: the plan's (None: the default
     order, as the verifiers read it)."""
-    from specreg.draft_sampling import sample_rows
-    from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER
+    from specreg.step.draft_sampling import sample_rows
+    from specreg.contract.filter_order import DEFAULT_FILTER_ORDER
 
     order = filter_order or DEFAULT_FILTER_ORDER
 

@@ -28,13 +28,13 @@ import torch
 
 from specreg.kernels.token_mask import bitmask_words
 from specreg.kernels.token_mask.reference import masked_row
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing.loop import GenerationResult, SpeculativeLoop
 from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
 from specreg.testing.toy_model import ToyLM
 
 if TYPE_CHECKING:
-    from specreg.plan import SpecPlan
+    from specreg.registry.plan import SpecPlan
 
 #: The JSON fragments at the start of the toy vocabulary; the stop token is the last of them.
 JSON_TOKENS = (

@@ -22,7 +22,7 @@ from specreg.testing.step_parts import lengths_keyword
 from specreg.testing.tree_step import verify_tree
 
 if TYPE_CHECKING:
-    from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
+    from specreg.contract.protocols import TreeDrafterProtocol, TreeVerifierProtocol
     from specreg.testing.step_parts import Batch, LoopView
 
 

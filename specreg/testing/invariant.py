@@ -18,7 +18,7 @@ import attrs
 import torch
 
 from specreg.errors import ConfigError
-from specreg.registry import Registry
+from specreg.registry.registry import Registry
 from specreg.testing.loop import GenerationResult, SpeculativeLoop
 from specreg.testing.toy_model import ToyLM
 

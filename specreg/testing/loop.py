@@ -4,7 +4,7 @@ It sizes its buffers from `plan.num_tokens_per_req(...)`, runs the toy draft mod
 outputs into proposals through `plan.drafter`, verifies with `plan.verifier`, reads sparse KV rows
 through `plan.cache_swapper` when the plan has one, and branches only on declared capabilities
 (`plan.algorithm.drafting`), never on names. It imports no plugin: every object it drives is
-reached through the plan, used through `specreg.protocols`. History-drafted trees
+reached through the plan, used through `specreg.contract.protocols`. History-drafted trees
 (`HistoryTreeDrafterProtocol`) verify as trees. `steps=` runs one adaptive candidate. `params=`
 (a `SamplingParams`) runs a mixed batch through the verifier's per-request-parameters method,
 its sampled requests by the with-draft rule where the drafter can draw from their filtered q,
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import torch
 
-from specreg.acceptance import AcceptanceSnapshot, AcceptanceStats
-from specreg.phase import Phase
-from specreg.plan import SpecPlan
-from specreg.protocols import (
+from specreg.step.acceptance_stats import AcceptanceSnapshot, AcceptanceStats
+from specreg.contract.phase import Phase
+from specreg.registry.plan import SpecPlan
+from specreg.contract.protocols import (
     DraftModelDrafterProtocol,
     HeadsDrafterProtocol,
     HistoryTreeDrafterProtocol,
@@ -42,12 +42,12 @@ from specreg.testing.toy_model import ToyLM
 from specreg.testing.tree_step import tree_step
 
 if TYPE_CHECKING:
-    from specreg.protocols import (
+    from specreg.contract.protocols import (
         BlockDrafterProtocol,
         ChainDrafterProtocol,
         ChainVerifierProtocol,
     )
-    from specreg.sampling_params import SamplingParams
+    from specreg.contract.sampling_params import SamplingParams
 
 
 @attrs.define
@@ -59,7 +59,7 @@ class GenerationResult:
     target_forwards: int
     reader_stats: dict[str, float]
     backend: str
-    acceptance: AcceptanceSnapshot | None = None  # per-position acceptance (specreg.acceptance)
+    acceptance: AcceptanceSnapshot | None = None  # per-position acceptance (specreg.step.acceptance_stats)
     verify_rule: str = "greedy"  # greedy, sampling, with_draft or target_only (draft_rules)
 
     @property

@@ -16,10 +16,10 @@ from typing import Any
 import attrs
 import torch
 
-from specreg.demo_params import MIXED_DEMO_KINDS, mixed_demo_params
+from specreg.testing.demo_params import MIXED_DEMO_KINDS, mixed_demo_params
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.plan import SpecPlan
-from specreg.sampling_params import SamplingParams
+from specreg.registry.plan import SpecPlan
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing.loop import GenerationResult, SpeculativeLoop
 from specreg.testing.toy_model import ToyLM, greedy_reference
 

@@ -26,7 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def specreg_registry(request: pytest.FixtureRequest) -> Any:
-    from specreg.registry import Registry
+    from specreg.registry.registry import Registry
 
     marker = request.node.get_closest_marker("specreg_plugins")
     allowlist = frozenset(marker.args) if marker is not None else None
@@ -36,7 +36,7 @@ def specreg_registry(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def specreg_registry_factory() -> Callable[..., Any]:
-    from specreg.registry import Registry
+    from specreg.registry.registry import Registry
 
     def make(*plugins: Any, entry_points: Iterable[str] = ()) -> Registry:
         names = frozenset(entry_points)

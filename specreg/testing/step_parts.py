@@ -16,8 +16,8 @@ import attrs
 import torch
 
 if TYPE_CHECKING:
-    from specreg.plan import SpecPlan
-    from specreg.sampling_params import SamplingParams
+    from specreg.registry.plan import SpecPlan
+    from specreg.contract.sampling_params import SamplingParams
     from specreg.testing.toy_model import ToyLM
 
 

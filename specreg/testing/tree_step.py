@@ -18,7 +18,7 @@ import torch
 from specreg.testing.step_parts import Batch, LoopView, lengths_keyword
 
 if TYPE_CHECKING:
-    from specreg.protocols import TreeDrafterProtocol, TreeVerifierProtocol
+    from specreg.contract.protocols import TreeDrafterProtocol, TreeVerifierProtocol
 
 
 def _draft_logits(loop: LoopView, batch: Batch, paths: torch.Tensor, depth: int) -> torch.Tensor:

@@ -424,7 +424,7 @@ def build_snapshot(framework: str, version: str, cases: Sequence[Mapping[str, An
 
 
 def built_in_registry() -> Any:
-    from specreg.registry import Registry
+    from specreg.registry.registry import Registry
 
     return Registry.load(allowlist=BUILT_IN_PLUGINS)
 

@@ -110,7 +110,7 @@ def test_the_framework_subprocess_imports_this_checkout(framework_env, tmp_path)
 
     probe = (
         "import json, importlib.metadata as md, specreg, specreg_eagle, specreg_ngram\n"
-        "from specreg.registry import Registry\n"
+        "from specreg.registry.registry import Registry\n"
         "registry = Registry.load()\n"
         "eps = {g: sorted(e.value for e in md.entry_points(group=g)) for g in "
         "('sglang.srt.plugins', 'vllm.general_plugins', 'specreg')}\n"

@@ -33,7 +33,7 @@ import torch
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
 from specreg.kernels.filtering.triton_impl import row_stats_triton
-from specreg.kernels.filtering.types import FILTER_RULES
+from specreg.contract.filter_order import FILTER_RULES
 from tests.adapters.conftest import run_in_env
 from tests.adapters.envs import HERE
 
@@ -317,7 +317,7 @@ def test_the_default_order_differs_from_both_frameworks_where_the_issue_says():
 def test_the_sglang_adapter_resolves_plans_in_sglangs_order():
     from specreg.adapters.common import resolve_for_framework
     from specreg.adapters.sglang import flags_of
-    from specreg.registry import Registry
+    from specreg.registry.registry import Registry
 
     view = SimpleNamespace(speculative_algorithm="EAGLE", speculative_num_steps=3,
                            speculative_eagle_topk=1, speculative_num_draft_tokens=4)

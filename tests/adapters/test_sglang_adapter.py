@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specreg.registry import Registry
+from specreg.registry.registry import Registry
 from tests.adapters import parity  # the parity grid's own cases, as it widens
 from tests.adapters.conftest import run_in_env, runs_per_mode
 

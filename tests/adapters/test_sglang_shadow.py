@@ -7,7 +7,7 @@ test_sglang_adapter's.)"""
 from __future__ import annotations
 
 from specreg.adapters.common import outcome
-from specreg.registry import Registry
+from specreg.registry.registry import Registry
 from tests.adapters import parity
 
 

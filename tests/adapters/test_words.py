@@ -7,7 +7,7 @@ import pytest
 from specreg.adapters.common import resolve_for_framework
 from specreg.adapters.words import in_words
 from specreg.errors import SpecRegError, problem
-from specreg.registry import Registry
+from specreg.registry.registry import Registry
 from tests.adapters import parity  # the vLLM parity grid's own cases
 
 SGLANG_ONLY = ("--speculative", "--model-path")

@@ -15,7 +15,7 @@ from datetime import timedelta
 import torch.distributed as dist
 
 from specreg import ConsistencyError, Registry
-from specreg.distributed import check_consistent
+from specreg.registry.distributed import check_consistent
 from tests.support.plugins import ExtraPlugin, ToyPlugin
 
 ENTRY_POINT_GROUP = "specreg_consistency_test"

@@ -7,9 +7,9 @@ import importlib.util
 import pytest
 import torch
 
-from specreg.acceptance import AcceptanceStats
+from specreg.step.acceptance_stats import AcceptanceStats
 from specreg.errors import KernelInputError, SpecRegError
-from specreg.protocols import VerifyResult
+from specreg.contract.protocols import VerifyResult
 
 
 def _result(accepted, slots, param_error=None):
@@ -113,7 +113,7 @@ def test_bad_counts_are_sr132_all_at_once(kwargs, count):
 
 @pytest.mark.parametrize("topk", [1, 2])
 def test_reference_loop_reports_acceptance(topk):
-    from specreg.registry import Registry
+    from specreg.registry.registry import Registry
     from specreg.testing.loop import SpeculativeLoop
     from specreg.testing.toy_model import ToyConfig, ToyLM
 
@@ -138,7 +138,7 @@ needs_prometheus = pytest.mark.skipif(
 def test_prometheus_text_parses_back_to_the_snapshot():
     from prometheus_client.parser import text_string_to_metric_families
 
-    from specreg.acceptance_metrics import METRICS, prometheus_text
+    from specreg.step.acceptance_export import METRICS, prometheus_text
 
     eagle, dspark = AcceptanceStats(), AcceptanceStats()
     eagle.record(_result([0, 2, 3], 4))
@@ -162,7 +162,7 @@ def test_prometheus_text_parses_back_to_the_snapshot():
 def test_collector_reads_fresh_counts_per_scrape():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from specreg.acceptance_metrics import AcceptanceCollector
+    from specreg.step.acceptance_export import AcceptanceCollector
 
     stats = AcceptanceStats()
     registry = CollectorRegistry(auto_describe=False)
@@ -173,7 +173,7 @@ def test_collector_reads_fresh_counts_per_scrape():
 
 
 def test_export_without_prometheus_is_sr131(monkeypatch):
-    from specreg import acceptance_metrics
+    from specreg.step import acceptance_export as acceptance_metrics
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -187,7 +187,7 @@ def test_export_without_prometheus_is_sr131(monkeypatch):
 def test_docs_list_every_metric():
     from pathlib import Path
 
-    from specreg.acceptance_metrics import METRICS
+    from specreg.step.acceptance_export import METRICS
 
     page = (Path(__file__).parents[2] / "docs" / "reference" / "acceptance.md").read_text()
     for name, (kind, text) in METRICS.items():

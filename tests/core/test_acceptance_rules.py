@@ -1,4 +1,4 @@
-"""The acceptance-rule config (specreg.acceptance_rules): framework spellings reach the plan,
+"""The acceptance-rule config (specreg.contract.acceptance_rules): framework spellings reach the plan,
 every range problem is reported at once with the framework's flag as the fix, a lossy rule is
 named by plan.lossy, the plan's dict, `specreg check` and `specreg plan`, and the defaults are
 lossless."""
@@ -8,11 +8,11 @@ import json
 import pytest
 
 from specreg import Registry
-from specreg.acceptance_rules import AcceptanceRule
-from specreg.cli import main
-from specreg.config import SpecConfig
+from specreg.contract.acceptance_rules import AcceptanceRule
+from specreg.cli.command import main
+from specreg.contract.config import SpecConfig
 from specreg.errors import ConfigError
-from specreg.translate import config_from_flags
+from specreg.registry.translate import config_from_flags
 
 
 @pytest.fixture(scope="module")

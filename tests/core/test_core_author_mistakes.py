@@ -101,7 +101,7 @@ def _check_torch_free(site, plugin, *flags):
     """`specreg check --json FLAGS` through the CLI's main() in a fresh process, which then
     asserts that it imported neither torch nor triton: (exit status, the JSON answer)."""
     code = (
-        "import sys\nfrom specreg.cli import main\n"
+        "import sys\nfrom specreg.cli.command import main\n"
         f"status = main(['check', '--speculative-algorithm', {ALGORITHM!r}, *{list(flags)!r}, "
         "'--json'])\n"
         "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'imported'\n"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from specreg import catalog
-from specreg.cli import main
-from specreg.registry import Registry
+from specreg.cli.command import main
+from specreg.registry.registry import Registry
 from tests.support.cli import specreg
 
 ROOT = Path(__file__).parents[2]

@@ -100,7 +100,7 @@ def test_bad_cache_option_syntax_is_coded():
 ])
 def test_list_check_explain_do_not_import_torch(command):
     code = (
-        "import sys\nfrom specreg.cli import main\n"
+        "import sys\nfrom specreg.cli.command import main\n"
         f"main({command!r})\n"
         "assert 'torch' not in sys.modules and 'triton' not in sys.modules\n"
     )

@@ -1,4 +1,4 @@
-"""The flags `check` and `plan` share (specreg/cli_args.py): a value that is not what the flag
+"""The flags `check` and `plan` share (specreg/cli/args.py): a value that is not what the flag
 takes is SR143 with command-line advice."""
 
 from __future__ import annotations

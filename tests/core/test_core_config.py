@@ -60,7 +60,7 @@ def test_flag_table_covers_the_sglang_flags():
 
 
 def test_the_verify_mode_flag_sets_the_config_field():
-    from specreg.translate import config_from_flags
+    from specreg.registry.translate import config_from_flags
 
     config = config_from_flags({"speculative_algorithm": "ngram",
                                 "speculative_verify_mode": "invariant"})
@@ -137,7 +137,7 @@ def test_missing_config_file_hint_names_the_config_file(tmp_path):
 
 def test_draft_config_path_is_accepted_as_the_fix_says(tmp_path):
     from specreg import Registry, SpecConfig
-    from specreg.demo import toy_draft_checkpoint
+    from specreg.cli.demo import toy_draft_checkpoint
     from specreg.testing import ToyConfig
 
     path = tmp_path / "config.json"

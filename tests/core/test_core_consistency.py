@@ -1,4 +1,4 @@
-"""specreg.distributed.check_consistent across real gloo process groups on the CPU.
+"""specreg.registry.distributed.check_consistent across real gloo process groups on the CPU.
 
 Three worker processes are started once per module; each runs every scenario of
 `_consistency_worker.py` and writes what it raised. The tests read those results.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from specreg import ConfigError, ConsistencyError, Registry
-from specreg.distributed import check_consistent, compare_fingerprints
+from specreg.registry.distributed import check_consistent, compare_fingerprints
 from tests.support.plugins import ToyPlugin
 
 HERE = Path(__file__).resolve().parent
@@ -240,5 +240,5 @@ def test_identical_fingerprints_have_no_problems():
 
 
 def test_importing_the_module_does_not_import_torch():
-    code = "import specreg, specreg.distributed, sys; assert 'torch' not in sys.modules"
+    code = "import specreg, specreg.registry.distributed, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

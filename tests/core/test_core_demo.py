@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from specreg import Registry, hookimpl
-from specreg.demo import run_demo
-from specreg.demo_text import format_table
+from specreg.cli.demo import run_demo
+from specreg.cli.demo_text import format_table
 from tests.support.cli import specreg
 from tests.support.plugins import SpecPlugin
 

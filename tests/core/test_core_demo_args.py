@@ -1,4 +1,4 @@
-"""`specreg demo`'s flags (specreg/demo_args.py): each checked before anything runs, typed as a
+"""`specreg demo`'s flags (specreg/cli/demo_args.py): each checked before anything runs, typed as a
 user types them (a real subprocess), answered with exit status 1 and a coded fix."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_demo_unknown_algorithm_fix_names_the_demo_flag():
 
 
 def test_demo_step_limit_matches_the_toy_model():
-    from specreg.demo_args import MAX_STEPS, PROMPT_LEN, TOY_POSITIONS, VERIFY_MARGIN
+    from specreg.cli.demo_args import MAX_STEPS, PROMPT_LEN, TOY_POSITIONS, VERIFY_MARGIN
     from specreg.testing import ToyConfig
 
     assert ToyConfig().max_positions == TOY_POSITIONS
@@ -57,7 +57,7 @@ def test_demo_metrics_without_prometheus_client_is_the_missing_extra_code(monkey
     import importlib.util
 
     from specreg import Registry
-    from specreg.demo_args import add_demo_arguments, demo_arg_problems
+    from specreg.cli.demo_args import add_demo_arguments, demo_arg_problems
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from specreg.acceptance import AcceptanceSnapshot
-from specreg.demo import DemoRow
-from specreg.demo_output import row_title
-from specreg.demo_text import COLUMNS, LINES, format_table, format_text, legend, notes
+from specreg.step.acceptance_stats import AcceptanceSnapshot
+from specreg.cli.demo import DemoRow
+from specreg.cli.demo_output import row_title
+from specreg.cli.demo_text import COLUMNS, LINES, format_table, format_text, legend, notes
 
 
 def _row(algorithm, *, accepted=(3, 1), lengths=(2, 3, 1), cache="-", drafts_from="draft_model",

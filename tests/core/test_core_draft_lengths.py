@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.chain_verifier import ChainVerifier
-from specreg.demo import toy_draft_checkpoint
-from specreg.draft_lengths import check_draft_lengths
+from specreg.step.chain_verifier import ChainVerifier
+from specreg.cli.demo import toy_draft_checkpoint
+from specreg.step.draft_lengths import check_draft_lengths
 from specreg.errors import KernelInputError
 from specreg.testing import ToyConfig
 

@@ -10,8 +10,8 @@ import pytest
 
 from specreg.errors import ConfigError, ConsistencyError
 from specreg.framework_args.rules import hisparse_runtime_problems, model_defaults
-from specreg.registry import Registry
-from specreg.translate import config_from_flags
+from specreg.registry.registry import Registry
+from specreg.registry.translate import config_from_flags
 
 
 @pytest.fixture(scope="module")

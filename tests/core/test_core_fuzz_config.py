@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specreg import ConfigError, Phase, UnknownPhaseError, config_from_flags
-from specreg.cli import main
+from specreg.cli.command import main
 from tests.support.fuzz import coded_or_result, fuzz_settings, junk, scalars
 
 pytestmark = pytest.mark.fuzz

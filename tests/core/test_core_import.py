@@ -7,7 +7,7 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "module", ["specreg", "specreg.hookspecs", "specreg.registry", "specreg.cli", "specreg.catalog"]
+    "module", ["specreg", "specreg.hookspecs", "specreg.registry.registry", "specreg.cli.command", "specreg.catalog"]
 )
 def test_import_does_not_load_torch_or_triton(module):
     code = (

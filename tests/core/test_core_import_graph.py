@@ -4,8 +4,8 @@ Every import counts, at module level, inside a function or under TYPE_CHECKING: 
 in a function is still a circle. Besides the modules themselves, the graph is read with each
 folder collapsed into one room (specreg/kernels/, then specreg/kernels/chain/, and so on): a
 room that imports a room that imports it back has an arrow running back up its floors, even
-when no two files form a circle (specreg/config.py -> specreg/framework_args/flags.py while
-specreg/framework_args/translate.py -> specreg/config.py would be one).
+when no two files form a circle (specreg/contract/config.py -> specreg/framework_args/flags.py while
+specreg/framework_args/translate.py -> specreg/contract/config.py would be one).
 """
 
 from __future__ import annotations
@@ -143,9 +143,9 @@ def _ties(group: list[str], depth: int | None) -> list[str]:
 
 def test_the_graph_reads_every_package_and_its_imports():
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
-    assert "specreg.config" in GRAPH["specreg.translate"]
+    assert "specreg.contract.config" in GRAPH["specreg.registry.translate"]
     assert "specreg.kernels.checks" in GRAPH["specreg.kernels.chain_params"]
-    assert "specreg.registry" in GRAPH["specreg.cli"]  # an import inside a function counts
+    assert "specreg.registry.registry" in GRAPH["specreg.cli.command"]  # an import inside a function counts
     assert len(MODULES) > 140
 
 
@@ -161,12 +161,12 @@ def test_no_circle_and_no_arrow_back_up(depth):
 def test_the_check_finds_a_circle_and_an_arrow_back_up(monkeypatch):
     """Negative controls: a planted circle between two modules, and a planted arrow back up
     from a lower room into a folder that imports it, are both found."""
-    config_imports = dict(GRAPH["specreg.config"])
-    monkeypatch.setitem(GRAPH, "specreg.config", {**config_imports, "specreg.translate": {"x"}})
-    assert ["specreg/config.py", "specreg/translate.py"] in _circles(None)
-    monkeypatch.setitem(GRAPH, "specreg.config", config_imports)  # undo the circle
+    config_imports = dict(GRAPH["specreg.contract.config"])
+    monkeypatch.setitem(GRAPH, "specreg.contract.config", {**config_imports, "specreg.registry.translate": {"x"}})
+    assert ["specreg/contract/config.py", "specreg/registry/translate.py"] in _circles(None)
+    monkeypatch.setitem(GRAPH, "specreg.contract.config", config_imports)  # undo the circle
     # sampling_params -> kernels/triton_shim.py closes no circle of files, but kernels/ imports
     # sampling_params.py: seen as rooms, the arrow runs back up.
-    monkeypatch.setitem(GRAPH, "specreg.sampling_params", {"specreg.kernels.triton_shim": {"y"}})
+    monkeypatch.setitem(GRAPH, "specreg.contract.sampling_params", {"specreg.kernels.triton_shim": {"y"}})
     assert _circles(None) == []
-    assert ["specreg/kernels/", "specreg/sampling_params.py"] in _circles(1)
+    assert ["specreg/contract/", "specreg/kernels/"] in _circles(1)

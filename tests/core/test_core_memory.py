@@ -1,4 +1,4 @@
-"""`plan.memory()` (specreg/memory.py): each built-in plan object's memory() states, per request,
+"""`plan.memory()` (specreg/contract/memory.py): each built-in plan object's memory() states, per request,
 exactly the bytes of the tensors a small real call allocates (measured from the tensors, never
 hard-coded); `specreg plan` states the memory of absurd configs, budgets are enforced with a
 code, and resolving allocates nothing a server allocates later."""
@@ -15,8 +15,8 @@ from specreg_eagle.drafter import EagleDrafter
 from specreg_eagle.kernels.select_topk import organize_draft_results
 
 from specreg import Registry
-from specreg.chain_verifier import ChainVerifier
-from specreg.memory import PER_REQUEST
+from specreg.step.chain_verifier import ChainVerifier
+from specreg.contract.memory import PER_REQUEST
 from tests.support.cli import fix_line, specreg
 
 ABSURD = (

@@ -1,5 +1,5 @@
 """One verdict per config: `specreg plan` exits as `specreg check` does on every config the CLI
-tests and the docs type (specreg/cli_verdict.py), in text and in JSON, and the two HiSparse
+tests and the docs type (specreg/cli/verdict.py), in text and in JSON, and the two HiSparse
 spellings differ only by the documented rule (SR161)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Discovery and load isolation (specreg/plugin_loading.py), without installing anything: the
+"""Discovery and load isolation (specreg/registry/loading.py), without installing anything: the
 allowlist and timeout variables as read, and one entry point's import turned into a plugin or a
 coded failure (SR110 raised, SR118 hung), never an exception that takes the others down."""
 
@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from specreg.plugin_loading import (
+from specreg.registry.loading import (
     DEFAULT_IMPORT_TIMEOUT,
     IMPORT_TIMEOUT_ENV,
     import_entry_point,

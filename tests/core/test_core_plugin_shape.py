@@ -2,7 +2,7 @@
 
 The shape (docs/writing-plugins.md, "The shape of a plugin"): `plugin.py` holds the hooks and
 imports no torch; `errors.py` the catalog entries; `checkpoint.py` reads a draft model's config,
-where there is one; `runtime.py` states what a resolved config implies; `kernels/<family>/`
+where there is one; `sizes.py` states what a resolved config implies; `kernels/<family>/`
 holds `reference.py`, `torch_impl.py`, (`triton_impl.py`), `__init__.py`, and optionally
 `types.py` and `checks.py`; `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects.
 """
@@ -25,7 +25,7 @@ PACKAGES = {
     "specreg_ngram": ROOT / "examples" / "specreg-ngram" / "specreg_ngram",
 }
 TOP_LEVEL = {
-    "__init__.py", "plugin.py", "errors.py", "checkpoint.py", "runtime.py",
+    "__init__.py", "plugin.py", "errors.py", "checkpoint.py", "sizes.py",
     "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py",
 }
 FAMILY_REQUIRED = {"__init__.py", "reference.py", "torch_impl.py"}

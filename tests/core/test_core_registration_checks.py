@@ -1,4 +1,4 @@
-"""What a plugin may register (specreg/registration_checks.py): hooks that match specreg's
+"""What a plugin may register (specreg/registry/registration_checks.py): hooks that match specreg's
 specifications under a free name, or a coded refusal that leaves the manager as it was."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pluggy
 
 from specreg import hookimpl, hookspecs
-from specreg.plugin_tables import hook_names
-from specreg.registration_checks import (
+from specreg.registry.tables import hook_names
+from specreg.registry.registration_checks import (
     name_conflict,
     register_checked,
     shared_registry_change,

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from specreg import ConfigError, PluginError, Registry, UnknownNameError
-from specreg.registry import SHARED_REGISTRIES, RegistryCache
+from specreg.registry.registry import SHARED_REGISTRIES, RegistryCache
 
 TEST_DIST = "specreg-testplugins"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import specreg.config
+import specreg.contract.config
 from specreg import ConfigError, Registry
 
 ROOT = Path(__file__).parents[2]
@@ -71,9 +71,9 @@ def test_the_draft_config_is_read_and_parsed_once(monkeypatch, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(DRAFT))
     reads, parses = [], []
-    real_read = specreg.config.load_json_object
+    real_read = specreg.contract.config.load_json_object
     monkeypatch.setattr(
-        specreg.config, "load_json_object", lambda p: reads.append(p) or real_read(p)
+        specreg.contract.config, "load_json_object", lambda p: reads.append(p) or real_read(p)
     )
     parse, analyse = dspark_plugin._ANALYSERS["dspark"]
     monkeypatch.setitem(
@@ -137,13 +137,14 @@ def test_the_scan_catches_a_plugin_import(tmp_path):
 
 def test_registry_resolver_and_plan_import_no_circle():
     """The registry uses the resolver; the resolver uses the plan; neither looks back."""
-    modules = {name: _imports(ROOT / "specreg" / f"{name}.py")
-               for name in ("registry", "resolver", "plan", "resolution", "protocols")}
-    assert "specreg.resolver" in modules["registry"]
-    assert not any(m.startswith("specreg.registry") for m in modules["resolver"])
+    paths = {"registry": "registry/registry", "resolver": "registry/resolver", "plan": "registry/plan",
+             "resolution": "contract/resolution", "protocols": "contract/protocols"}
+    modules = {name: _imports(ROOT / "specreg" / f"{path}.py") for name, path in paths.items()}
+    assert "specreg.registry.resolver" in modules["registry"]
+    assert not any(m.startswith("specreg.registry.registry") for m in modules["resolver"])
     for name in ("plan", "resolution", "protocols"):
         assert not any(
-            m.startswith(("specreg.registry", "specreg.resolver")) for m in modules[name]
+            m.startswith(("specreg.registry.registry", "specreg.registry.resolver")) for m in modules[name]
         ), name
 
 

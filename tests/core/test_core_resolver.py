@@ -1,4 +1,4 @@
-"""The resolver (specreg/resolver.py) as a user meets it through `specreg check`: one cause, one
+"""The resolver (specreg/registry/resolver.py) as a user meets it through `specreg check`: one cause, one
 error; a typo in one place hides no problem elsewhere; an environment input (the kernel
 backend) reported beside the config's problems."""
 

@@ -1,4 +1,4 @@
-"""specreg/torch_free.py: code run inside `heavy_imports_refused()` cannot import torch or
+"""specreg/cli/torch_free.py: code run inside `heavy_imports_refused()` cannot import torch or
 triton, the attempt is recorded, and every module the block imported is forgotten after it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 def test_imports_inside_are_refused_recorded_and_forgotten():
     code = (
         "import sys\n"
-        "from specreg.torch_free import heavy_imports_refused\n"
+        "from specreg.cli.torch_free import heavy_imports_refused\n"
         "with heavy_imports_refused() as refuser:\n"
         "    import json.tool  # a light module: imported, then forgotten\n"
         "    try:\n"
@@ -27,8 +27,8 @@ def test_imports_inside_are_refused_recorded_and_forgotten():
 
 
 def test_a_block_that_imports_nothing_heavy_records_no_attempt():
-    from specreg.torch_free import heavy_imports_refused
+    from specreg.cli.torch_free import heavy_imports_refused
 
     with heavy_imports_refused() as refuser:
-        import specreg.chain_verifier  # noqa: F401 - torch-free, as check relies on
+        import specreg.step.chain_verifier  # noqa: F401 - torch-free, as check relies on
     assert not refuser.attempted

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specreg import Registry
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 
 def test_chain_verifier_result_carries_param_error_when_value_checks_are_off():

@@ -1,16 +1,16 @@
-"""specreg.draft_sampling: the drafter's q is the verifiers' q bit for bit, its draws follow it
+"""specreg.step.draft_sampling: the drafter's q is the verifiers' q bit for bit, its draws follow it
 (chi-square at fixed seeds, with negative controls), and bad input is a coded error first."""
 
 import pytest
 import torch
 from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
 
-from specreg.draft_sampling import filtered_q, row_params, sample_children, sample_rows
+from specreg.step.draft_sampling import filtered_q, row_params, sample_children, sample_rows
 from specreg.errors import KernelInputError
 from specreg.kernels.chain_params.torch_impl import _Rows
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.filtering.types import FILTER_ORDERS, filter_rule
-from specreg.sampling_params import SamplingParams
+from specreg.contract.filter_order import FILTER_ORDERS, filter_rule
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
 
 V = 64

@@ -8,9 +8,9 @@ import torch
 from specreg_eagle.kernels.tree_build import build_tree
 
 from specreg import Registry
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.support.eagle import random_draft
 
 B, N, V = 24, 4, 40
@@ -107,7 +107,7 @@ def test_a_mode_that_is_not_a_bool_per_request_is_refused(value, words):
 
 
 def test_a_mixed_tensor_beside_a_lossy_rule_is_refused():
-    from specreg.acceptance_rules import AcceptanceRule
+    from specreg.contract.acceptance_rules import AcceptanceRule
 
     candidates, p, q, keys, positions, mask = _chain_case(4)
     lossy = ChainVerifier(N, acceptance=AcceptanceRule(threshold_single=0.5))

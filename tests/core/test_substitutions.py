@@ -11,11 +11,11 @@ import pytest
 
 from specreg.adapters import substitution_runtime as runtime
 from specreg.adapters.common import FrameworkAdapter, load_adapter
-from specreg.config import SpecConfig
+from specreg.contract.config import SpecConfig
 from specreg.errors import ConfigError, PluginError
 from specreg.framework_args.rules import hisparse_runtime_problems
-from specreg.registry import Registry
-from specreg.substitutions import SUBSTITUTIONS, Substitution, names_of, parse
+from specreg.registry.registry import Registry
+from specreg.contract.substitutions import SUBSTITUTIONS, Substitution, names_of, parse
 from tests.support.cli import specreg
 
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.call_keywords import checked_keywords, keyword_names
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.call_keywords import checked_keywords, keyword_names
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError, UnknownKeywordError
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 #: config -> the plan objects whose public methods are checked
 PLANS = {

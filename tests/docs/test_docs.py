@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specreg import docgen, hookspecs
+from specreg import hookspecs
+from tools import docgen
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -18,9 +19,9 @@ DOCS = ROOT / "docs"
 def test_generated_page_is_current(rel):
     expected = docgen.all_pages()[rel]
     path = DOCS / rel
-    assert path.exists(), f"{rel} is missing: run `python -m specreg.docgen docs`"
+    assert path.exists(), f"{rel} is missing: run `python tools/docgen.py docs`"
     assert path.read_text(encoding="utf-8") == expected, (
-        f"{rel} is stale: run `python -m specreg.docgen docs`"
+        f"{rel} is stale: run `python tools/docgen.py docs`"
     )
 
 
@@ -61,7 +62,7 @@ def test_hooks_page_lists_only_real_hooks():
 
 
 def test_hooks_page_documents_the_per_step_contract():
-    from specreg import protocols
+    from specreg.contract import protocols
 
     page = (DOCS / "reference" / "hooks.md").read_text(encoding="utf-8")
     for cls in (protocols.VerifyResult, *protocols.VERIFIER_PROTOCOLS.values(),
@@ -76,8 +77,9 @@ def test_docgen_names_no_shipped_plugin():
 
     plugins = {p.name for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").exists()}
     names = {p.removeprefix("specreg_") for p in plugins} | plugins
-    for module in ("docgen.py", "demo.py", "demo_args.py", "testing/conformance.py"):
-        tree = ast.parse((ROOT / "specreg" / module).read_text(encoding="utf-8"))
+    for module in ("tools/docgen.py", "specreg/cli/demo.py", "specreg/cli/demo_args.py",
+                   "specreg/testing/conformance.py"):
+        tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
         strings = {n.value.lower() for n in ast.walk(tree)
                    if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         named = {s for s in strings for name in names if name in s.split()}

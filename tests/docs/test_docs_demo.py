@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from specreg.demo_text import COLUMNS, legend
+from specreg.cli.demo_text import COLUMNS, legend
 
 QUICKSTART = Path(__file__).parents[2] / "docs" / "index.md"
 

@@ -147,11 +147,11 @@ def _library_names() -> dict[str, str]:
     the tutorial imports from), torch, and the example plugin's own modules."""
     import specreg
     import specreg.catalog
-    import specreg.memory
+    import specreg.contract.memory
     import specreg.testing
 
     out = {"torch": "torch", "NgramDrafter": "specreg_ngram.drafter"}
-    for module in (specreg, specreg.catalog, specreg.memory, specreg.testing):
+    for module in (specreg, specreg.catalog, specreg.contract.memory, specreg.testing):
         out |= {
             name: module.__name__ for name in dir(module)
             if not name.startswith("_") and not isinstance(getattr(module, name), ModuleType)

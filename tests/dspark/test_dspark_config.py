@@ -6,7 +6,7 @@ from specreg_dspark.checkpoint import (
     DSparkDraftConfig,
     parse_dspark_draft_config,
 )
-from specreg_dspark.runtime import gamma_from_num_draft_tokens, resolve_runtime_config
+from specreg_dspark.sizes import gamma_from_num_draft_tokens, resolve_runtime_config
 
 from specreg import ConfigError
 from tests.support.dspark import DATA, load

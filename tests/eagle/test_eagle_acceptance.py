@@ -7,10 +7,10 @@ import torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
 from specreg_eagle.verifier import EagleVerifier
 
-from specreg.acceptance_rules import AcceptanceRule
-from specreg.chain_verifier import ChainVerifier
+from specreg.contract.acceptance_rules import AcceptanceRule
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.eagle.test_eagle_verify import RESULT_FIELDS, links, make_tree
 
 

@@ -30,7 +30,7 @@ from test_eagle_verify import links, make_tree
 
 from specreg.kernels.random_stream import fresh_keys
 from specreg.kernels.sampling import request_keys
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.support.eagle import random_draft
 
 B, TOPK, STEPS, N, VOCAB = 12, 3, 4, 12, 6

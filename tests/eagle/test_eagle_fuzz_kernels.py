@@ -13,7 +13,7 @@ from specreg_eagle.kernels.select_topk import organize_draft_results, select_top
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.runtime import num_draft_ids
+from specreg_eagle.sizes import num_draft_ids
 from specreg_eagle.verifier import EagleVerifier
 
 from tests.support.chain_validity import acceptance_is_justified, refusal_is_justified

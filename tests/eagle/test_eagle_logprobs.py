@@ -6,7 +6,7 @@ import torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
 from test_eagle_verify import links, make_tree
 
-from specreg.demo_params import mixed_demo_params
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.logprobs import emitted_logprobs
 

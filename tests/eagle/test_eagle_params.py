@@ -10,10 +10,10 @@ from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
 from test_eagle_lossless import draw_without_replacement
 from test_eagle_verify import RESULT_FIELDS, links, make_tree
 
-from specreg.demo_params import mixed_demo_params
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.support.eagle import full_tree_links
 
 V = 6
@@ -212,7 +212,7 @@ def test_tree_rows_are_filtered_in_the_order_on_both_paths(order):
     after it see filtered rows only, whatever the order)."""
     from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
 
-    from specreg.kernels.filtering.types import FILTER_RULES
+    from specreg.contract.filter_order import FILTER_RULES
 
     _, target, _, _ = _case(3, b=1, vocab=32)
     n = target.shape[1]

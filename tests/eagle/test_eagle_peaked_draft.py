@@ -13,9 +13,9 @@ from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling
 from specreg_eagle.kernels.verify_sampling.torch_impl import stream_tree_coins
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
-from specreg.draft_sampling import sample_children
+from specreg.step.draft_sampling import sample_children
 from specreg.kernels.random_stream import fresh_keys
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing.lossless import P_VALUE_THRESHOLD, chi_square_p_value
 
 V, K = 32, 4

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from specreg.registry import Registry
+from specreg.registry.registry import Registry
 from tests.support.cli import plan_json, specreg
 
 
@@ -73,10 +73,10 @@ def test_alias_and_eagle3(registry):
 def test_hooks_ignore_other_algorithms():
     from specreg_eagle import plugin
 
-    from specreg.specs import AlgorithmSpec
+    from specreg.contract.specs import AlgorithmSpec
 
     other = AlgorithmSpec(name="other", drafting="chain", verify_rules=("greedy",))
-    from specreg.config import SpecConfig
+    from specreg.contract.config import SpecConfig
 
     cfg = SpecConfig(algorithm="other")
     assert plugin.specreg_resolve_config(cfg, other) is None

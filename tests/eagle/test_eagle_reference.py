@@ -46,7 +46,7 @@ from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
 from specreg.kernels.random_stream import fresh_keys
 from specreg.kernels.sampling import request_keys
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.support.eagle import random_draft
 
 TREE_FIELDS = ("tree_mask", "positions", "retrieve_index", "retrieve_next_token",

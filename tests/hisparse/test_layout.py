@@ -1,7 +1,7 @@
 """compute_layout: derived sizes and one coded problem per violated rule."""
 
 import pytest
-from specreg_hisparse.runtime import MAX_HOT_SIZE, compute_layout, layout_from_options
+from specreg_hisparse.sizes import MAX_HOT_SIZE, compute_layout, layout_from_options
 
 
 def codes(problems):

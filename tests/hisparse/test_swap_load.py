@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 import torch
-from specreg_hisparse.runtime import compute_layout
+from specreg_hisparse.sizes import compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
 SLOTS, TOP_K, HOT, STEPS, SEQ, ROW = 64, 8, 16, 3, 96, 4

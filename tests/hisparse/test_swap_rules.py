@@ -305,7 +305,7 @@ def test_writing_one_position_twice_in_a_call_is_sr904(cache):
 def test_a_shared_host_location_map_is_the_swappers_own():
     """A server's own token -> host row map (SGLang's req_to_host_pool) is used in place, not
     copied: what the server writes there the swap reads, and the swapper's writes land there."""
-    from specreg_hisparse.runtime import compute_layout
+    from specreg_hisparse.sizes import compute_layout
     from specreg_hisparse.swapper import HiSparseSwapper
 
     layout, problems = compute_layout(4, 8, None, 2, 2, row_bytes=8, max_seq_len=32)
@@ -328,7 +328,7 @@ def test_a_shared_host_location_map_is_the_swappers_own():
 
 
 def test_the_swap_writes_a_given_output_buffer_in_place():
-    from specreg_hisparse.runtime import compute_layout
+    from specreg_hisparse.sizes import compute_layout
     from specreg_hisparse.swapper import HiSparseSwapper
 
     layout, _ = compute_layout(4, 8, None, 2, 2, row_bytes=8, max_seq_len=32)

@@ -22,7 +22,7 @@ from specreg.kernels.chain.types import ChainSamplingInputs
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.support.independent_race import RESIDUAL, SAMPLE, race
 
 ALMOST_ONE = 1.0 - 2.0**-24  # the largest float32 below 1

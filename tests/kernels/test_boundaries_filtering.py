@@ -28,8 +28,8 @@ from specreg.kernels.filtering.torch_impl import (
     scaled_scores,
 )
 from specreg.kernels.filtering.triton_impl import row_stats_triton
-from specreg.kernels.filtering.types import FILTER_RULES
-from specreg.sampling_params import SamplingParams
+from specreg.contract.filter_order import FILTER_RULES
+from specreg.contract.sampling_params import SamplingParams
 
 #: float32 exp(-2) (torch's, correctly rounded): just below e**-2, so a weight exp(-2) sits
 #: exactly at min_p = E2 in float32 (the kernels) and just above it in float64 (the reference)

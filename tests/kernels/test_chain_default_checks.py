@@ -32,7 +32,7 @@ from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.penalties import Penalties
 from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed
 from specreg.kernels.relaxed.types import THRESHOLDS
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 N, V = 4, 200
 DRAFTS = [7, 150, 42]  # x1, x2, x3: x2 in the second race block

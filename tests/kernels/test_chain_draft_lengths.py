@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_chain_sampling import CASES, P_THRESHOLD, V, _check_lossless, _draft, _pvalue
 
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.kernels.chain.reference import (
     emit_reference,
     verify_chain_greedy_reference,
@@ -19,7 +19,7 @@ from specreg.kernels.chain.reference import (
 )
 from specreg.kernels.chain.types import ChainSamplingInputs
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 GAMMA = 3
 SAMPLES = 9000  # 3000 per draft length

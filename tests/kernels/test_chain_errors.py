@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import (
     verify_chain_greedy,
@@ -13,7 +13,7 @@ from specreg.kernels.chain import (
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed
 from specreg.kernels.relaxed.types import THRESHOLDS
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 B, N, V = 2, 3, 5
 

@@ -10,7 +10,7 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.kernels.chain import (
     verify_chain_greedy,
     verify_chain_invariant,

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.kernels.chain import (
     verify_chain_greedy,
     verify_chain_greedy_from_predict,

@@ -15,7 +15,7 @@ from specreg.kernels.chain import (
 from specreg.kernels.chain.reference import verify_chain_invariant_reference
 from specreg.kernels.chain_params import prepare_chain_params, verify_chain_with_params
 from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 B, N, V = 6, 4, 300  # 300: three race blocks, the last one partial
 

@@ -12,7 +12,7 @@ import torch
 from specreg.kernels.chain import verify_chain_sampling, verify_chain_target_only
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.random_stream.types import RACE_BLOCK
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing.lossless import chi_square_p_value
 from tests.support import independent_race
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specreg.chain_verifier import ChainVerifier
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import (
     verify_chain_sampling,

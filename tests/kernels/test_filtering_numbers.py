@@ -26,7 +26,7 @@ from specreg.kernels.chain_params.reference import verify_chain_with_params_refe
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import PIVOT_MIN_VOCAB, filtered_rows, gathered_row_stats
 from specreg.kernels.logprobs import emitted_logprobs
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 #: Two different float32 probabilities whose float32 logs are equal (issue: exact sampling).
 PAIR = (6.238944479264319e-05, 6.238943024072796e-05)

@@ -15,7 +15,7 @@ import specreg.kernels.filtering.torch_impl as torch_impl
 import specreg.kernels.pivot.torch_impl as pivot
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
-from specreg.kernels.filtering.types import FILTER_RULES
+from specreg.contract.filter_order import FILTER_RULES
 from specreg.kernels.pivot.reference import prefix_reference
 
 FOLDS = {"real": (1024, 4096, 256), "tiny": (8, 32, 4)}

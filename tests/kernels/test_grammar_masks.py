@@ -24,7 +24,7 @@ from specreg.errors import KernelInputError
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.token_mask import apply_token_bitmask_, bitmask_words
 from specreg.kernels.token_mask.reference import allowed_tokens, masked_row
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 xgr = pytest.importorskip("xgrammar")
 

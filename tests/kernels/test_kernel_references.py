@@ -9,7 +9,7 @@ paths by construction, sampling paths because the rule is deterministic given th
 import pytest
 import torch
 
-from specreg.demo_params import mixed_demo_params
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.chain import reference as chain_ref
 from specreg.kernels.chain import torch_impl as chain_torch
@@ -38,7 +38,7 @@ from specreg.kernels.sampling import (
 )
 from specreg.kernels.sampling import reference as sampling_ref
 from specreg.kernels.sampling import torch_impl as sampling_torch
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.support.independent_race import RESIDUAL, accept_uniform, race
 
 

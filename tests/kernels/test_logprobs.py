@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 
-from specreg.demo_params import mixed_demo_params
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.logprobs import emitted_logprobs
-from specreg.protocols import VerifyResult
+from specreg.contract.protocols import VerifyResult
 
 
 def _batch(seed, b=10, n=5, vocab=97):

@@ -47,7 +47,7 @@ import torch
 from specreg.kernels.chain import verify_chain_sampling
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.support import lossless as ll
 
 SMALL_V, QWEN_V = 32_768, 151_936

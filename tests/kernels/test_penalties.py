@@ -13,7 +13,7 @@ from specreg.errors import KernelInputError
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.penalties import Penalties, apply_penalties_, chain_context
 from specreg.kernels.penalties.reference import penalised_row
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 V = 23
 

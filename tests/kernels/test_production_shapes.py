@@ -29,7 +29,7 @@ from specreg.kernels.chain.types import ChainSamplingInputs
 from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from tests.hisparse.test_reference import STATE, _reference_swap
 from tests.support import independent_race
 from tests.support.hisparse import make_cache, small_layout

@@ -7,8 +7,8 @@ synthetic acceptance follows its configured length exactly and its rates in dist
 import pytest
 import torch
 
-from specreg.acceptance_rules import AcceptanceRule
-from specreg.chain_verifier import ChainVerifier
+from specreg.contract.acceptance_rules import AcceptanceRule
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.kernels.chain import verify_chain_sampling
 from specreg.kernels.chain.types import ChainSamplingInputs
 from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed, verify_chain_synthetic_greedy

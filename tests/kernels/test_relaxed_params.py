@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.acceptance_rules import AcceptanceRule
-from specreg.chain_verifier import ChainVerifier
+from specreg.contract.acceptance_rules import AcceptanceRule
+from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy
 from specreg.kernels.chain_params import prepare_chain_params, verify_chain_with_params
@@ -20,7 +20,7 @@ from specreg.kernels.relaxed import RuleParams, verify_chain_relaxed_with_params
 from specreg.kernels.relaxed.reference import verify_chain_relaxed_with_params_reference
 from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, TYPICAL
 from specreg.kernels.token_mask import bitmask_words
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 V = 64
 RULES = (

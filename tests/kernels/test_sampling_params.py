@@ -13,8 +13,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specreg.config import SpecConfig
-from specreg.demo_params import mixed_demo_params
+from specreg.contract.config import SpecConfig
+from specreg.testing.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_greedy_from_predict
 from specreg.kernels.chain_params import verify_chain_with_params
@@ -26,10 +26,10 @@ from specreg.kernels.filtering.torch_impl import (
     scaled_scores,
 )
 from specreg.kernels.filtering.triton_impl import row_stats_triton
-from specreg.kernels.filtering.types import FILTER_RULES
+from specreg.contract.filter_order import FILTER_RULES
 from specreg.kernels.sampling import exponential_race_sample
-from specreg.registry import Registry
-from specreg.sampling_params import SamplingParams
+from specreg.registry.registry import Registry
+from specreg.contract.sampling_params import SamplingParams
 
 P_THRESHOLD = 1e-3
 SAMPLES = 20_000
@@ -548,7 +548,7 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
 from specreg.kernels.chain_params import verify_chain_with_params
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 b, n, vocab = 3, 3, 64
 stride_b = 2**30 + 1024  # fits int32, but 2 * stride_b does not
 storage = torch.empty(stride_b * (b - 1) + n * vocab, dtype=torch.bfloat16)  # 4 GiB, untouched
@@ -650,7 +650,7 @@ def test_params_kernels_compile_for_sm90():
 
 
 # ---------------------------------------------------------------------------------------------
-# Filter orders (specreg.kernels.filtering.types): each against its reference, Triton against
+# Filter orders (specreg.contract.filter_order): each against its reference, Triton against
 # torch, lossless chain verification in each order, and the order reaching the plan's verifier.
 
 ORDERS = ("specreg", "vllm", "sglang")

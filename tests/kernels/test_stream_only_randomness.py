@@ -28,7 +28,7 @@ from specreg.kernels.relaxed import (
     verify_chain_synthetic_greedy,
 )
 from specreg.kernels.relaxed.types import RuleParams
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 _MODULE_DRAWS = ("rand", "rand_like", "randn", "randn_like", "randint", "randint_like",
                  "randperm", "multinomial", "bernoulli", "normal", "poisson")
@@ -132,7 +132,7 @@ def test_lossy_rules_draw_only_from_the_stream(x, no_generator_draws, rule):
 
 
 def test_drafters_samplers_draw_only_from_the_stream(x, no_generator_draws):
-    from specreg.draft_sampling import sample_children, sample_rows
+    from specreg.step.draft_sampling import sample_children, sample_rows
 
     rows = sample_rows(x["draft_logits"][:, 0], x["params"], keys=x["keys"],
                        positions=x["positions"])

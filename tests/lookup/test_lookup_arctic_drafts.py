@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from specreg_lookup.drafter import SuffixDrafter
-from specreg_lookup.runtime import SuffixOptions
+from specreg_lookup.sizes import SuffixOptions
 
 from tests.support.arctic_rule import check_call, compare_random_case, rule_of
 from tests.support.suffix_replay import Replay, Settings, replay

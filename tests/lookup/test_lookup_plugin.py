@@ -13,7 +13,7 @@ import torch
 from specreg_lookup.drafter import NgramDrafter, SuffixDrafter
 from specreg_lookup.kernels.match_tree import build_tree
 from specreg_lookup.kernels.tree_verify import verify_tree_sampling
-from specreg_lookup.runtime import NgramOptions, SuffixOptions
+from specreg_lookup.sizes import NgramOptions, SuffixOptions
 
 from specreg import Registry
 from specreg.errors import ConfigError

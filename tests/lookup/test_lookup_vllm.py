@@ -96,7 +96,7 @@ _UNSET = object()
 
 
 def test_every_built_in_drafter_declares_what_it_needs():
-    from specreg.protocols import DRAFTER_NEEDS
+    from specreg.contract.protocols import DRAFTER_NEEDS
 
     registry = Registry.load(fresh=True)
     seen = {}

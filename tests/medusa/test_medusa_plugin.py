@@ -10,7 +10,7 @@ import torch
 from specreg_eagle.kernels.tree_build import build_tree
 from specreg_eagle.kernels.tree_build.reference import build_tree_reference
 from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
-from specreg_medusa.runtime import eagle_layout, static_tree, tree_nodes
+from specreg_medusa.sizes import eagle_layout, static_tree, tree_nodes
 
 from specreg import ConfigError, KernelInputError, Registry
 

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import torch
 from specreg_medusa.drafter import MedusaDrafter
-from specreg_medusa.runtime import children_heads, eagle_layout, tree_nodes
+from specreg_medusa.sizes import children_heads, eagle_layout, tree_nodes
 
 from specreg import KernelInputError, Registry
-from specreg.draft_sampling import sample_children
-from specreg.sampling_params import SamplingParams
+from specreg.step.draft_sampling import sample_children
+from specreg.contract.sampling_params import SamplingParams
 from tests.support.lossless import ALPHA, chi_square_pvalue, detectable_tv, filtered_softmax
 
 MIN_EXPECTED = 25
@@ -194,7 +194,7 @@ def test_a_node_whose_children_are_not_first_draws_gets_no_q(monkeypatch, rows):
     """A static tree whose root keeps choices {0, 2} (not a prefix of head 0's draws) gives the
     root an all-zero q row (the target-only rule there) while choice 0's children {0, 1} keep
     head 1's q."""
-    import specreg_medusa.runtime as runtime
+    import specreg_medusa.sizes as runtime
 
     monkeypatch.setattr(runtime, "static_tree", lambda s, k, n: ((0,), (2,), (0, 0), (0, 1)))
     drafter = MedusaDrafter(topk=3, widths_by_steps={2: 5})
@@ -348,7 +348,7 @@ def test_the_loop_runs_medusa_with_draft_and_greedy_stays_plain_greedy(registry)
     """The reference loop picks the with-draft rule for a medusa plan under per-request
     parameters (the heads drawn from q, draft_probs to the verifier), and its greedy requests
     equal plain greedy decoding token for token."""
-    from specreg.demo_params import mixed_demo_params
+    from specreg.testing.demo_params import mixed_demo_params
     from specreg.testing.loop import SpeculativeLoop
     from specreg.testing.toy_model import ToyConfig, ToyLM, greedy_reference
 

@@ -259,7 +259,7 @@ def compare_random_case(case: dict[str, Any], mode: str, *, every: int
     output token) on a fresh SuffixDrafter: call index -> kinds of each float32 tie; any other
     difference fails. Both rules are told again on every `every`-th call."""
     from specreg_lookup.drafter import SuffixDrafter
-    from specreg_lookup.runtime import SuffixOptions
+    from specreg_lookup.sizes import SuffixOptions
 
     from tests.support.suffix_replay import replay_tokens
 

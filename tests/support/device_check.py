@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = (str(ROOT / "specreg") + "/", str(ROOT / "plugins") + "/")
 #: CPU-only by design: the toy models and loop of specreg.testing, the demo.
-EXEMPT = (str(ROOT / "specreg" / "testing") + "/", str(ROOT / "specreg" / "demo.py"))
+EXEMPT = (str(ROOT / "specreg" / "testing") + "/", str(ROOT / "specreg" / "cli" / "demo.py"))
 FACTORIES = frozenset({
     torch.empty, torch.zeros, torch.ones, torch.full, torch.arange, torch.tensor, torch.rand,
     torch.randn, torch.randint, torch.linspace, torch.eye, torch.empty_strided, torch.as_tensor,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from specreg_hisparse.runtime import HiSparseLayout, compute_layout
+from specreg_hisparse.sizes import HiSparseLayout, compute_layout
 from specreg_hisparse.swapper import HiSparseSwapper
 
 ROW_ELEMS = 4  # int32 words per KV row: row_bytes = 16

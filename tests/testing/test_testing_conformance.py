@@ -3,7 +3,7 @@
 import pytest
 
 from specreg import Registry, hookimpl
-from specreg.demo import toy_draft_checkpoint
+from specreg.cli.demo import toy_draft_checkpoint
 from specreg.testing import ConformanceError, ToyConfig, ToyLM, check_algorithm, check_cache
 from specreg.testing.kv import toy_cache_options
 from tests.support.plugins import SpecPlugin
@@ -86,7 +86,7 @@ def test_kit_catches_a_lossy_verifier():
                 return None
             import torch
 
-            from specreg.protocols import VerifyResult
+            from specreg.contract.protocols import VerifyResult
 
             class AcceptAll:
                 """Meets the protocol's shape, and accepts everything."""

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.demo import toy_draft_checkpoint
+from specreg.cli.demo import toy_draft_checkpoint
 from specreg.errors import KernelInputError
 from specreg.testing import ToyConfig, ToyLM, check_greedy
 from specreg.testing.loop import SpeculativeLoop

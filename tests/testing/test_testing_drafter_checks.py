@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from specreg import AlgorithmSpec, ParamRange, Registry, hookimpl
-from specreg.demo import run_demo
-from specreg.demo_text import format_table
+from specreg.cli.demo import run_demo
+from specreg.cli.demo_text import format_table
 from specreg.testing import ConformanceError, ConformanceNotice, check_algorithm
 from tests.support.plugins import SpecPlugin
 

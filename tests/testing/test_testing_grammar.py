@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.demo import toy_draft_checkpoint
+from specreg.cli.demo import toy_draft_checkpoint
 from specreg.testing.toy_model import ToyConfig, ToyLM
 
 pytest.importorskip("xgrammar")

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.demo import toy_draft_checkpoint
-from specreg.sampling_params import SamplingParams
+from specreg.cli.demo import toy_draft_checkpoint
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing import ToyConfig, ToyLM
 from specreg.testing.loop import SpeculativeLoop
 

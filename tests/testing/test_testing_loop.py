@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specreg import Phase, Registry
-from specreg.demo import toy_draft_checkpoint
+from specreg.cli.demo import toy_draft_checkpoint
 from specreg.testing import ToyConfig, ToyLM, check_greedy, check_sampling
 from specreg.testing.kv import toy_cache_options
 from specreg.testing.lossless import chi_square_p_value, target_marginals

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from specreg import Registry, hookimpl
-from specreg.chain_verifier import ChainVerifier
-from specreg.demo import MIXED_PARAMS_LABEL, run_demo, toy_draft_checkpoint
+from specreg.step.chain_verifier import ChainVerifier
+from specreg.cli.demo import MIXED_PARAMS_LABEL, run_demo, toy_draft_checkpoint
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.testing.lossless import P_VALUE_THRESHOLD, check_mixed_params
 from specreg.testing.toy_model import ToyConfig, ToyLM

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.demo import toy_draft_checkpoint
-from specreg.draft_sampling import ChildrenDraw
+from specreg.cli.demo import toy_draft_checkpoint
+from specreg.step.draft_sampling import ChildrenDraw
 from specreg.errors import KernelInputError
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from specreg.testing.loop import SpeculativeLoop
 from specreg.testing.lossless import P_VALUE_THRESHOLD, check_mixed_params, chi_square_p_value
 from specreg.testing.toy_model import ToyConfig, ToyLM
@@ -150,7 +150,7 @@ def _unfiltered_q(logits, params, rows, **_):
 @pytest.mark.parametrize("plan_name", ["dflash", "eagle_tree"])
 def test_negative_control_drafts_from_the_unfiltered_q_are_rejected(plan_name, target, drafts,
                                                                      prompt, monkeypatch):
-    import specreg.draft_sampling as draft_sampling
+    import specreg.step.draft_sampling as draft_sampling
 
     monkeypatch.setattr(draft_sampling, "filtered_q", _unfiltered_q)
     p_values, result = _p_values(_plan(plan_name), target, drafts["close"], prompt,
@@ -163,7 +163,7 @@ def test_negative_control_drafts_from_the_unfiltered_q_are_rejected(plan_name, t
 
 def test_negative_control_children_with_replacement_are_rejected(target, drafts, prompt,
                                                                  monkeypatch):
-    import specreg.draft_sampling as draft_sampling
+    import specreg.step.draft_sampling as draft_sampling
 
     real = draft_sampling.sample_children
 
@@ -222,7 +222,7 @@ def test_drafters_on_the_triton_path_draw_from_the_filtered_q(force_backend, mon
     q statistics come from `row_stats_triton`, and every sampled draft lies in the filtered q
     (top_k=3 here), every greedy one is the argmax."""
     import specreg.kernels.filtering.triton_impl as filtering_triton
-    from specreg.draft_sampling import filtered_q
+    from specreg.step.draft_sampling import filtered_q
 
     calls = []
     real = filtering_triton.row_stats_triton

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specreg import Registry
-from specreg.demo import DEMO_CHAIN_WIDTH, demo_models, demo_prompts
+from specreg.cli.demo import DEMO_CHAIN_WIDTH, demo_models, demo_prompts
 from specreg.testing.lossless import check_greedy
 from specreg.testing.toy_model import ToyConfig, ToyLM
 

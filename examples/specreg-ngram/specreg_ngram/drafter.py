@@ -35,10 +35,10 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
-from specreg.memory import PER_REQUEST, Buffer
+from specreg.contract.memory import PER_REQUEST, Buffer
 
 if TYPE_CHECKING:
-    from specreg.plan import SpecPlan
+    from specreg.registry.plan import SpecPlan
 
 
 @attrs.frozen(kw_only=True)
@@ -62,7 +62,7 @@ class NgramDrafter:
     `NgramDrafter.from_plan(plan)` to take it from a resolved plan.
     """
 
-    needs = "token_history"  # specreg.protocols.DRAFTER_NEEDS
+    needs = "token_history"  # specreg.contract.protocols.DRAFTER_NEEDS
 
     def __init__(
         self, *, max_ngram: int = 3, min_ngram: int = 1, num_draft_tokens: int = 4

@@ -28,7 +28,7 @@ from specreg_ngram.errors import CHAIN_MISMATCH
 
 if TYPE_CHECKING:
     from specreg import SpecConfig
-    from specreg.resolution import Resolution
+    from specreg.contract.resolution import Resolution
 
 NAME = "ngram_example"
 DEFAULT_NUM_DRAFT_TOKENS = 4

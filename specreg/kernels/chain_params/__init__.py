@@ -44,12 +44,12 @@ from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_tor
 from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.checks import check_params, should_check_values
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.kernels.penalties import Penalties, apply_penalties_, chain_context
 from specreg.kernels.random_stream.torch_impl import accept_coins_torch
 from specreg.kernels.sampling import request_keys
 from specreg.kernels.token_mask import apply_token_bitmask_
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 __all__ = ["prepare_chain_params", "verify_chain_with_params"]
 

@@ -23,11 +23,11 @@ from specreg.kernels.filtering.torch_impl import (
     filtered_rows,
     gathered_row_stats,
 )
-from specreg.kernels.filtering.types import FilterRule, filter_rule
+from specreg.contract.filter_order import FilterRule, filter_rule
 from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
 from specreg.kernels.random_stream.types import SAMPLE_ROLE
 from specreg.kernels.sampling.torch_impl import block_race_torch, cpu_row_chunks
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 
 class _Rows:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from specreg.kernels.chain.triton_impl import empty_outputs, race_tile
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.filtering.types import filter_rule
+from specreg.contract.filter_order import filter_rule
 from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:

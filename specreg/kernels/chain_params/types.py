@@ -6,8 +6,8 @@ from __future__ import annotations
 import attrs
 import torch
 
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder
-from specreg.sampling_params import SamplingParams
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder
+from specreg.contract.sampling_params import SamplingParams
 
 
 @attrs.frozen(kw_only=True)
@@ -19,7 +19,7 @@ class ChainParamsInputs:
     per request; coins [b, >= n-1] (the acceptance uniforms); keys and positions int64 [b] (each
     request's key and the absolute output position of row 0, which key the emitted draw);
     verify_lens [b] or None;
-    `filter_order` how top-k, top-p and min-p combine (`specreg.kernels.filtering.types`);
+    `filter_order` how top-k, top-p and min-p combine (`specreg.contract.filter_order`);
     `invariant`: the drafter-invariant rule (`specreg.kernels.chain`) for sampled requests;
     `check_reads`: the rule checks the scores of the rows it reads as it reads them (the CPU
     default of the torch path for logits; every other input was checked before).

@@ -7,7 +7,7 @@ import struct
 
 import torch
 
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 
 
 def _f32(value: float) -> float:
@@ -28,7 +28,7 @@ def filtered_distribution(
     """The filtered, temperature-scaled distribution of one row `scores` [V] as float64 [V].
 
     Follows the rule in `specreg.kernels.filtering` step by step with a full sort, top-p
-    measured as `order` says (`specreg.kernels.filtering.types`): the filters rank the keys
+    measured as `order` says (`specreg.contract.filter_order`): the filters rank the keys
     (z = s / T for logits, the float32 probabilities for probability inputs), the weights are
     exp(z - max z) in float64 (0 where the float32 difference is <= the exp floor, as on every
     backend); temperature 0 returns the one-hot of the argmax (lowest index on ties)."""

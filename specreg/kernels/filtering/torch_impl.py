@@ -17,7 +17,7 @@ from collections.abc import Callable
 import attrs
 import torch
 
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.pivot import torch_impl as pivot
 from specreg.kernels.pivot.torch_impl import RowWeights, column_maxima, pivot_prefix
 from specreg.kernels.sampling.torch_impl import (
@@ -160,7 +160,7 @@ def row_stats(
     temperature: torch.Tensor | None = None,
 ) -> RowStats:
     """`RowStats` of scaled scores `z` [r, V] (float32) under per-row top-k, top-p, min-p,
-    top-p measured as `rule` says (`specreg.kernels.filtering.types`). Probability inputs pass
+    top-p measured as `rule` says (`specreg.contract.filter_order`). Probability inputs pass
     `keys` (their float32 probabilities, `filter_keys`) and `temperature` [r]: top-k and top-p
     then rank the probabilities (the threshold is one), z = log(p) / T giving the weights.
 

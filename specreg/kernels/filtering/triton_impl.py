@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
 from specreg.kernels.sampling.torch_impl import EXP_FLOOR
 from specreg.kernels.triton_shim import tl, triton
 

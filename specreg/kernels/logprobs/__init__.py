@@ -1,7 +1,7 @@
 """Log-probabilities of the tokens a verify step emitted, as plain decoding reports them.
 
 `emitted_logprobs(result, target, params=..., top_n=...)` takes any verifier's result (chain,
-tree or block: `specreg.protocols.VerifyResult`, or a kernel's `ChainVerifyResult` /
+tree or block: `specreg.contract.protocols.VerifyResult`, or a kernel's `ChainVerifyResult` /
 `TreeVerifyResult`) and the target scores the step verified, and returns `EmittedLogprobs`: for
 every emitted token (the accepted drafts, then the correction or bonus), its log-probability
 under the distribution plain decoding draws that position's token from, and the top n
@@ -18,7 +18,7 @@ drawn from (chains: position j; trees: the j-th node of the accepted path, `acce
 
 An accepted draft is distributed as pi (the rule is lossless), and so is the correction or bonus
 drawn after it, so these are plain decoding's values at those positions. A result of a lossy
-acceptance rule (`VerifyResult.acceptance`, `specreg.acceptance_rules`) draws its sampled tokens
+acceptance rule (`VerifyResult.acceptance`, `specreg.contract.acceptance_rules`) draws its sampled tokens
 from no such pi: with `params` holding a sampled request it is refused (SR199) unless `raw=True`.
 
 Family: `types`, `reference` (per slot, by sorting; the oracle), `torch_impl` (row statistics
@@ -34,11 +34,11 @@ from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.chain.types import BackendChoice
 from specreg.kernels.checks import check_params, should_check_values
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.kernels.logprobs.torch_impl import logprobs_torch
 from specreg.kernels.logprobs.triton_impl import logprobs_triton
 from specreg.kernels.logprobs.types import EmittedLogprobs, LogprobInputs
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 __all__ = ["EmittedLogprobs", "emitted_logprobs"]
 

@@ -20,7 +20,7 @@ from specreg.kernels.filtering.torch_impl import (
     gathered_row_stats,
     scaled_scores,
 )
-from specreg.kernels.filtering.types import filter_rule
+from specreg.contract.filter_order import filter_rule
 from specreg.kernels.logprobs.types import LogprobInputs
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 

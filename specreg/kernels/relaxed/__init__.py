@@ -1,4 +1,4 @@
-"""The lossy acceptance rules on a chain (`specreg.acceptance_rules`): public wrappers that validate, choose the backend and dispatch.
+"""The lossy acceptance rules on a chain (`specreg.contract.acceptance_rules`): public wrappers that validate, choose the backend and dispatch.
 
 Layout and coins are the chain family's (`specreg.kernels.chain`): candidates [b, n],
 target_probs [b, n, V], draft_probs [b, n-1, V] or None, keys and positions [b] (the random
@@ -69,7 +69,7 @@ from specreg.kernels.filtering.torch_impl import (
     filtered_rows,
     gathered_row_stats,
 )
-from specreg.kernels.filtering.types import (
+from specreg.contract.filter_order import (
     DEFAULT_FILTER_ORDER,
     FilterOrder,
     FilterRule,
@@ -87,7 +87,7 @@ from specreg.kernels.relaxed.triton_impl import verify_chain_relaxed_triton
 from specreg.kernels.relaxed.types import SYNTHETIC, RuleParams
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 from specreg.kernels.triton_shim import vocab_tile
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 
 __all__ = [
     "RuleParams",

@@ -16,7 +16,7 @@ THRESHOLDS, TYPICAL, SYNTHETIC = 0, 1, 2
 
 @attrs.frozen(kw_only=True)
 class RuleParams:
-    """One lossy rule (`specreg.acceptance_rules`) as plain numbers.
+    """One lossy rule (`specreg.contract.acceptance_rules`) as plain numbers.
 
     mode: THRESHOLDS (threshold_single, threshold_acc), TYPICAL (posterior_threshold,
     posterior_alpha) or SYNTHETIC (`rates`: rate i is the chance of accepting more than i

@@ -43,7 +43,7 @@ from specreg.kernels.sampling.torch_impl import (
 )
 
 if TYPE_CHECKING:
-    from specreg.sampling_params import SamplingParams
+    from specreg.contract.sampling_params import SamplingParams
 
 __all__ = [
     "exponential_race_sample",

@@ -1,7 +1,7 @@
 """The draft loop's top-k selection and final pick in torch (batched over requests).
 
 Notation: b = batch, K = topk, S = num_steps. Draft token global ids are described in
-`specreg_eagle.runtime`. Inputs are validated by `specreg_eagle.kernels.select_topk`.
+`specreg_eagle.sizes`. Inputs are validated by `specreg_eagle.kernels.select_topk`.
 """
 
 from __future__ import annotations

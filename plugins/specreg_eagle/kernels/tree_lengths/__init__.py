@@ -1,7 +1,7 @@
 """`cut_below` / `cut_tree`: per-request draft lengths on draft trees, each request's tree cut
 below its own depth.
 
-A tree verified with `draft_lengths` (`specreg.draft_lengths`) is, for request r, the subtree
+A tree verified with `draft_lengths` (`specreg.step.draft_lengths`) is, for request r, the subtree
 of nodes at depth <= draft_lengths[r]: the first-child link of every node at that depth is cut
 (`retrieve_next_token` = -1), so every verify rule, kernel and backend walks the smaller tree
 unchanged, and a length of 0 leaves the root alone (one plain sample from the root's row). The
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from specreg.draft_lengths import check_draft_lengths
+from specreg.step.draft_lengths import check_draft_lengths
 from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
 
 __all__ = ["cut_below", "cut_tree", "node_depths"]

@@ -54,7 +54,7 @@ def verify_tree_greedy(
     Give exactly one of `target_logits` [b, N, V] (any float dtype; argmax per node, ties to the
     lowest index) or `target_predict` [b, N] (the argmax already computed). `depth` = num_steps.
     `backend`: 'auto' | 'torch' | 'triton' | None (None reads SPECREG_KERNEL_BACKEND).
-    `draft_lengths` [b] (0..depth; `specreg.draft_lengths`): request r walks only the nodes at
+    `draft_lengths` [b] (0..depth; `specreg.step.draft_lengths`): request r walks only the nodes at
     depth <= draft_lengths[r] (0: the root alone, the bonus is the root's argmax).
     """
     b, n = check_tree_inputs(

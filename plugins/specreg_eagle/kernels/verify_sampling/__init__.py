@@ -76,7 +76,7 @@ from specreg.kernels.checks import (
     should_check_values,
 )
 from specreg.kernels.filtering.torch_impl import filtered_rows, gathered_row_stats
-from specreg.kernels.filtering.types import (
+from specreg.contract.filter_order import (
     DEFAULT_FILTER_ORDER,
     FilterOrder,
     FilterRule,
@@ -85,7 +85,7 @@ from specreg.kernels.filtering.types import (
 from specreg.kernels.penalties import Penalties, apply_penalties_, tree_context
 from specreg.kernels.random_stream import stream_keys
 from specreg.kernels.sampling import request_keys
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from specreg_eagle.kernels.tree_lengths import cut_below
 from specreg_eagle.kernels.verify_greedy.checks import (
     check_tree_inputs,
@@ -134,7 +134,7 @@ def verify_tree_sampling(
     (SGLang's layout: `coins[:, P]` parent P's target-only coin, `coins[:, c - 1]` child c's).
     Thresholds in (0, 1] apply to the target-only rule; 1.0 keeps it lossless. `backend`:
     'auto' | 'torch' | 'triton' | None (None reads SPECREG_KERNEL_BACKEND).
-    `draft_lengths` [b] (0..depth; `specreg.draft_lengths`): request r verifies only the nodes
+    `draft_lengths` [b] (0..depth; `specreg.step.draft_lengths`): request r verifies only the nodes
     at depth <= draft_lengths[r] (0: the root alone, one plain sample from its row).
     """
     b, n = check_tree_inputs(
@@ -253,7 +253,7 @@ def verify_tree_with_params(
     others get `verify_tree_sampling` on p = filter(target / T) and q = filter(draft / T)
     (`specreg.kernels.filtering`; the children must have been drawn from that filtered q).
     `draft_q` [b, N, V] instead of `draft`: each node's q as the drafter drew its children from
-    it (already filtered, e.g. `specreg.draft_sampling.sample_children`'s q), read as given:
+    it (already filtered, e.g. `specreg.step.draft_sampling.sample_children`'s q), read as given:
     not filtered, masked or penalised here (the rule is exact for any target row, and the
     children were drawn from q as it was); an all-zero row runs the target-only rule at that
     node (a leaf, or children not drawn from q). Both `draft` and `draft_q` is SR929.

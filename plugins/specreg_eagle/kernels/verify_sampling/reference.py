@@ -27,10 +27,10 @@ import torch
 
 from specreg.kernels.argmax.reference import row_argmax_reference
 from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.filtering.types import DEFAULT_FILTER_ORDER, FilterOrder
+from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder
 from specreg.kernels.random_stream.reference import accept_coin, draw_lanes
 from specreg.kernels.random_stream.types import RESIDUAL_ROLE
-from specreg.sampling_params import SamplingParams
+from specreg.contract.sampling_params import SamplingParams
 from specreg_eagle.kernels.residual_draw.reference import final_token_reference
 from specreg_eagle.kernels.verify_greedy.reference import greedy_walk, path_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult

@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - torch runs without numpy
     numpy = None
 
 if TYPE_CHECKING:
-    from specreg_hisparse.runtime import HiSparseLayout
+    from specreg_hisparse.sizes import HiSparseLayout
 
 ABSENT_ROW = -2  # the location map's value for a token in neither the hot buffer nor the tail
 

@@ -13,7 +13,7 @@ import attrs
 if TYPE_CHECKING:
     import torch
 
-    from specreg_hisparse.runtime import HiSparseLayout
+    from specreg_hisparse.sizes import HiSparseLayout
 
 SLOT_BITS = 20
 SLOT_MASK = (1 << SLOT_BITS) - 1

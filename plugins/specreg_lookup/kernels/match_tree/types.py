@@ -41,10 +41,10 @@ class LookupTree:
 
     def cut(self, draft_lengths: object, *, check_values: bool | None = None) -> LookupTree:
         """The trees with request r's nodes below depth draft_lengths[r] no longer valid
-        (`specreg.draft_lengths`, 0..N-1; 0 leaves the root alone); `self` without lengths."""
+        (`specreg.step.draft_lengths`, 0..N-1; 0 leaves the root alone); `self` without lengths."""
         if draft_lengths is None:
             return self
-        from specreg.draft_lengths import check_draft_lengths
+        from specreg.step.draft_lengths import check_draft_lengths
 
         b, n = self.tokens.shape
         lengths = check_draft_lengths(

@@ -8,7 +8,7 @@ race on the random stream at (the request's key, `positions` + the node's depth)
 for every node of one depth) and walks the same way. That is the drafter-invariant rule: the
 emitted tokens equal plain keyed sampling, and it is exact for drafts that depend on the history
 only. `keys` [b]: each request's key (missing: fresh keys from `generator`); `positions` [b]:
-the absolute position of the root's children. Both return `specreg.protocols.VerifyResult`.
+the absolute position of the root's children. Both return `specreg.contract.protocols.VerifyResult`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.checks import check_same_device, check_shape, check_tensor
-from specreg.protocols import VerifyResult
+from specreg.contract.protocols import VerifyResult
 from specreg_lookup.kernels.match_tree.types import LookupTree
 from specreg_lookup.kernels.tree_verify import torch_impl
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.protocols import VerifyResult
+from specreg.contract.protocols import VerifyResult
 from specreg_lookup.kernels.match_tree.types import LookupTree
 
 

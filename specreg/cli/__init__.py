@@ -1,0 +1,1 @@
+"""The `specreg` command: its subcommands, arguments, verdicts and the demo."""

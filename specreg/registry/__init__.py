@@ -1,0 +1,1 @@
+"""Loading plugins, checking what they register, and resolving a config into a `SpecPlan`."""

@@ -1,0 +1,1 @@
+"""What runs every step: the chain verifier, draft sampling, draft lengths and acceptance statistics."""

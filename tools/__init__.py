@@ -1,0 +1,1 @@
+"""Maintainer tools that do not ship in the wheel: documentation generation and mutation testing."""
