@@ -17,7 +17,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from tests.support.models import model_dirs  # noqa: E402, F401 - tests/core, tests/adapters
+from tests.support.models import model_dirs  # noqa: E402, F401 - tests/registry, tests/cli, tests/adapters
+from tests.support.testplugins import load_registry, testplugins_site  # noqa: E402, F401
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ a negative control (opting out by drawing from the residual of the first draft) 
 
 import pytest
 import torch
-from test_chain_sampling import CASES, P_THRESHOLD, V, _check_lossless, _draft, _pvalue
+from tests.kernels.test_chain_sampling import CASES, P_THRESHOLD, V, _check_lossless, _draft, _pvalue
 
 from specreg.step.chain_verifier import ChainVerifier
 from specreg.kernels.chain.reference import (

@@ -19,10 +19,10 @@ LAUNCHING_TESTS = (
     "tests/kernels/test_chain_triton.py::test_sampling_triton_non_contiguous_inputs",
     "tests/kernels/test_sampling_params.py::test_triton_row_stats_equal_torch",
     "tests/kernels/test_sampling_params.py::test_triton_chain_with_params_equals_torch",
-    "tests/dspark/test_dspark_kernels.py",
-    "tests/eagle/test_eagle_tree.py::test_triton_matches_torch",
-    "tests/eagle/test_eagle_verify.py::test_greedy_triton_matches_torch",
-    "tests/eagle/test_eagle_verify.py::test_sampling_triton_matches_torch",
+    "tests/dspark/test_kernels.py",
+    "tests/eagle/test_tree.py::test_triton_matches_torch",
+    "tests/eagle/test_verify.py::test_greedy_triton_matches_torch",
+    "tests/eagle/test_verify.py::test_sampling_triton_matches_torch",
     "tests/hisparse/test_triton.py::test_triton_equals_torch_over_a_call_sequence",
     "tests/hisparse/test_triton.py::test_planned_copy_triton_equals_torch",
     "tests/kernels/test_logprobs.py::test_chain_logprobs_equal_plain_decoding",
@@ -30,7 +30,7 @@ LAUNCHING_TESTS = (
     "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
     "tests/kernels/test_relaxed.py::test_relaxed_triton_and_torch_equal_the_reference",
     "tests/kernels/test_chain_invariant.py",
-    "tests/core/test_draft_sampling.py::test_triton_q_equals_torch_under_the_interpreter",
+    "tests/step/test_draft_sampling.py::test_triton_q_equals_torch_under_the_interpreter",
 )
 
 

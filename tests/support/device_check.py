@@ -35,10 +35,10 @@ FACTORIES = frozenset({
 #: builds its own CPU tensors.
 TORCH_PATH_TESTS = (
     "tests/kernels/test_kernel_references.py",
-    "tests/eagle/test_eagle_reference.py",
+    "tests/eagle/test_reference.py",
     "tests/hisparse/test_reference.py",
-    "tests/dspark/test_dspark_reference.py",
-    "tests/lookup/test_lookup_kernels.py",
+    "tests/dspark/test_reference.py",
+    "tests/lookup/test_kernels.py",
     "tests/kernels/test_logprobs.py",
     "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
     "tests/kernels/test_grammar_masks.py::test_bad_masks_are_coded",

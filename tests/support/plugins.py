@@ -80,7 +80,7 @@ class SpecAndCachePlugin(SpecPlugin):
             register(spec)
 
 
-# ------------------------------------------------ the consistency workers' plugins (tests/core)
+# ------------------------------------------------ the consistency workers' plugins (tests/registry)
 class _Verifier:
     """Stands in for a kernel object (the chain verifier protocol's shape, no kernels), sized
     for the plan's verify width; the consistency check never calls it."""
@@ -121,6 +121,6 @@ class ExtraPlugin(SpecPlugin):
     algorithms = (AlgorithmSpec(name="extra", drafting="chain", verify_rules=("greedy",)),)
 
 
-#: The entry points of the consistency test's distribution (tests/core/test_core_consistency.py).
+#: The entry points of the consistency test's distribution (tests/registry/test_distributed.py).
 toy = ToyPlugin()
 extra = ExtraPlugin()

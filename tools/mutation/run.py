@@ -88,35 +88,35 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
     ),
     "specreg_eagle.kernels.verify_greedy.torch_impl": (
         "plugins/specreg_eagle/kernels/verify_greedy/torch_impl.py",
-        ["tests/eagle/test_boundaries_eagle.py", "tests/eagle/test_eagle_verify.py",
-         "tests/eagle/test_eagle_reference.py", "tests/eagle/test_eagle_fuzz_kernels.py",
-         "tests/eagle/test_eagle_tree.py", "tests/kernels/test_production_shapes.py"],
+        ["tests/eagle/test_boundaries.py", "tests/eagle/test_verify.py",
+         "tests/eagle/test_reference.py", "tests/eagle/test_fuzz_kernels.py",
+         "tests/eagle/test_tree.py", "tests/kernels/test_production_shapes.py"],
     ),
     "specreg_eagle.kernels.verify_sampling.torch_impl": (
         "plugins/specreg_eagle/kernels/verify_sampling/torch_impl.py",
-        ["tests/eagle/test_boundaries_eagle.py", "tests/eagle/test_eagle_verify.py",
-         "tests/eagle/test_eagle_reference.py", "tests/eagle/test_eagle_params.py",
-         "tests/eagle/test_eagle_fuzz_kernels.py", "tests/eagle/test_eagle_lossless.py",
-         "tests/eagle/test_eagle_tree.py", "tests/kernels/test_production_shapes.py"],
+        ["tests/eagle/test_boundaries.py", "tests/eagle/test_verify.py",
+         "tests/eagle/test_reference.py", "tests/eagle/test_params.py",
+         "tests/eagle/test_fuzz_kernels.py", "tests/eagle/test_lossless.py",
+         "tests/eagle/test_tree.py", "tests/kernels/test_production_shapes.py"],
     ),
     "specreg_hisparse.kernels.swap.torch_impl": (
         "plugins/specreg_hisparse/kernels/swap/torch_impl.py",
-        ["tests/hisparse/test_boundaries_hisparse.py", "tests/hisparse/test_reference.py",
+        ["tests/hisparse/test_boundaries.py", "tests/hisparse/test_reference.py",
          "tests/hisparse/test_swap_rules.py", "tests/hisparse/test_numpy_fallback.py",
          "tests/hisparse/test_property.py", "tests/hisparse/test_swap_load.py",
          "tests/kernels/test_production_shapes.py"],
     ),
     "specreg_dspark.kernels.markov_head.torch_impl": (
         "plugins/specreg_dspark/kernels/markov_head/torch_impl.py",
-        ["tests/dspark/test_boundaries_dspark.py", "tests/dspark/test_dspark_markov.py",
-         "tests/dspark/test_dspark_reference.py", "tests/dspark/test_dspark_kernels.py",
-         "tests/dspark/test_dspark_fuzz_kernels.py", "tests/kernels/test_production_shapes.py"],
+        ["tests/dspark/test_boundaries.py", "tests/dspark/test_markov.py",
+         "tests/dspark/test_reference.py", "tests/dspark/test_kernels.py",
+         "tests/dspark/test_fuzz_kernels.py", "tests/kernels/test_production_shapes.py"],
     ),
 }
 NEW_TESTS = {
     "tests/kernels/test_boundaries_filtering.py", "tests/kernels/test_boundaries_chain.py",
-    "tests/eagle/test_boundaries_eagle.py", "tests/hisparse/test_boundaries_hisparse.py",
-    "tests/dspark/test_boundaries_dspark.py", "tests/kernels/test_production_shapes.py",
+    "tests/eagle/test_boundaries.py", "tests/hisparse/test_boundaries.py",
+    "tests/dspark/test_boundaries.py", "tests/kernels/test_production_shapes.py",
 }
 #: Only the torch path is mutated: Triton-only tests would run the interpreter for nothing.
 DESELECT = "not triton and not compile"

@@ -23,7 +23,7 @@ Before writing, the real-text acceptance is checked against the benchmark's own 
     python tests/lookup/data/generate_arctic_drafts.py --fuzz 200 # specreg against live arctic
                                                                   # on 200 more random streams
 
-`tests/lookup/test_lookup_arctic_drafts.py` replays every call on specreg's `SuffixDrafter` each
+`tests/lookup/test_arctic_drafts.py` replays every call on specreg's `SuffixDrafter` each
 CI run and compares.
 """
 

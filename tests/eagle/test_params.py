@@ -7,8 +7,8 @@ import torch
 from scipy.stats import chisquare
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
-from test_eagle_lossless import draw_without_replacement
-from test_eagle_verify import RESULT_FIELDS, links, make_tree
+from tests.eagle.test_lossless import draw_without_replacement
+from tests.eagle.test_verify import RESULT_FIELDS, links, make_tree
 
 from specreg.testing.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError

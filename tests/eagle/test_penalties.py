@@ -7,7 +7,7 @@ import pytest
 import torch
 from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
 from specreg_eagle.kernels.verify_sampling.reference import verify_tree_with_params_reference
-from test_eagle_verify import links, make_tree
+from tests.eagle.test_verify import links, make_tree
 
 from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.penalties import Penalties, tree_context

@@ -25,8 +25,8 @@ from specreg_eagle.kernels.verify_sampling.reference import (
     verify_tree_with_params_reference,
 )
 from specreg_eagle.verifier import EagleVerifier
-from test_eagle_lossless import pair_pvalue, pairs, pvalue, run
-from test_eagle_verify import links, make_tree
+from tests.eagle.test_lossless import pair_pvalue, pairs, pvalue, run
+from tests.eagle.test_verify import links, make_tree
 
 from specreg.kernels.random_stream import fresh_keys
 from specreg.kernels.sampling import request_keys
@@ -164,7 +164,7 @@ def test_with_params_walks_each_request_to_its_own_depth(force_backend, backend)
 def _mixed_run(P, Q, *, use_q, control=False, seed=0):
     """`run` of test_eagle_lossless (depth-2 trees of topk 2, SAMPLES requests) with lengths
     0, 1, 2 in turn; the control opts out by forcing every root child to be rejected."""
-    import test_eagle_lossless as lossless
+    import tests.eagle.test_lossless as lossless
 
     original, samples = lossless.verify_tree_sampling, lossless.SAMPLES
     b = lossless.SAMPLES = MIXED_SAMPLES

@@ -1,5 +1,5 @@
 """Fuzz the config entry points: config_from_flags, the CLI, Phase (the DSpark draft
-config.json parsers: tests/dspark/test_dspark_fuzz_config.py)."""
+config.json parsers: tests/dspark/test_fuzz_config.py)."""
 
 from __future__ import annotations
 

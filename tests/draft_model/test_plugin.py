@@ -146,7 +146,7 @@ def test_rolled_back_cache_drafts_as_a_fresh_forward(drafter):
     the drafts and q of a draft forward over the committed prefix alone, and each catch-up
     after the prompt feeds one token (two after a fully accepted chain). The transformers
     harness holds its KV cache to the same, with a negative control
-    (tests/models/test_models_transformers.py)."""
+    (tests/models/test_transformers.py)."""
     model = ToyLM(TOY, seed=3)
     g = torch.Generator().manual_seed(0)
     b, capacity = 4, 80

@@ -14,7 +14,7 @@ EAGLE_TREE = ("--speculative-algorithm", "eagle", "--speculative-num-steps", "3"
               "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
 SGLANG_HISPARSE = ("--enable-hisparse", "--disable-radix-cache")
 
-#: The configs of tests/core/test_core_cli*.py, test_core_suggest.py, the README and the issue
+#: The configs of tests/cli/test_command*.py, tests/ground/test_suggest.py, the README and the issue
 #: that asked for one verdict (a HiSparse tree: `plan` printed three errors and exited 0).
 CONFIGS = {
     "sound": ("--speculative-algorithm", "eagle"),

@@ -1,4 +1,4 @@
-"""Fixtures for the core tests: the installable test distribution and isolated registries."""
+"""Fixtures for the registry and CLI tests: the installable test distribution and isolated registries."""
 
 from __future__ import annotations
 

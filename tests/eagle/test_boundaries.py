@@ -172,7 +172,7 @@ def test_the_accelerator_branches_on_cpu_tensors_equal_the_reference(with_q):
     """`cpu_branches` off: the residual masses, the accepted nodes' masses and the final draw
     over every request's rows (the branches accelerators take, no host synchronisation), run on
     CPU tensors against the reference: random trees, a request without q, both thresholds."""
-    from tests.eagle.test_eagle_reference import SAMPLING_SHAPES, sampling_inputs
+    from tests.eagle.test_reference import SAMPLING_SHAPES, sampling_inputs
 
     cases = [sampling_inputs(shape, 13, sum(shape), with_q=with_q, zero_q_rows=1)
              for shape in SAMPLING_SHAPES]  # fmt: skip
@@ -330,7 +330,7 @@ def test_rows_that_cannot_be_viewed_flat_equal_the_reference(backend):
     """target and draft [b, N, V] as transposes of [N, b, V] tensors (no flat [b * N, V] view):
     the masses and draws read them through a copy, with the same results, on the torch
     paths (both branches) and Triton, on random trees of the reference tests."""
-    from tests.eagle.test_eagle_reference import sampling_inputs
+    from tests.eagle.test_reference import sampling_inputs
 
     base = sampling_inputs((4, 3, 3, 10), 11, 3, with_q=True)
     target = base.target_probs.transpose(0, 1).contiguous().transpose(0, 1)

@@ -1,0 +1,1 @@
+"""Tests of specreg/contract/: specs, configs, phases, memory, substitutions and the acceptance rules."""

@@ -1,0 +1,1 @@
+"""Tests of the EAGLE plugin (plugins/specreg_eagle): tree drafting, verification and lossless draws."""

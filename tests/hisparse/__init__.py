@@ -1,0 +1,1 @@
+"""Tests of the HiSparse plugin (plugins/specreg_hisparse): layout, swap rules and kernels."""

@@ -1,0 +1,1 @@
+"""Tests of the house as a whole: the import graph, torch-free imports, the public face, the plugin shape."""

@@ -1,0 +1,1 @@
+"""Tests of the lookup plugin (plugins/specreg_lookup): ngram and suffix drafters, against vLLM and arctic-inference."""

@@ -1,0 +1,1 @@
+"""Tests of the Medusa plugin (plugins/specreg_medusa)."""

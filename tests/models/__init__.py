@@ -1,0 +1,1 @@
+"""Tests with real transformers models and the real-text benchmark."""

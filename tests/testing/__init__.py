@@ -1,0 +1,1 @@
+"""Tests of specreg/testing/: the conformance kit and its step loops."""
