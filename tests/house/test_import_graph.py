@@ -23,6 +23,9 @@ PACKAGES = {
     "specreg_eagle": ROOT / "plugins",
     "specreg_dspark": ROOT / "plugins",
     "specreg_hisparse": ROOT / "plugins",
+    "specreg_lookup": ROOT / "plugins",
+    "specreg_medusa": ROOT / "plugins",
+    "specreg_draft_model": ROOT / "plugins",
 }
 
 
@@ -43,6 +46,9 @@ def _imported(path: Path) -> Iterator[tuple[str, str]]:
     """(module imported, name used) for every import in the file that reaches a module read."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
+        assert not (isinstance(node, ast.ImportFrom) and node.level), (
+            f"{path.relative_to(ROOT)}:{node.lineno}: a relative import (the graph reads "
+            "absolute ones only)")
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield _owner(alias.name), alias.name
