@@ -9,18 +9,36 @@ there; the GPU verify kernels fuse the one Triton device function of this family
 `triton_impl.row_argmax_tiles`, into their own programs.
 
 - `reference.row_argmax_reference`: the plain per-row rule (test oracle).
-- `torch_impl.row_argmax_folded_torch`: the CPU implementation.
+- `torch_impl.row_argmax_folded_torch`: the CPU implementation (rows of at least
+  2 * `FOLD_WIDTH` fold).
 - `triton_impl.row_argmax_tiles` / `row_argmax_triton`: the Triton device function and its
-  launcher over every row.
+  launcher over every row, exported here (imported on first use) for the kernels that fuse the
+  one and the verifiers that launch the other.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
 from specreg.kernels.argmax.torch_impl import FOLD_WIDTH, row_argmax_folded_torch
 
-__all__ = ["row_argmax"]
+#: The Triton path's names, imported from `triton_impl` on first use (it imports Triton, which
+#: a test session loads only once its interpreter is switched on).
+_TRITON_NAMES = ("row_argmax_tiles", "row_argmax_triton")
+
+__all__ = ["FOLD_WIDTH", "row_argmax", *_TRITON_NAMES]
+
+
+def __getattr__(name: str) -> Any:
+    """The Triton path's names (`_TRITON_NAMES`; the device function exists only where Triton
+    is installed)."""
+    if name in _TRITON_NAMES:
+        from specreg.kernels.argmax import triton_impl
+
+        return getattr(triton_impl, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def row_argmax(rows: torch.Tensor) -> torch.Tensor:

@@ -19,9 +19,12 @@ in the request's output); the roles (`types.SAMPLE_ROLE`, `RESIDUAL_ROLE`, `ACCE
 independent streams of one position. A request's key is its seed when it has one, else a key
 drawn once for it (`fresh_keys`).
 
-The verify kernels call the device functions of `triton_impl` (`key_words`, `token_word`,
-`uniform_of`, `exponential_of`) and their torch twins directly; the wrappers here give the
-stream's rows as tensors, validated.
+The wrappers here give the stream's rows as tensors, validated. The verifiers and drafters draw
+where they need to through the unchecked pieces exported here: the torch ones (`draw_lanes_torch`
+and `key_words_torch`: a draw's key lanes; `token_words_torch`: the words of tokens under them;
+`uniforms_of`, `exponentials_of`; `accept_coins_torch`: the acceptance uniforms) and, where
+Triton is installed, the device functions the verify kernels fuse (`key_words`, `token_word`,
+`uniform_of`, `exponential_of`), the same words bit for bit.
 
 Family: `reference` (Python ints, the oracle), `torch_impl`, `triton_impl`.
 """
@@ -36,13 +39,39 @@ from specreg.backend import select_backend
 from specreg.errors import KernelInputError, problem
 from specreg.kernels.checks import check_dtype, check_same_device, check_shape
 from specreg.kernels.random_stream.torch_impl import (
+    accept_coins_torch,
+    draw_lanes_torch,
     exponentials_of,
+    key_words_torch,
     stream_words_torch,
+    token_words_torch,
     uniforms_of,
 )
 from specreg.kernels.random_stream.triton_impl import random_stream_triton
+from specreg.kernels.triton_shim import triton
 
-__all__ = ["fresh_keys", "stream_exponentials", "stream_keys", "stream_uniforms"]
+if triton is not None:
+    from specreg.kernels.random_stream.triton_impl import (
+        exponential_of,
+        key_words,
+        token_word,
+        uniform_of,
+    )
+
+__all__ = [
+    "accept_coins_torch",
+    "draw_lanes_torch",
+    "exponentials_of",
+    "fresh_keys",
+    "key_words_torch",
+    "stream_exponentials",
+    "stream_keys",
+    "stream_uniforms",
+    "token_words_torch",
+    "uniforms_of",
+]
+if triton is not None:
+    __all__ += ["exponential_of", "key_words", "token_word", "uniform_of"]
 
 #: A wrapper's `backend=` argument: None reads SPECREG_KERNEL_BACKEND.
 BackendChoice = Literal["auto", "torch", "triton"] | None
