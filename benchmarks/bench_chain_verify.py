@@ -47,9 +47,9 @@ from specreg.kernels.chain import (
     verify_chain_sampling,
 )
 from specreg.kernels.chain.types import ChainVerifyResult
-from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.block_race import block_race_torch
+from specreg.kernels.random_stream import draw_lanes_torch
 from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
-from specreg.kernels.sampling.torch_impl import block_race_torch
 
 
 def make_inputs(b: int, n: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:

@@ -40,9 +40,9 @@ from specreg_eagle.kernels.verify_sampling.torch_impl import (
 )
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
-from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.block_race import block_race_torch
+from specreg.kernels.random_stream import draw_lanes_torch
 from specreg.kernels.random_stream.types import RESIDUAL_ROLE, SAMPLE_ROLE
-from specreg.kernels.sampling.torch_impl import block_race_torch
 
 
 def draft(b, topk, steps, n, vocab, gen):

@@ -55,8 +55,8 @@ from specreg.kernels.checks import (
     check_same_device,
     check_shape,
 )
-from specreg.kernels.filtering.torch_impl import row_stats, scaled_probabilities
 from specreg.contract.filter_order import FILTER_RULES
+from specreg.kernels.filtering import row_stats, scaled_probabilities
 from specreg.kernels.random_stream import fresh_keys
 from specreg.contract.sampling_params import SamplingParams
 

@@ -52,7 +52,7 @@ from specreg.kernels.checks import (
     check_tensor,
     should_check_values,
 )
-from specreg.kernels.filtering.torch_impl import filtered_rows, gathered_row_stats
+from specreg.kernels.filtering import filtered_rows, gathered_row_stats
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.contract.sampling_params import SamplingParams
 
@@ -175,7 +175,7 @@ def filtered_q(
     rule = filter_rule(filter_order)
     p = params.select(rows)
     if select_backend(logits, requested=backend) == "triton":
-        from specreg.kernels.filtering.triton_impl import filtered_rows_triton, row_stats_triton
+        from specreg.kernels.filtering import filtered_rows_triton, row_stats_triton
         from specreg.kernels.triton_shim import vocab_tile
 
         tile = vocab_tile(logits.shape[-1], block_v, default=DRAFT_BLOCK_V)
@@ -195,7 +195,7 @@ def filtered_q(
 def _stream_exponentials(lanes: torch.Tensor, vocab: int) -> torch.Tensor:
     """float32 [k, V] Exp(1) values of every token under the rows' key lanes [k, 2] (the
     token level of the SAMPLE-role stream), clamped away from 0."""
-    from specreg.kernels.random_stream.torch_impl import exponentials_of, token_words_torch
+    from specreg.kernels.random_stream import exponentials_of, token_words_torch
 
     tokens = torch.arange(vocab, dtype=torch.int64, device=lanes.device)
     words = token_words_torch((lanes[:, :1], lanes[:, 1:]), tokens)
@@ -214,9 +214,9 @@ def sample_rows(
     check_values: bool | None = None,
 ) -> RowDraw:
     """One draft per row of `logits` [r, V] under `params` (r requests): see the module."""
-    from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+    from specreg.kernels.block_race import block_race_torch
+    from specreg.kernels.random_stream import draw_lanes_torch
     from specreg.kernels.random_stream.types import SAMPLE_ROLE
-    from specreg.kernels.sampling.torch_impl import block_race_torch
 
     rows, vocab = check_draft_inputs(logits, params, check_values=check_values)
     keys, positions = _stream_keys(params, keys, positions, generator)
@@ -269,7 +269,7 @@ def sample_children(
                 field="k",
             )
         )
-    from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+    from specreg.kernels.random_stream import draw_lanes_torch
     from specreg.kernels.random_stream.types import SAMPLE_ROLE
 
     keys, positions = _stream_keys(params, keys, positions, generator)

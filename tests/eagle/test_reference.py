@@ -42,10 +42,10 @@ from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampli
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 from specreg.errors import KernelInputError
-from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
+from specreg.kernels.argmax import FOLD_WIDTH
 from specreg.kernels.random_stream import fresh_keys
+from specreg.kernels.row_chunks import cpu_row_chunks
 from specreg.kernels.sampling import request_keys
-from specreg.kernels.sampling.torch_impl import cpu_row_chunks
 from specreg.contract.sampling_params import SamplingParams
 from tests.support.eagle import random_draft
 

@@ -246,7 +246,7 @@ def test_zero_probabilities_are_masked_keys_on_every_backend(vocab):
 def test_the_one_log_is_torch_log_with_zeros_at_minus_inf():
     """`log_` / `log_keys_`: torch.log's bits on positive values wherever they sit, -inf on
     zeros (and the -inf padding), and the keys' zeros set to -inf."""
-    from specreg.kernels.sampling.torch_impl import log_, log_keys_
+    from specreg.kernels.exp_log import log_, log_keys_
 
     gen = torch.Generator().manual_seed(1)
     p = torch.rand(5000, generator=gen)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import specreg.kernels.filtering.torch_impl as torch_impl
+import specreg.kernels.pivot as pivot_entry
 import specreg.kernels.pivot.torch_impl as pivot
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.kernels.filtering.torch_impl import filtered_rows, row_stats, scaled_scores
@@ -25,6 +26,7 @@ FOLDS = {"real": (1024, 4096, 256), "tiny": (8, 32, 4)}
 def fold(request, monkeypatch):
     columns, min_vocab, ranked = FOLDS[request.param]
     monkeypatch.setattr(pivot, "PIVOT_COLUMNS", columns)
+    monkeypatch.setattr(pivot_entry, "PIVOT_COLUMNS", columns)  # as the filter reads it
     monkeypatch.setattr(torch_impl, "PIVOT_MIN_VOCAB", min_vocab)
     monkeypatch.setattr(pivot, "PIVOT_RANKED", ranked)
     monkeypatch.setattr(torch_impl, "PIVOT_MAX_K", 256)

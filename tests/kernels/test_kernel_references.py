@@ -36,6 +36,7 @@ from specreg.kernels.sampling import (
     residual_weights,
     uniform_coins,
 )
+from specreg.kernels.row_chunks import cpu_row_chunks
 from specreg.kernels.sampling import reference as sampling_ref
 from specreg.kernels.sampling import torch_impl as sampling_torch
 from specreg.contract.sampling_params import SamplingParams
@@ -154,7 +155,7 @@ def _sampling_inputs(b, n, vocab, *, seed, target_only, ragged, zeros=False):
 
 
 def _small_chunks(num_rows, vocab, elements=None):
-    return sampling_torch.cpu_row_chunks(num_rows, vocab, 3 * vocab)
+    return cpu_row_chunks(num_rows, vocab, 3 * vocab)
 
 
 @pytest.mark.parametrize("target_only", [False, True])

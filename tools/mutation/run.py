@@ -77,6 +77,17 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
          "tests/kernels/test_chain_sampling.py", "tests/kernels/test_lossless_production_shapes.py",
          "tests/kernels/test_chain_invariant.py"],
     ),
+    "specreg.kernels.block_race": (
+        "specreg/kernels/block_race.py",
+        ["tests/kernels/test_chain_race.py", "tests/kernels/test_chain_sampling.py",
+         "tests/kernels/test_lossless_production_shapes.py",
+         "tests/kernels/test_chain_invariant.py"],
+    ),
+    "specreg.kernels.exp_log": (
+        "specreg/kernels/exp_log.py",
+        ["tests/kernels/test_sampling.py", "tests/kernels/test_filtering_numbers.py",
+         "tests/kernels/test_sampling_params.py"],
+    ),
     "specreg.kernels.pivot.torch_impl": (
         "specreg/kernels/pivot/torch_impl.py",
         ["tests/kernels/test_filtering_pivot.py", "tests/kernels/test_boundaries_filtering.py",

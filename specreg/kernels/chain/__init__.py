@@ -85,6 +85,12 @@ Family. `checks` (validation), `types` (the result and the sampling-input bundle
 path, with its CPU-tuned branches) and `triton_impl` (one program per request; the vocab is
 streamed in BLOCK_V tiles with int64 offsets; no [b, n, V] temporaries, no host
 synchronisation).
+
+For the chain families built on this one (`chain_params`, `relaxed`), the entry also exports
+the walk's shared pieces, unchecked: `accept_limits`, `leading_run` and `assemble` (the result),
+`emit_tokens` and `emit_lanes` (the emitted token's race on the torch path and its key lanes),
+and the Triton kernels' `empty_outputs` with the device functions `emit_token` and
+`write_result` (where Triton is installed).
 """
 
 from __future__ import annotations
@@ -95,22 +101,37 @@ from specreg.backend import select_backend
 from specreg.errors import KernelInputError
 from specreg.kernels.chain.checks import check_chain, check_from_predict
 from specreg.kernels.chain.torch_impl import (
+    accept_limits,
+    assemble,
+    emit_lanes,
+    emit_tokens,
+    leading_run,
     verify_chain_greedy_from_predict_torch,
     verify_chain_greedy_torch,
     verify_chain_invariant_torch,
     verify_chain_sampling_torch,
 )
 from specreg.kernels.chain.triton_impl import (
+    empty_outputs,
     verify_chain_greedy_triton,
     verify_chain_invariant_triton,
     verify_chain_sampling_triton,
 )
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.checks import check_shape, should_check_values
-from specreg.kernels.random_stream import stream_keys
-from specreg.kernels.random_stream.torch_impl import accept_coins_torch
+from specreg.kernels.random_stream import accept_coins_torch, stream_keys
+from specreg.kernels.triton_shim import triton
+
+if triton is not None:
+    from specreg.kernels.chain.triton_impl import emit_token, write_result
 
 __all__ = [
+    "accept_limits",
+    "assemble",
+    "emit_lanes",
+    "emit_tokens",
+    "empty_outputs",
+    "leading_run",
     "sample_tokens",
     "verify_chain_greedy",
     "verify_chain_greedy_from_predict",
@@ -118,6 +139,8 @@ __all__ = [
     "verify_chain_sampling",
     "verify_chain_target_only",
 ]
+if triton is not None:
+    __all__ += ["emit_token", "write_result"]
 
 
 def verify_chain_greedy(

@@ -5,7 +5,7 @@ path (no host synchronisation, used on accelerators), two CPU-tuned branches liv
 
 - `_verify_chain_greedy_progressive`: argmax only the rows a request reaches, position by
   position over the still-matching requests (reading every row when most are active);
-- `_emit` (the correction / bonus draw, an exponential race in two levels on the random
+- `emit_tokens` (the correction / bonus draw, an exponential race in two levels on the random
   stream) reads the rows in chunks of requests into reused buffers on CPU, so each request's
   vocab row stays in cache for the residual and its block masses.
 
@@ -27,16 +27,15 @@ from specreg.kernels.chain.checks import (
     rows_look_valid,
 )
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
-from specreg.kernels.random_stream.types import RACE_BLOCK, RESIDUAL_ROLE, SAMPLE_ROLE
-from specreg.kernels.sampling.torch_impl import (
+from specreg.kernels.block_race import (
     block_columns,
     block_masses_torch,
-    cpu_row_chunks,
     race_blocks_torch,
     race_tokens_torch,
-    take_rows_float32,
 )
+from specreg.kernels.random_stream import draw_lanes_torch
+from specreg.kernels.random_stream.types import RACE_BLOCK, RESIDUAL_ROLE, SAMPLE_ROLE
+from specreg.kernels.row_chunks import cpu_row_chunks, take_rows_float32
 
 
 def accept_limits(
@@ -48,7 +47,7 @@ def accept_limits(
     return (verify_lens.to(torch.int64) - 1).clamp(0, n - 1)
 
 
-def _leading_run(accepted: torch.Tensor) -> torch.Tensor:
+def leading_run(accepted: torch.Tensor) -> torch.Tensor:
     """Length of the leading run of True per row, int64."""
     if accepted.shape[1] == 0:
         return torch.zeros(accepted.shape[0], dtype=torch.int64, device=accepted.device)
@@ -83,7 +82,7 @@ def verify_chain_greedy_from_predict_torch(
     drafts = candidates[:, 1:].to(torch.int64)
     match = (drafts == predict[:, :-1]) & (drafts >= 0)  # a -1 never matches, even a -1
     match &= torch.arange(n - 1, device=candidates.device)[None, :] < limit[:, None]
-    accept_len = _leading_run(match)
+    accept_len = leading_run(match)
     bonus = predict.gather(1, accept_len[:, None]).squeeze(1)
     return assemble(candidates, accept_len, bonus)
 
@@ -179,9 +178,9 @@ def verify_chain_sampling_torch(inputs: ChainSamplingInputs) -> ChainVerifyResul
     p_x = p_x.to(torch.float32)
     q_x = torch.ones_like(p_x) if q_x is None else q_x.to(torch.float32)
     accepted = (inputs.coins[:, :gamma].to(torch.float32) * q_x < p_x) & verified
-    accept_len = _leading_run(accepted)
+    accept_len = leading_run(accepted)
 
-    bonus = _emit(
+    bonus = emit_tokens(
         target_probs, draft_probs, drafts, valid, limit, accept_len, inputs.keys,
         inputs.positions, check=inputs.check_reads,
     )
@@ -197,21 +196,6 @@ def emit_lanes(
     return draw_lanes_torch(keys, role, positions.to(torch.int64) + stop.to(torch.int64))
 
 
-def _take_rows(
-    probs: torch.Tensor, row_index: torch.Tensor, requests: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Float32 rows `probs[requests[k], row_index[k]]` of [b, n, V] as a fresh [k, V] tensor
-    (`requests` defaults to every request; one index_select on the flat view when possible)."""
-    b, n, vocab = probs.shape
-    if requests is None:
-        requests = torch.arange(b, device=probs.device)
-    try:
-        flat = probs.view(b * n, vocab)
-    except RuntimeError:
-        return probs[requests, row_index].to(torch.float32)
-    return flat.index_select(0, requests * n + row_index).to(torch.float32)
-
-
 def _row_spans(count: int, vocab: int, device: torch.device) -> list[tuple[int, int]]:
     """Spans of the rows the draw reads at once: cache-sized chunks on CPU, all of them on an
     accelerator (no host synchronisation per chunk)."""
@@ -225,12 +209,12 @@ def _one_span(count: int, vocab: int, device: torch.device) -> list[tuple[int, i
     return [(0, count)]
 
 
-#: Why `_emit` reads a row, for the messages of its checks.
+#: Why `emit_tokens` reads a row, for the messages of its checks.
 _REJECTED_ROLE = "the row request {r} stops at after a rejection: the correction is drawn from it"
 _BONUS_ROLE = "the row request {r} draws its bonus token from"
 
 
-def _emit(
+def emit_tokens(
     target_probs: torch.Tensor,
     draft_probs: torch.Tensor | None,
     drafts: torch.Tensor,
@@ -369,9 +353,9 @@ def _races(
 ) -> torch.Tensor:
     """`block_race_torch` of rows `index` of `p_flat` [b * width, V]: their block masses in
     cache-sized chunks into a reused buffer on CPU (one chunk elsewhere), then the two races
-    over all of them (the winning blocks' weights gathered again, as in `_emit`). Same tokens.
-    With `check`, the rows are checked as they are read (`bits_min`, then `rows_look_valid`
-    and `check_read_rows` before any token is drawn)."""
+    over all of them (the winning blocks' weights gathered again, as in `emit_tokens`). Same
+    tokens. With `check`, the rows are checked as they are read (`bits_min`, then
+    `rows_look_valid` and `check_read_rows` before any token is drawn)."""
     vocab = p_flat.shape[1]
     device = index.device
     masses = torch.empty((index.shape[0], -(-vocab // RACE_BLOCK)), dtype=torch.float32,

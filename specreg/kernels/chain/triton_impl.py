@@ -4,9 +4,10 @@ The vocabulary is streamed in BLOCK_V tiles (`vocab_tile`, at least one race blo
 int64 offsets; the correction / bonus draw is the two-level exponential race on the random
 stream (one pass over the row, then one 128-token block again); no [b, n, V] temporaries and
 no host synchronisation. The row argmax is the core's one device function
-(`specreg.kernels.argmax.triton_impl.row_argmax_tiles`); `emit_token` (the race drawing the
-emitted token, from stored or filtered rows) and `write_result` are shared with the
-sampling-parameter kernel (`specreg.kernels.chain_params.triton_impl`).
+(`specreg.kernels.argmax`'s `row_argmax_tiles`), the race's block sums and running winner
+`specreg.kernels.race_tiles`; `emit_token` (the race drawing the emitted token, from stored or
+filtered rows) and `write_result` are shared, through the family's entry, with the
+sampling-parameter and relaxed kernels (`chain_params`, `relaxed`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
-from specreg.kernels.random_stream.types import RACE_BLOCK
+from specreg.kernels.race_tiles import race_tile
 from specreg.kernels.triton_shim import tl, triton, vocab_tile
 
 if triton is not None:
-    from specreg.kernels.argmax.triton_impl import row_argmax_tiles
-    from specreg.kernels.filtering.triton_impl import filtered_tile
-    from specreg.kernels.random_stream.triton_impl import exponential_of, key_words, token_word
+    from specreg.kernels.argmax import row_argmax_tiles
+    from specreg.kernels.filtering import filtered_tile
+    from specreg.kernels.race_tiles import block_sums, first_best
+    from specreg.kernels.random_stream import exponential_of, key_words, token_word
 
     BLOCK_KEY_BASE: tl.constexpr = tl.constexpr(1 << 31)
     SAMPLE_ROLE: tl.constexpr = tl.constexpr(0)
@@ -55,29 +57,6 @@ if triton is not None:
         else:
             rv = tl.where(cols == excluded, 0.0, pv)
         return pv, rv
-
-    @triton.jit
-    def block_sums(x, NBT: tl.constexpr):
-        """[NBT * 128] float32 -> [NBT] block masses, halves added elementwise (the summation
-        order `block_masses_torch` and the reference use, so every backend gets the same bits;
-        a size-2 sum is one IEEE add)."""
-        x = tl.reshape(x, [NBT, 128])
-        x = tl.sum(tl.reshape(x, [NBT, 2, 64]), axis=1)
-        x = tl.sum(tl.reshape(x, [NBT, 2, 32]), axis=1)
-        x = tl.sum(tl.reshape(x, [NBT, 2, 16]), axis=1)
-        x = tl.sum(tl.reshape(x, [NBT, 2, 8]), axis=1)
-        x = tl.sum(tl.reshape(x, [NBT, 2, 4]), axis=1)
-        x = tl.sum(tl.reshape(x, [NBT, 2, 2]), axis=1)
-        return tl.sum(tl.reshape(x, [NBT, 2, 1]), axis=1).reshape([NBT])
-
-    @triton.jit
-    def first_best(scores, ids, best, best_id):
-        """The running race: the tile's largest score (first id on ties) replaces `best` only
-        when strictly larger, so the earliest winner is kept."""
-        top = tl.max(scores, axis=0)
-        top_id = tl.min(tl.where(scores == top, ids, 1 << 62), axis=0)
-        better = top > best
-        return tl.where(better, top, best), tl.where(better, top_id, best_id)
 
     @triton.jit
     def emit_token(
@@ -275,11 +254,6 @@ if triton is not None:
             cand_ptr, stride_cb, stride_cn, accept_ptr, bonus_ptr, out_ptr,
             row, n, i, token, BLOCK_N,
         )
-
-
-def race_tile(vocab: int, block_v: int | None) -> int:
-    """BLOCK_V of the kernels that draw by the race: `vocab_tile`, at least one race block."""
-    return max(vocab_tile(vocab, block_v), RACE_BLOCK)
 
 
 def empty_outputs(b: int, n: int, device: torch.device) -> tuple[torch.Tensor, ...]:

@@ -46,7 +46,7 @@ from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.checks import check_params, should_check_values
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder, filter_rule
 from specreg.kernels.penalties import Penalties, apply_penalties_, chain_context
-from specreg.kernels.random_stream.torch_impl import accept_coins_torch
+from specreg.kernels.random_stream import accept_coins_torch
 from specreg.kernels.sampling import request_keys
 from specreg.kernels.token_mask import apply_token_bitmask_
 from specreg.contract.sampling_params import SamplingParams

@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.chain.torch_impl import accept_limits, assemble, emit_lanes
+from specreg.contract.filter_order import FilterRule, filter_rule
+from specreg.contract.sampling_params import SamplingParams
+from specreg.kernels.block_race import block_race_torch
+from specreg.kernels.chain import accept_limits, assemble, emit_lanes
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.checks import check_read_scores
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.kernels.filtering.torch_impl import (
-    FILTER_CHUNK_ELEMENTS,
+from specreg.kernels.filtering import (
     RowStats,
     filtered_probs_at,
     filtered_rows,
     gathered_row_stats,
 )
-from specreg.contract.filter_order import FilterRule, filter_rule
-from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.random_stream import draw_lanes_torch
 from specreg.kernels.random_stream.types import SAMPLE_ROLE
-from specreg.kernels.sampling.torch_impl import block_race_torch, cpu_row_chunks
-from specreg.contract.sampling_params import SamplingParams
+from specreg.kernels.row_chunks import FILTER_CHUNK_ELEMENTS, cpu_row_chunks
 
 
 class _Rows:

@@ -1,7 +1,7 @@
 """The Triton implementation of chain verification under per-request sampling parameters.
 
 One program per request: each reached row's filtering statistics are computed in tiles
-(`specreg.kernels.filtering.triton_impl.row_stats`); the acceptance test is u * q(x) < p(x),
+(`specreg.kernels.filtering`'s `row_stats_tiles`); the acceptance test is u * q(x) < p(x),
 exact in float64, on the filtered probabilities of the drafted token (`filtered_tile` at that
 token: the float32 numbers the race reads there); the emitted token is drawn by the chain's
 exponential race (`emit_token`: one pass over the filtered residual's blocks, then one block
@@ -10,16 +10,17 @@ again).
 
 from __future__ import annotations
 
-from specreg.kernels.chain.triton_impl import empty_outputs, race_tile
+from specreg.contract.filter_order import filter_rule
+from specreg.kernels.chain import empty_outputs
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.types import ChainParamsInputs
-from specreg.contract.filter_order import filter_rule
+from specreg.kernels.race_tiles import race_tile
 from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
-    from specreg.kernels.argmax.triton_impl import row_argmax_tiles
-    from specreg.kernels.chain.triton_impl import emit_token, write_result
-    from specreg.kernels.filtering.triton_impl import filtered_tile, row_stats
+    from specreg.kernels.argmax import row_argmax_tiles
+    from specreg.kernels.chain import emit_token, write_result
+    from specreg.kernels.filtering import filtered_tile, row_stats_tiles
 
     @triton.jit
     def _chain_params_kernel(
@@ -67,7 +68,7 @@ if triton is not None:
                 predict = row_argmax_tiles(p_base + i * stride_pn, stride_pv, vocab, BLOCK_V)
                 accepted = token == predict
             else:
-                p_shift, p_thr, p_norm = row_stats(
+                p_shift, p_thr, p_norm = row_stats_tiles(
                     p_base + i * stride_pn, stride_pv, vocab, safe_t, top_k, top_p, min_p,
                     PROBS, BLOCK_V, ORDER,
                 )
@@ -87,7 +88,7 @@ if triton is not None:
                     u = tl.load(coins_ptr + row * stride_ub + i * stride_un).to(tl.float32)
                     q_x = p_x * 0.0 + 1.0
                     if HAS_Q:
-                        q_shift, q_thr, q_norm = row_stats(
+                        q_shift, q_thr, q_norm = row_stats_tiles(
                             q_base + i * stride_qn, stride_qv, vocab, safe_t, top_k, top_p,
                             min_p, PROBS, BLOCK_V, ORDER,
                         )
@@ -108,7 +109,7 @@ if triton is not None:
             token_out = predict
         else:
             if i >= limit:
-                p_shift, p_thr, p_norm = row_stats(
+                p_shift, p_thr, p_norm = row_stats_tiles(
                     p_row, stride_pv, vocab, safe_t, top_k, top_p, min_p, PROBS, BLOCK_V, ORDER
                 )
             token_out = emit_token(

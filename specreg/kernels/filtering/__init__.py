@@ -26,13 +26,70 @@ no filtered [b, n, V] tensor is ever built, and the acceptance test, the residua
 the logprobs all read that formula's float32 numbers (docs/kernels.md, "Exact and rounded
 operations"). The argmax is always kept, so pi has mass > 0 whenever the row has a finite score.
 
-The verifiers call the implementations directly (this family has no wrapper of its own):
-`orders` (the filter orders `specreg`, `vllm`, `sglang` and each one's rule), `reference` (per
-row, by sorting; the test oracle), `torch_impl` (row chunks, top-k / top-p thresholds on the
-row's sorted prefix down to a pivot among its column maxima, `specreg.kernels.pivot`; short rows
-take a `torch.topk` prefix), `triton_impl` (jit functions the verifier kernels call per row:
-thresholds by a pivot search over the float32 order whose bounds jump to the nearest element
-keys, so exact element values in about 12 passes instead of a bisection's 32, in tiles with
-int64 offsets). Tie rule, every path: a threshold is an element's value and every element equal
-to it is kept, as the sorted reference keeps every tie at a cut.
+The verifiers call the implementations directly (this family has no wrapper of its own), through
+the names exported here: the torch path's `gathered_row_stats` (and `row_stats` of rows already
+scaled), `filtered_probs_at`, `filtered_log_probs_at`, `filtered_rows`, `scaled_scores`,
+`scaled_probabilities`, `filter_keys`; the Triton path's launchers `row_stats_triton`,
+`filtered_rows_triton`, `filtered_log_probs_triton` and, where Triton is installed, the device
+functions the verify kernels fuse (`row_stats_tiles`, `filtered_tile`).
+
+Family: `types` (`RowStats`), `reference` (per row, by sorting; the test oracle), `torch_impl`
+(row chunks, top-k / top-p thresholds on the row's sorted prefix down to a pivot among its
+column maxima, `specreg.kernels.pivot`; short rows take a `torch.topk` prefix), `triton_impl`
+(jit functions the verifier kernels call per row: thresholds by a pivot search over the float32
+order whose bounds jump to the nearest element keys, so exact element values in about 12 passes
+instead of a bisection's 32, in tiles with int64 offsets). The filter orders (`specreg`,
+`vllm`, `sglang`, each one's rule) are `specreg.contract.filter_order`. Tie rule, every path: a
+threshold is an element's value and every element equal to it is kept, as the sorted reference
+keeps every tie at a cut.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from specreg.kernels.filtering.torch_impl import (
+    filter_keys,
+    filtered_log_probs_at,
+    filtered_probs_at,
+    filtered_rows,
+    gathered_row_stats,
+    row_stats,
+    scaled_probabilities,
+    scaled_scores,
+)
+from specreg.kernels.filtering.types import RowStats
+
+#: The Triton path's names, imported from `triton_impl` on first use: importing it imports
+#: Triton, which must not load before a test session has switched its interpreter on, and
+#: specreg.testing's pytest plugin imports this family (its reference) before that.
+_TRITON_NAMES = (
+    "filtered_log_probs_triton",
+    "filtered_rows_triton",
+    "filtered_tile",
+    "row_stats_tiles",
+    "row_stats_triton",
+)
+
+__all__ = [
+    "RowStats",
+    "filter_keys",
+    "filtered_log_probs_at",
+    "filtered_probs_at",
+    "filtered_rows",
+    "gathered_row_stats",
+    "row_stats",
+    "scaled_probabilities",
+    "scaled_scores",
+    *_TRITON_NAMES,
+]
+
+
+def __getattr__(name: str) -> Any:
+    """The Triton path's names (`_TRITON_NAMES`), from `triton_impl` (the device functions
+    exist only where Triton is installed)."""
+    if name in _TRITON_NAMES:
+        from specreg.kernels.filtering import triton_impl
+
+        return getattr(triton_impl, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

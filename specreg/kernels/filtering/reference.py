@@ -34,7 +34,7 @@ def filtered_distribution(
     backend); temperature 0 returns the one-hot of the argmax (lowest index on ties)."""
     # imported here: specreg.testing's pytest plugin imports this module before the tests
     # switch Triton's interpreter on, and the sampling family imports Triton
-    from specreg.kernels.sampling.torch_impl import EXP_FLOOR
+    from specreg.kernels.exp_log import EXP_FLOOR
 
     rule = filter_rule(order)
     s = scores.to(torch.float32)

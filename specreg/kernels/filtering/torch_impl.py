@@ -1,9 +1,8 @@
 """Torch implementation of the filtering rule: per-row statistics, token probabilities, rows.
 
-Works on row chunks of `specreg.kernels.sampling.torch_impl.CPU_CHUNK_ELEMENTS` elements, so its
-temporaries stay cache-sized whatever the batch. Every processed value comes from one
-elementwise formula (`_filtered`: the one exp `exp_`, the keep test on the filter key, one
-division by the kept mass), whether for one gathered token (`filtered_probs_at`, the acceptance
+Works on row chunks (`specreg.kernels.row_chunks`), so its temporaries stay cache-sized whatever
+the batch. Every processed value comes from one elementwise formula (`_filtered`: the one exp
+`exp_`, the keep test on the filter key, one division by the kept mass), whether for one gathered token (`filtered_probs_at`, the acceptance
 test), a few (`filtered_log_probs_at`, the logprobs: the log of those same values) or a whole row
 (`filtered_rows`, the residual and the race), so they all read the same float32 numbers. The
 filters rank the rows' keys (`filter_keys`): the scaled scores for logits, the probabilities
@@ -14,23 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import attrs
 import torch
 
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
-from specreg.kernels.pivot import torch_impl as pivot
-from specreg.kernels.pivot.torch_impl import RowWeights, column_maxima, pivot_prefix
-from specreg.kernels.sampling.torch_impl import (
-    CPU_CHUNK_ELEMENTS,
-    cpu_row_chunks,
-    exp_,
-    log_,
-    log_keys_,
-)
+from specreg.kernels import pivot
+from specreg.kernels.exp_log import exp_, log_, log_keys_
+from specreg.kernels.filtering.types import RowStats
+from specreg.kernels.pivot import RowWeights, column_maxima, pivot_prefix
+from specreg.kernels.row_chunks import CPU_CHUNK_ELEMENTS, cpu_row_chunks
 
-#: Elements per row chunk of the filtering passes: half the shared CPU chunk, because a chunk
-#: holds several float32 temporaries at once (scaled scores, weights, a sorted prefix).
-FILTER_CHUNK_ELEMENTS = CPU_CHUNK_ELEMENTS // 2
 #: Elements per row chunk of `gathered_row_stats`: the statistics run some 40 small ops per
 #: chunk whatever its size, so 12 rows of 32k, 1.5 MB (measured at b 64, V 32k, one thread:
 #: 64 rows took 20.0 ms in chunks of 4 rows, 14.1 in 8, 10.8 in 16, and `softmax(rows / T)`
@@ -47,19 +38,6 @@ TOP_P_PREFIX = 256
 PIVOT_MIN_VOCAB = 4 * pivot.PIVOT_COLUMNS
 #: Largest top-k the pivot search serves (past it, the topk prefix).
 PIVOT_MAX_K = 256
-
-
-@attrs.frozen(kw_only=True)
-class RowStats:
-    """Per-row summary of a filtered distribution (float32 [r] each): `shift` = max z (the z
-    of the largest key),
-    `threshold` = the smallest kept key (the scaled score z for logits, the probability for
-    probability inputs; -inf when top-k and top-p keep everything), `norm` = the kept mass
-    sum(exp(z - shift))."""
-
-    shift: torch.Tensor
-    threshold: torch.Tensor
-    norm: torch.Tensor
 
 
 def scaled_scores(

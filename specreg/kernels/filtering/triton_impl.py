@@ -1,7 +1,7 @@
 """Triton implementation of the filtering rule: jit functions the verifier kernels call per row.
 
-`row_stats` streams one row in BLOCK_V tiles (int64 offsets): the max, then the top-k and top-p
-thresholds by a pivot search over the float32 order of the filter keys (`scaled_tile`: the
+`row_stats_tiles` streams one row in BLOCK_V tiles (int64 offsets): the max, then the top-k and
+top-p thresholds by a pivot search over the float32 order of the filter keys (`scaled_tile`: the
 scaled scores for logits, the probabilities for probability inputs; a monotone int32 key per
 value; each pass counts the set at a pivot and jumps the bounds to the nearest element keys on
 either side, so it ends on the exact element value, as a 32-step bisection would, in fewer
@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FILTER_RULES, FilterRule
-from specreg.kernels.sampling.torch_impl import EXP_FLOOR
+from specreg.kernels.exp_log import EXP_FLOOR
 from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
@@ -124,8 +124,8 @@ if triton is not None:
         return tl.sum(total, axis=0)
 
     @triton.jit
-    def row_stats(row_ptr, stride_v, vocab, temperature, top_k, top_p, min_p,
-                  PROBS: tl.constexpr, BLOCK_V: tl.constexpr, ORDER: tl.constexpr):
+    def row_stats_tiles(row_ptr, stride_v, vocab, temperature, top_k, top_p, min_p,
+                        PROBS: tl.constexpr, BLOCK_V: tl.constexpr, ORDER: tl.constexpr):
         """(shift, threshold, norm) of one row: see `specreg.kernels.filtering`; `ORDER` is the
         filter order's `FilterRule.code` (0 specreg, 1 vllm, 2 sglang)."""
         offs = tl.arange(0, BLOCK_V)
@@ -180,7 +180,7 @@ if triton is not None:
     ):
         r = tl.program_id(0).to(tl.int64)
         row = tl.load(index_ptr + r).to(tl.int64)
-        shift, threshold, norm = row_stats(
+        shift, threshold, norm = row_stats_tiles(
             flat_ptr + row * stride_r, stride_v, vocab, tl.load(temp_ptr + r),
             tl.load(k_ptr + r), tl.load(p_ptr + r), tl.load(m_ptr + r), PROBS, BLOCK_V, ORDER,
         )

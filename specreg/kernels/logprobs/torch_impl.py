@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.filtering.torch_impl import (
-    FILTER_CHUNK_ELEMENTS,
+from specreg.contract.filter_order import filter_rule
+from specreg.kernels.filtering import (
     RowStats,
     filter_keys,
     filtered_log_probs_at,
     gathered_row_stats,
     scaled_scores,
 )
-from specreg.contract.filter_order import filter_rule
 from specreg.kernels.logprobs.types import LogprobInputs
-from specreg.kernels.sampling.torch_impl import cpu_row_chunks
+from specreg.kernels.row_chunks import FILTER_CHUNK_ELEMENTS, cpu_row_chunks
 
 
 def logprobs_torch(

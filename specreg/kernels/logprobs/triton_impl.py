@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.filtering.triton_impl import filtered_log_probs_triton, row_stats_triton
 from specreg.contract.filter_order import filter_rule
+from specreg.kernels.filtering import filtered_log_probs_triton, row_stats_triton
 from specreg.kernels.logprobs.torch_impl import top_token_ids
 from specreg.kernels.logprobs.types import LogprobInputs
 from specreg.kernels.triton_shim import vocab_tile

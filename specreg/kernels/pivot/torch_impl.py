@@ -6,7 +6,7 @@ onto `PIVOT_COLUMNS` columns is read once at reduction speed (`column_maxima`), 
 k-th largest column maximum (or the one where the ranked maxima's mass reaches the top-p goal)
 bounds the cut from below, so only the columns reaching it are gathered and ranked
 (`pivot_prefix`). `RowWeights` holds a row block's weights exp(z - max) (the one exp,
-`specreg.kernels.sampling.torch_impl.exp_`), built only when a rule needs them.
+`specreg.kernels.exp_log.exp_`), built only when a rule needs them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from specreg.kernels.sampling.torch_impl import exp_
+from specreg.kernels.exp_log import exp_
 
 #: Columns of the fold (column j: elements j, j + C, ...; a remainder of V mod C elements are
 #: columns of one element each).

@@ -6,7 +6,7 @@ LANE_STARTS = (0x9E3779B9, 0x85EBCA77)
 #: Bits of the word a float32 uniform keeps (float32 holds (k + 0.5) * 2**-23 exactly).
 UNIFORM_BITS = 23
 
-#: Tokens of the exponential race are drawn in blocks of this many ids (`sampling` block race).
+#: Tokens of the exponential race are drawn in blocks of this many ids (`specreg.kernels.block_race`).
 RACE_BLOCK = 128
 #: The stream's token key of race block j is BLOCK_KEY_BASE + j (above every token id).
 BLOCK_KEY_BASE = 1 << 31

@@ -51,9 +51,8 @@ import attrs
 import torch
 
 from specreg.backend import select_backend
-from specreg.kernels.chain import sampling_inputs, verify_chain_greedy
+from specreg.kernels.chain import assemble, sampling_inputs, verify_chain_greedy
 from specreg.kernels.chain.checks import check_chain, check_coin_values
-from specreg.kernels.chain.torch_impl import assemble
 from specreg.kernels.chain.types import BackendChoice, ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.chain_params import prepare_chain_params
 from specreg.kernels.checks import (
@@ -63,11 +62,12 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.filtering.torch_impl import (
-    FILTER_CHUNK_ELEMENTS,
+from specreg.kernels.filtering import (
     RowStats,
     filtered_rows,
+    filtered_rows_triton,
     gathered_row_stats,
+    row_stats_triton,
 )
 from specreg.contract.filter_order import (
     DEFAULT_FILTER_ORDER,
@@ -76,8 +76,7 @@ from specreg.contract.filter_order import (
     filter_rule,
 )
 from specreg.kernels.penalties import Penalties
-from specreg.kernels.random_stream import stream_keys
-from specreg.kernels.random_stream.torch_impl import accept_coins_torch
+from specreg.kernels.random_stream import accept_coins_torch, stream_keys
 from specreg.kernels.relaxed.torch_impl import (
     first_coins,
     verify_chain_relaxed_torch,
@@ -85,7 +84,7 @@ from specreg.kernels.relaxed.torch_impl import (
 )
 from specreg.kernels.relaxed.triton_impl import verify_chain_relaxed_triton
 from specreg.kernels.relaxed.types import SYNTHETIC, RuleParams
-from specreg.kernels.sampling.torch_impl import cpu_row_chunks
+from specreg.kernels.row_chunks import FILTER_CHUNK_ELEMENTS, cpu_row_chunks
 from specreg.kernels.triton_shim import vocab_tile
 from specreg.contract.sampling_params import SamplingParams
 
@@ -255,8 +254,6 @@ def filtered_probabilities(
     top_k, top_p = params.top_k[request], params.top_p[request]
     min_p = params.min_p[request].to(torch.float32)
     if triton:  # the Triton path's own numbers (`filtered_tile`), as its verifiers read them
-        from specreg.kernels.filtering.triton_impl import filtered_rows_triton, row_stats_triton
-
         tile = vocab_tile(vocab, block_v)
         stats3 = row_stats_triton(flat, rows, temperature, top_k, top_p, min_p,
                                   probabilities=probabilities, block_v=tile, rule=rule)

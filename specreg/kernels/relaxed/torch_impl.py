@@ -1,9 +1,9 @@
 """The torch implementation of relaxed, typical and synthetic chain acceptance, vectorised over the batch (the CPU path).
 
 The acceptance test is one batched comparison over [b, gamma]; the token after the accepted run
-reuses the chain family's emission (`specreg.kernels.chain.torch_impl`): the residual draw for
-relaxed thresholds, a draw from p (synthetic, typical with every draft accepted) or the row's
-argmax (typical after a rejection). Typical acceptance reads each verified row once more for its
+reuses the chain family's emission (`emit_tokens`, from `specreg.kernels.chain`): the residual
+draw for relaxed thresholds, a draw from p (synthetic, typical with every draft accepted) or the
+row's argmax (typical after a rejection). Typical acceptance reads each verified row once more for its
 entropy, in row chunks. No host synchronisation on accelerators.
 """
 
@@ -12,16 +12,10 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.argmax import row_argmax
-from specreg.kernels.chain.torch_impl import (
-    _emit,
-    _leading_run,
-    _take_rows,
-    accept_limits,
-    assemble,
-)
+from specreg.kernels.chain import accept_limits, assemble, emit_tokens, leading_run
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, RuleParams
-from specreg.kernels.sampling.torch_impl import cpu_row_chunks
+from specreg.kernels.row_chunks import cpu_row_chunks
 
 
 def first_coins(coins: torch.Tensor) -> torch.Tensor:
@@ -40,7 +34,7 @@ def synthetic_counts(
     if not params.rates:
         return torch.zeros_like(limit)
     under = first_coins.to(torch.float32)[:, None] < rates[None, :]
-    count = _leading_run(under)
+    count = leading_run(under)
     return torch.minimum(count, limit)
 
 
@@ -51,6 +45,21 @@ def row_entropy(rows: torch.Tensor) -> torch.Tensor:
     for start, stop in cpu_row_chunks(flat.shape[0], flat.shape[1]):
         out[start:stop] = torch.special.entr(flat[start:stop].to(torch.float32)).sum(-1)
     return out.reshape(rows.shape[:-1])
+
+
+def _take_rows(
+    probs: torch.Tensor, row_index: torch.Tensor, requests: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Float32 rows `probs[requests[k], row_index[k]]` of [b, n, V] as a fresh [k, V] tensor
+    (`requests` defaults to every request; one index_select on the flat view when possible)."""
+    b, n, vocab = probs.shape
+    if requests is None:
+        requests = torch.arange(b, device=probs.device)
+    try:
+        flat = probs.view(b * n, vocab)
+    except RuntimeError:
+        return probs[requests, row_index].to(torch.float32)
+    return flat.index_select(0, requests * n + row_index).to(torch.float32)
 
 
 def _scalar(value: float, device: torch.device) -> torch.Tensor:
@@ -66,7 +75,7 @@ def verify_chain_relaxed_torch(inputs: ChainSamplingInputs, params: RuleParams) 
     limit = accept_limits(inputs.verify_lens, b, n, device)
     drafts = candidates[:, 1:].to(torch.int64)
     valid = (drafts >= 0) & (drafts < vocab)
-    emit = _emit
+    emit = emit_tokens
     stream = (inputs.keys, inputs.positions)
     if params.mode == SYNTHETIC:
         accept_len = synthetic_counts(first_coins(inputs.coins), params, limit)
@@ -84,7 +93,7 @@ def verify_chain_relaxed_torch(inputs: ChainSamplingInputs, params: RuleParams) 
         decay = _scalar(params.posterior_alpha, device) * torch.exp(-row_entropy(target[:, :gamma]))
         accepted = p_x > torch.minimum(_scalar(params.posterior_threshold, device), decay)
     accepted &= valid & (torch.arange(gamma, device=device)[None, :] < limit[:, None])
-    accept_len = _leading_run(accepted)
+    accept_len = leading_run(accepted)
     if params.mode == THRESHOLDS:
         bonus = emit(target, draft, drafts, valid, limit, accept_len, *stream)
         return assemble(candidates, accept_len, bonus)

@@ -14,8 +14,8 @@ from specreg.kernels.relaxed.types import SYNTHETIC, THRESHOLDS, TYPICAL, RulePa
 from specreg.kernels.triton_shim import tl, triton
 
 if triton is not None:
-    from specreg.kernels.argmax.triton_impl import row_argmax_tiles
-    from specreg.kernels.chain.triton_impl import emit_token, write_result
+    from specreg.kernels.argmax import row_argmax_tiles
+    from specreg.kernels.chain import emit_token, write_result
 
     @triton.jit
     def row_entropy_tiles(row_ptr, stride_v, vocab, BLOCK_V: tl.constexpr):
@@ -110,7 +110,8 @@ def verify_chain_relaxed_triton(
     inputs: ChainSamplingInputs, params: RuleParams, *, block_v: int | None = None
 ) -> ChainVerifyResult:
     """Same contract as `verify_chain_relaxed_torch`."""
-    from specreg.kernels.chain.triton_impl import empty_outputs, race_tile
+    from specreg.kernels.chain import empty_outputs
+    from specreg.kernels.race_tiles import race_tile
 
     candidates, target, draft = inputs.candidates, inputs.target_probs, inputs.draft_probs
     coins, verify_lens = inputs.coins, inputs.verify_lens

@@ -14,7 +14,9 @@
 - `residual_weights`: `max(p - q, 0)`, with the documented fallback to `p` when it has no mass.
 
 Family: `reference` (the plain per-row rules and the coin hash on Python ints, the test oracle)
-and `torch_impl` (the torch implementation, with the CPU-tuned inverse CDF and row chunks).
+and `torch_impl` (the torch implementation, with the CPU-tuned inverse CDF). The verifiers'
+two-level race on the random stream is `specreg.kernels.block_race` (its oracle
+`reference.block_race_reference` stays here).
 These primitives have no Triton twin: the Triton verify kernels draw inside their own programs.
 """
 

@@ -1,19 +1,15 @@
 """The torch implementation of the sampling primitives: coin hashing, races, residuals, draws.
 
-Inputs are validated by the public wrappers (`specreg.kernels.sampling`); the verifiers' torch
-paths call these directly. The verifiers' two-level exponential race on the random stream
-lives here too (`block_masses_torch`, `race_blocks_torch`, `race_tokens_torch`,
-`block_race_torch`; the Triton twin is `specreg.kernels.chain.triton_impl.emit_token`). The
-CPU-tuned pieces: the binary-search inverse CDF (`inverse_cdf_from_cdf`), the cache-sized row
-chunks (`cpu_row_chunks`) and the row gather into a reused buffer (`take_rows_float32`).
+Inputs are validated by the public wrappers (`specreg.kernels.sampling`). The CPU-tuned piece:
+the binary-search inverse CDF (`inverse_cdf_from_cdf`). The verifiers' two-level exponential
+race on the random stream is `specreg.kernels.block_race`, the row chunks
+`specreg.kernels.row_chunks`, the one exp and log `specreg.kernels.exp_log`: modules every
+family shares.
 """
 
 from __future__ import annotations
 
 import torch
-
-from specreg.kernels.random_stream.torch_impl import exponentials_of, token_words_torch
-from specreg.kernels.random_stream.types import BLOCK_KEY_BASE, RACE_BLOCK
 
 _MASK32 = 0xFFFFFFFF
 _COIN_BITS = 24
@@ -150,158 +146,3 @@ def _last_positive(weights: torch.Tensor) -> torch.Tensor:
     """The last index with weight > 0 per row (0 for a row without one)."""
     positions = torch.arange(weights.shape[-1], device=weights.device)
     return torch.where(weights > 0, positions, 0).amax(-1)
-
-
-#: Elements per chunk of the CPU row loops (about 1 MiB of float32): temporaries stay in cache
-#: and are reused instead of freshly mapped (page faults dominate full-batch temporaries).
-CPU_CHUNK_ELEMENTS = 1 << 18
-
-
-def cpu_row_chunks(
-    num_rows: int, vocab: int, elements: int = CPU_CHUNK_ELEMENTS
-) -> list[tuple[int, int]]:
-    """[start, stop) row ranges of at most `elements` elements (at least one row)."""
-    step = max(1, elements // max(vocab, 1))
-    return [(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
-
-
-def take_rows_float32(
-    flat: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None = None
-) -> torch.Tensor:
-    """`flat[index]` as float32 [len(index), V]; written into `out` (float32, at least that many
-    rows) when given and `flat` is float32, else a fresh tensor. The rows are values to draw
-    from, never differentiated: a `flat` that requires grad (a model's output outside
-    `torch.no_grad()`) is read detached, since `out=` refuses autograd inputs."""
-    flat = flat.detach()
-    if out is not None and flat.dtype == torch.float32:
-        return torch.index_select(flat, 0, index, out=out[: index.shape[0]])
-    return flat.index_select(0, index).to(torch.float32)
-
-
-def block_masses_torch(weights: torch.Tensor, block: int = RACE_BLOCK) -> torch.Tensor:
-    """float32 [k, ceil(V / block)] block masses of float32 `weights` [k, V], summed as the
-    Triton kernels and the reference sum them (zero padding, then halves added elementwise), so
-    every backend gets the same bits."""
-    k, vocab = weights.shape
-    full = vocab // block
-    parts = []
-    if full:
-        parts.append(_halving_sum(weights[:, : full * block].reshape(k, full, block)))
-    if vocab % block:
-        tail = weights.new_zeros((k, 1, block))
-        tail[:, 0, : vocab % block] = weights[:, full * block :]
-        parts.append(_halving_sum(tail))
-    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-
-
-def _halving_sum(x: torch.Tensor) -> torch.Tensor:
-    """[k, m, block] -> [k, m]: x[..., :h] + x[..., h:] until one value is left."""
-    while x.shape[-1] > 1:
-        half = x.shape[-1] // 2
-        x = x[..., :half] + x[..., half:]
-    return x[..., 0]
-
-
-def race_blocks_torch(masses: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
-    """The winning block per row: first argmax of mass / E_block (float64), E of the stream's
-    token key BLOCK_KEY_BASE + j under the row's key `lanes` int64 [k, 2]."""
-    keys = BLOCK_KEY_BASE + torch.arange(masses.shape[1], dtype=torch.int64, device=masses.device)
-    noise = exponentials_of(token_words_torch((lanes[:, :1], lanes[:, 1:]), keys))
-    return torch.argmax(masses.to(torch.float64) / noise.to(torch.float64), dim=-1)
-
-
-def race_tokens_torch(
-    block_weights: torch.Tensor, columns: torch.Tensor, lanes: torch.Tensor
-) -> torch.Tensor:
-    """The winning token per row within its block: `columns` int64 [k, RACE_BLOCK] the block's
-    token ids, `block_weights` their float32 weights (0 past the vocabulary); first argmax of
-    w / E_token (float64)."""
-    noise = exponentials_of(token_words_torch((lanes[:, :1], lanes[:, 1:]), columns))
-    best = torch.argmax(block_weights.to(torch.float64) / noise.to(torch.float64), dim=-1)
-    return columns.gather(1, best[:, None]).squeeze(1)
-
-
-def block_columns(blocks: torch.Tensor, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids [k, RACE_BLOCK] of each row's block (clamped into the vocabulary) and the
-    mask of those inside it."""
-    offsets = torch.arange(RACE_BLOCK, dtype=torch.int64, device=blocks.device)
-    columns = blocks[:, None] * RACE_BLOCK + offsets
-    inside = columns < vocab
-    return columns.clamp_max(vocab - 1), inside
-
-
-def block_race_torch(weights: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
-    """`block_race_reference` for float32 rows `weights` [k, V] under key lanes [k, 2]."""
-    blocks = race_blocks_torch(block_masses_torch(weights), lanes)
-    columns, inside = block_columns(blocks, weights.shape[1])
-    return race_tokens_torch(
-        torch.where(inside, weights.gather(1, columns), 0.0), columns, lanes
-    )
-
-
-#: A token's weight exp(z - max z) is 0 when z - max z <= EXP_FLOOR, on every backend (`exp_`,
-#: the Triton filter's `exp_weight`, the filtering reference): e**-87 is 1.6e-38, the bottom of
-#: float32's normal range, so no kept weight is subnormal (GPUs flush those) and the CPU exp
-#: never leaves its vector path.
-EXP_FLOOR = -87.0
-_FLOOR_VALUES: dict[torch.device, float] = {}
-
-
-def _floor_value(device: torch.device) -> float:
-    """exp(EXP_FLOOR) as this device's exp computes it (once per device)."""
-    value = _FLOOR_VALUES.get(device)
-    if value is None:
-        value = float(torch.tensor(EXP_FLOOR, device=device).exp())
-        _FLOOR_VALUES[device] = value
-    return value
-
-
-def exp_(x: torch.Tensor) -> torch.Tensor:
-    """The one exp of the torch sampling path: exp(x) in place, 0 for x <= `EXP_FLOOR`; returns
-    `x`. Every processed value (the filters' weights and masses, the rows the race reads, the
-    single-token probability of the acceptance test, the logprobs) goes through it.
-
-    torch's exp, not exp2(x * log2(e)): torch's CPU exp2 computes a tensor's last few elements
-    with a scalar exp2 that differs from its vector one by an ulp, so one token's value depended
-    on the tensor it sat in; torch's exp (MKL's vector exp on CPU) gives every element the same
-    bits wherever it sits. That exp leaves its vector path for lanes far below zero (-inf from
-    a grammar mask or a cut: 2-7x the time, subnormal results 20x), so lanes are clamped to
-    `EXP_FLOOR` first and their results, exp(EXP_FLOOR) or below, set to 0 (`threshold_`; NaN
-    stays NaN): one speed for every input, the same as exp2's (0.22 ms per 512k elements for
-    both on plain, -inf-masked or subnormal rows; torch 2.13, AVX-512, one thread)."""
-    floor = _floor_value(x.device)
-    return torch.nn.functional.threshold_(x.clamp_min_(EXP_FLOOR).exp_(), floor, 0.0)
-
-
-def _zero_lanes(p: torch.Tensor) -> torch.Tensor | None:
-    """The mask p <= 0 of float32 probabilities when a CPU block holds such lanes (one min pass
-    finds out), else None."""
-    return p <= 0 if p.numel() and bool(p.amin() <= 0) else None
-
-
-def log_(p: torch.Tensor, *, fresh: bool = False) -> torch.Tensor:
-    """The one log of the torch sampling path on float32 probabilities: log(p), -inf where
-    p <= 0 (the -inf padding of a prefix included), in place (or into a new tensor with
-    `fresh`). On CPU, torch's log (MKL's vector log: the same bits wherever a value sits) takes
-    25x as long on zeros as on normal values, so a block holding any has them set to 1 for the
-    log and to -inf after."""
-    zero = _zero_lanes(p) if p.device.type == "cpu" else None
-    if zero is None:
-        return torch.log(p) if fresh else p.log_()
-    ones = p.masked_fill(zero, 1.0) if fresh else p.masked_fill_(zero, 1.0)
-    return ones.log_().masked_fill_(zero, float("-inf"))
-
-
-def log_keys_(p: torch.Tensor) -> torch.Tensor:
-    """`log_(p, fresh=True)`, and `p` made the filters' key in place: lanes p <= 0 set to -inf
-    (a zero probability is a masked token, as its log says). One zero test serves both."""
-    if p.device.type != "cpu":
-        out = torch.log(p)
-        p.masked_fill_(p <= 0, float("-inf"))
-        return out
-    zero = _zero_lanes(p)
-    if zero is None:
-        return torch.log(p)
-    out = p.masked_fill(zero, 1.0).log_().masked_fill_(zero, float("-inf"))
-    p.masked_fill_(zero, float("-inf"))
-    return out

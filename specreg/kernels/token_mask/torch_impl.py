@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.filtering.torch_impl import FILTER_CHUNK_ELEMENTS
-from specreg.kernels.sampling.torch_impl import cpu_row_chunks
+from specreg.kernels.row_chunks import FILTER_CHUNK_ELEMENTS, cpu_row_chunks
 
 
 def byte_table(fill: float, device: torch.device, dtype: torch.dtype) -> torch.Tensor:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.sampling.torch_impl import (
-    CPU_CHUNK_ELEMENTS,
+from specreg.kernels.block_race import (
     block_columns,
     block_masses_torch,
     race_blocks_torch,
     race_tokens_torch,
 )
+from specreg.kernels.row_chunks import CPU_CHUNK_ELEMENTS
 
 
 class _Residual:

@@ -28,11 +28,22 @@ from specreg_eagle.kernels.verify_greedy.checks import (
     check_tree_values,
     verify_tile,
 )
+from specreg.kernels.argmax import row_argmax_triton
+from specreg.kernels.triton_shim import triton
 from specreg_eagle.kernels.verify_greedy.torch_impl import (
+    assemble_result,
     verify_tree_greedy_from_logits_torch,
     verify_tree_greedy_torch,
 )
+from specreg_eagle.kernels.verify_greedy.triton_impl import (
+    triton_outputs,
+    triton_result,
+    verify_tree_greedy_triton,
+)
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+
+if triton is not None:
+    from specreg_eagle.kernels.verify_greedy.triton_impl import walk_step, write_bonus
 
 
 def verify_tree_greedy(
@@ -107,9 +118,6 @@ def verify_tree_greedy(
             )
     args = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     if select_backend(candidates, requested=backend) == "triton":
-        from specreg.kernels.argmax.triton_impl import row_argmax_triton
-        from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
-
         if target_predict is None:
             target_predict = row_argmax_triton(
                 target_logits, block_v=verify_tile(target_logits.shape[-1], block_v)

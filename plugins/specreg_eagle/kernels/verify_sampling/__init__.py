@@ -75,7 +75,7 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg.kernels.filtering.torch_impl import filtered_rows, gathered_row_stats
+from specreg.kernels.filtering import filtered_rows, gathered_row_stats
 from specreg.contract.filter_order import (
     DEFAULT_FILTER_ORDER,
     FilterOrder,
@@ -93,7 +93,7 @@ from specreg_eagle.kernels.verify_greedy.checks import (
     check_tree_values,
     verify_tile,
 )
-from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg_eagle.kernels.verify_greedy import verify_tree_greedy_torch
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.torch_impl import (
     caller_tree_coins,
@@ -341,8 +341,8 @@ def verify_tree_with_params(
                                probabilities=probabilities, rule=rule)
     triton_path = select_backend(candidates, requested=backend) == "triton"
     if triton_path:
-        from specreg.kernels.argmax.triton_impl import row_argmax_triton
-        from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
+        from specreg.kernels.argmax import row_argmax_triton
+        from specreg_eagle.kernels.verify_greedy import verify_tree_greedy_triton
 
         predict = row_argmax_triton(target, block_v=verify_tile(vocab, block_v))
         greedy = verify_tree_greedy_triton(*links, predict, depth=depth)
@@ -402,10 +402,10 @@ def _invariant_walk(
     (the argmax for greedy requests, the SAMPLE-role race of the processed row at the position
     of the node's children for sampled ones), then the greedy tree walk on those predictions.
     Rows are processed a chunk of requests at a time."""
-    from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+    from specreg.kernels.random_stream import draw_lanes_torch
     from specreg.kernels.random_stream.types import SAMPLE_ROLE
     from specreg.kernels.relaxed import filtered_probabilities
-    from specreg.kernels.sampling.torch_impl import block_race_torch
+    from specreg.kernels.block_race import block_race_torch
     from specreg_eagle.kernels.tree_lengths import node_depths
 
     b, n, vocab = target.shape
@@ -491,7 +491,7 @@ def _filtered_tree_rows(
     flat = scores.reshape(-1, scores.shape[-1])
     p = row_params
     if triton_path:  # the Triton path's own numbers (`filtered_tile`)
-        from specreg.kernels.filtering.triton_impl import filtered_rows_triton, row_stats_triton
+        from specreg.kernels.filtering import filtered_rows_triton, row_stats_triton
 
         tile = verify_tile(flat.shape[-1], block_v)
         stats = row_stats_triton(flat, rows, p.temperature, p.top_k, p.top_p, p.min_p,

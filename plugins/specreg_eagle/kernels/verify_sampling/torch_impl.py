@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.random_stream.torch_impl import (
+from specreg.kernels.random_stream import (
     draw_lanes_torch,
     key_words_torch,
     token_words_torch,
     uniforms_of,
 )
 from specreg.kernels.random_stream.types import ACCEPT_ROLE, MASK32, RESIDUAL_ROLE
-from specreg.kernels.sampling.torch_impl import cpu_row_chunks, take_rows_float32
-from specreg_eagle.kernels.residual_draw.torch_impl import final_tokens
-from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
-from specreg_eagle.kernels.verify_greedy.torch_impl import assemble_result
+from specreg.kernels.row_chunks import cpu_row_chunks, take_rows_float32
+from specreg_eagle.kernels.residual_draw import final_tokens
+from specreg_eagle.kernels.tree_lengths import node_depths
+from specreg_eagle.kernels.verify_greedy import assemble_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 

@@ -15,14 +15,14 @@ import torch
 from specreg.kernels.random_stream.types import RACE_BLOCK
 from specreg.kernels.triton_shim import tl, triton
 from specreg_eagle.kernels.verify_greedy.checks import verify_tile
-from specreg_eagle.kernels.verify_greedy.triton_impl import triton_outputs, triton_result
+from specreg_eagle.kernels.verify_greedy import triton_outputs, triton_result
 from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
 if triton is not None:
-    from specreg.kernels.chain.triton_impl import block_sums, first_best
-    from specreg.kernels.random_stream.triton_impl import exponential_of, key_words, token_word
-    from specreg_eagle.kernels.verify_greedy.triton_impl import walk_step, write_bonus
+    from specreg.kernels.race_tiles import block_sums, first_best
+    from specreg.kernels.random_stream import exponential_of, key_words, token_word
+    from specreg_eagle.kernels.verify_greedy import walk_step, write_bonus
 
     BLOCK_KEY_BASE: tl.constexpr = tl.constexpr(1 << 31)
     RESIDUAL_ROLE: tl.constexpr = tl.constexpr(1)

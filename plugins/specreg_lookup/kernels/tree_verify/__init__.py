@@ -42,9 +42,9 @@ def verify_tree_sampling(
     from specreg.kernels.chain.checks import check_position_values, check_stream_keys
     from specreg.kernels.checks import check_probabilities, should_check_values
     from specreg.kernels.random_stream import stream_keys
-    from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+    from specreg.kernels.block_race import block_race_torch
+    from specreg.kernels.random_stream import draw_lanes_torch
     from specreg.kernels.random_stream.types import SAMPLE_ROLE
-    from specreg.kernels.sampling.torch_impl import block_race_torch
 
     _check(tree, target_probs, "target_probs")
     b, n, v = target_probs.shape
