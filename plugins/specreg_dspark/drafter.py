@@ -24,11 +24,7 @@ from specreg.kernels.checks import check_shape
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
 from specreg.contract.memory import PER_REQUEST, Buffer
 from specreg_dspark.kernels.draft_block import build_draft_block
-from specreg_dspark.kernels.markov_head import make_markov_head
-from specreg_dspark.kernels.markov_head.torch_impl import (
-    MarkovHead,
-    greedy_sampler,
-)
+from specreg_dspark.kernels.markov_head import MarkovHead, greedy_sampler, make_markov_head
 from specreg_dspark.sizes import BlockRuntime
 
 if TYPE_CHECKING:

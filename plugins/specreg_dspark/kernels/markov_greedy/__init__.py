@@ -7,7 +7,8 @@ too many); on CUDA the Triton kernels make one pass over ``W2`` in vocab tiles a
 materialise the bias. Ties go to the lowest index, as with ``torch.argmax``.
 
 - `reference.markov_greedy_step_reference`: the plain per-row rule (test oracle).
-- `torch_impl.markov_greedy_step_pruned_torch` (the CPU path; `w2_row_norms` its W2 row norms),
+- `torch_impl.markov_greedy_step_pruned_torch` (the CPU path; `w2_row_norms` its W2 row norms,
+  exported here for the heads that cache them),
   `torch_impl.markov_greedy_step_torch` (two-step: the bias ``[b, V]``, then argmax) and
   `torch_impl.markov_greedy_step_chunked_torch` (the dense fused algorithm in vocab chunks).
 - `triton_impl.markov_greedy_step_triton`: the GPU path.
@@ -28,9 +29,12 @@ from specreg.kernels.checks import (
     should_check_values,
 )
 from specreg.kernels.triton_shim import vocab_tile
-from specreg_dspark.kernels.markov_greedy.torch_impl import markov_greedy_step_pruned_torch
+from specreg_dspark.kernels.markov_greedy.torch_impl import (
+    markov_greedy_step_pruned_torch,
+    w2_row_norms,
+)
 
-__all__ = ["DEFAULT_BLOCK_V", "markov_greedy_step"]
+__all__ = ["DEFAULT_BLOCK_V", "markov_greedy_step", "w2_row_norms"]
 
 #: The vocab tile of the Triton kernel (capped at the vocabulary rounded up to a power of two).
 DEFAULT_BLOCK_V = 128

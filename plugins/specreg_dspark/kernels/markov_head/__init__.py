@@ -1,7 +1,8 @@
 """Building the Markov head a DSpark checkpoint names (`make_markov_head`), arguments checked.
 
 The heads are torch modules (`torch_impl`: `MarkovHead` = vanilla, `GatedMarkovHead`,
-`RNNMarkovHead`, and the samplers their block walk draws with); `checks.check_block` validates a
+`RNNMarkovHead`, and the samplers their block walk draws with: `greedy_sampler`,
+`ExponentialRaceSampler`), exported here for the drafter that runs them; `checks.check_block` validates a
 walk's inputs; `reference` holds the plain per-row rule of a head step and of the block walk (test
 oracle). The vanilla head's greedy walk runs the fused step of
 `specreg_dspark.kernels.markov_greedy`.
@@ -11,9 +12,23 @@ from __future__ import annotations
 
 from specreg.errors import ConfigError, problem
 from specreg_dspark.checkpoint import MARKOV_HEAD_TYPES
-from specreg_dspark.kernels.markov_head.torch_impl import HEADS, MarkovHead
+from specreg_dspark.kernels.markov_head.torch_impl import (
+    HEADS,
+    ExponentialRaceSampler,
+    GatedMarkovHead,
+    MarkovHead,
+    RNNMarkovHead,
+    greedy_sampler,
+)
 
-__all__ = ["make_markov_head"]
+__all__ = [
+    "ExponentialRaceSampler",
+    "GatedMarkovHead",
+    "MarkovHead",
+    "RNNMarkovHead",
+    "greedy_sampler",
+    "make_markov_head",
+]
 
 
 def make_markov_head(

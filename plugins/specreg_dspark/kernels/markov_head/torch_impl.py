@@ -26,8 +26,7 @@ from torch import nn
 from specreg.backend import select_backend
 from specreg.errors import ConfigError, problem
 from specreg.kernels.sampling import exponential_race_sample
-from specreg_dspark.kernels.markov_greedy import markov_greedy_step
-from specreg_dspark.kernels.markov_greedy.torch_impl import w2_row_norms
+from specreg_dspark.kernels.markov_greedy import markov_greedy_step, w2_row_norms
 from specreg_dspark.kernels.markov_head.checks import check_block
 
 Sampler = Callable[[torch.Tensor], torch.Tensor]

@@ -3,7 +3,9 @@
 `copy_cache_planned` is the public wrapper: it validates the plan and the buffers, picks the
 backend (`specreg.backend.select_backend`, `backend=` as requested) and dispatches to
 `torch_impl` or `triton_impl`. Value checks (counts and rows in range) sync, so they run on CPU
-or with `check_values=True` and then take the flattened rows the torch path copies.
+or with `check_values=True` and then take the flattened rows the torch path copies. The swap
+family copies a call's misses with the unchecked copies exported here (`copy_rows_torch`,
+`copy_planned_triton`), right after its own kernel planned them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from specreg_hisparse.kernels.planned_copy.checks import check_copy_buffers, che
 from specreg_hisparse.kernels.planned_copy.torch_impl import copy_rows_torch, planned_rows
 from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_triton
 from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
+
+__all__ = ["copy_cache_planned", "copy_planned_triton", "copy_rows_torch"]
 
 
 def copy_cache_planned(

@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 
 from specreg.backend import select_backend
-from specreg_hisparse.kernels.planned_copy.torch_impl import copy_rows_torch
-from specreg_hisparse.kernels.planned_copy.triton_impl import copy_planned_triton
+from specreg_hisparse.kernels.planned_copy import copy_planned_triton, copy_rows_torch
 from specreg_hisparse.kernels.planned_copy.types import PlannedCopy
 from specreg_hisparse.kernels.swap.torch_impl import swap_torch
 from specreg_hisparse.kernels.swap.triton_impl import swap_triton

@@ -12,8 +12,7 @@ import torch
 
 from specreg_lookup.kernels.match_tree import torch_impl
 from specreg_lookup.kernels.match_tree.types import LookupTree
-from specreg_lookup.kernels.ngram_match import check_history
-from specreg_lookup.kernels.ngram_match import torch_impl as match_impl
+from specreg_lookup.kernels.ngram_match import check_history, match_lengths
 
 __all__ = ["LookupTree", "build_tree"]
 
@@ -23,7 +22,7 @@ def build_tree(
     breadth: int, num_nodes: int, match_type: str = "bfs", check_values: bool | None = None,
 ) -> LookupTree:
     tokens, lengths = check_history(tokens, lengths, check_values=check_values)
-    ell = match_impl.match_lengths(tokens, lengths, max_ngram)
+    ell = match_lengths(tokens, lengths, max_ngram)  # checked history: its checks pass as is
     return torch_impl.build_tree(
         tokens, lengths, ell, min_ngram=min_ngram, breadth=breadth, num_nodes=num_nodes,
         match_type=match_type,
