@@ -5,7 +5,7 @@ of gathered rows against the floor of the bytes it must read, and against what a
     python benchmarks/bench_filter.py --rows 16 --v 4096
 
 For each parameter set, from one run (min of --repeats, thread CPU time):
-- `stats`: `filtering.torch_impl.gathered_row_stats` over `--rows` rows gathered from a
+- `stats`: `filtering.gathered_row_stats` (the torch path) over `--rows` rows gathered from a
   [8 * rows, V] logits tensor (what the params verify runs per position);
 - `floor`: one read of the same rows (gathered, then `amax`): every token's score must be read;
 - `softmax`: `softmax(rows / T)` of the same gathered rows, the work of verifying without
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from floors import floor_line
 
-from specreg.kernels.filtering.torch_impl import gathered_row_stats
+from specreg.kernels.filtering import gathered_row_stats
 
 
 def _min_time(fn, repeats: int) -> float:

@@ -224,7 +224,7 @@ def filters(repeats: int, rows: int = 64, vocab: int = 32768) -> None:
     from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
 
     from specreg.step.draft_sampling import filtered_q, sample_rows
-    from specreg.kernels.filtering.torch_impl import gathered_row_stats
+    from specreg.kernels.filtering import gathered_row_stats
     from specreg.contract.filter_order import FILTER_RULES
     from specreg.contract.sampling_params import SamplingParams
 

@@ -30,7 +30,7 @@ from specreg_eagle.kernels.verify_greedy import verify_tree_greedy  # noqa: E402
 from specreg_eagle.kernels.verify_sampling import verify_tree_sampling  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
-from specreg.kernels.argmax.triton_impl import row_argmax_triton  # noqa: E402
+from specreg.kernels.argmax import row_argmax_triton  # noqa: E402
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling  # noqa: E402
 
 

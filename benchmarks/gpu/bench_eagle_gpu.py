@@ -27,7 +27,7 @@ from specreg_eagle.kernels.verify_sampling.torch_impl import (
 from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
 
-from specreg.kernels.argmax.triton_impl import row_argmax_triton
+from specreg.kernels.argmax import row_argmax_triton
 
 PEAKS_GBS = {"H200": 4800.0, "H100": 3350.0, "A100": 2039.0}
 

@@ -270,7 +270,7 @@ def random_stream(ctx: Ctx) -> list[Case]:
 
 
 def argmax(ctx: Ctx) -> list[Case]:
-    from specreg.kernels.argmax.triton_impl import row_argmax_triton
+    from specreg.kernels.argmax import row_argmax_triton
 
     s = ctx.sizes
     rows = ctx.randn(s.b * s.n, s.vocab)

@@ -30,10 +30,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.kernels.filtering.torch_impl import RowStats, filtered_rows, gathered_row_stats
-from specreg.kernels.filtering.triton_impl import row_stats_triton
 from specreg.contract.filter_order import FILTER_RULES
+from specreg.kernels.filtering import RowStats, filtered_rows, gathered_row_stats, row_stats_triton
+from specreg.kernels.filtering.reference import filtered_distribution
 from tests.adapters.conftest import run_in_env
 from tests.adapters.envs import HERE
 

@@ -8,9 +8,8 @@ import torch
 from specreg_eagle.kernels.residual_draw import RACE_BLOCK, final_tokens
 from specreg_eagle.kernels.residual_draw.reference import final_token_reference
 
-from specreg.kernels.random_stream import fresh_keys
+from specreg.kernels.random_stream import draw_lanes_torch, fresh_keys
 from specreg.kernels.random_stream.reference import draw_lanes
-from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
 from specreg.kernels.sampling.reference import block_race_reference
 
 

@@ -325,7 +325,7 @@ def test_greedy_from_logits_equals_greedy_of_the_argmax(seed, dtype):
     """The CPU path that argmaxes only the rows the walk reaches against the walk over
     torch.argmax of every node: bf16 logits over a vocab wide enough for the folded argmax
     (ties), drafts steered to the argmax so paths run to the depth cap."""
-    from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
+    from specreg.kernels.argmax import FOLD_WIDTH
 
     vocab, b, topk, steps, n = 3 * FOLD_WIDTH + 5, 12, 3, 3, 10
     tree, gen = make_tree(b, topk, steps, n, vocab, seed)

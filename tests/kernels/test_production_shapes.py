@@ -1,6 +1,7 @@
 """Property tests at production shapes for every kernel family, torch path against the plain
 references: vocab 128k (chain greedy and sampling, chain with sampling parameters and the
-filter, EAGLE trees of 64 nodes, DSpark's Markov head), HiSparse hot buffers of 2,048+ slots.
+filter, EAGLE trees of 64 nodes, DSpark's Markov head); HiSparse's hot buffers of 2,048+ slots
+are tests/hisparse/test_production_shapes.py.
 
 One or two seeded hypothesis examples each (the references walk 128k-entry Python lists), so the
 whole file stays within seconds; the shapes, not the example count, are the point: int64
@@ -14,11 +15,13 @@ from specreg_dspark.kernels.markov_head import make_markov_head
 from specreg_dspark.kernels.markov_head.reference import markov_block_reference
 from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
 from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_reference
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg_eagle.kernels.verify_sampling import (
+    caller_tree_coins,
+    stream_tree_coins,
+    verify_tree_sampling,
+)
 from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
-from specreg_eagle.kernels.verify_sampling.torch_impl import caller_tree_coins, stream_tree_coins
 from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
-from specreg_hisparse.kernels.swap import torch_impl as swap_torch_impl
 
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling
 from specreg.kernels.chain.reference import (
@@ -30,9 +33,7 @@ from specreg.kernels.chain_params import verify_chain_with_params
 from specreg.kernels.chain_params.reference import verify_chain_with_params_reference
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.contract.sampling_params import SamplingParams
-from tests.hisparse.test_reference import STATE, _reference_swap
 from tests.support import independent_race
-from tests.support.hisparse import make_cache, small_layout
 from tests.support.independent_race import accept_uniform
 
 VOCAB = 128 * 1024
@@ -189,29 +190,3 @@ def test_markov_head_walk_at_vocab_128k_equals_the_reference(seed, kind):
         walked, logits = head.sample_block(base, anchor, hidden)
     assert torch.equal(got, tokens) and torch.equal(walked, tokens)
     assert torch.allclose(logits.double(), corrected, atol=1e-4)
-
-
-@settings(max_examples=3, derandomize=True, deadline=None)
-@given(hot=st.sampled_from([2048, 3000, 4096]), seed=st.integers(0, 2**31 - 1),
-       numpy_path=st.booleans())
-def test_hisparse_swap_with_hot_buffers_of_2048_and_more_equals_the_reference(hot, seed,
-                                                                               numpy_path):
-    top_k, cap = 256, 4 * hot
-    layout = small_layout(hot_size=hot, top_k=top_k, max_steps=2, max_seq_len=cap, req_slots=2)
-    ref, ref_host, ref_dev = make_cache(layout)
-    sw, host, dev = make_cache(layout)
-    saved = swap_torch_impl.numpy
-    swap_torch_impl.numpy = saved if numpy_path else None
-    try:
-        gen = torch.Generator().manual_seed(seed)
-        for _ in range(3):
-            tokens = torch.randint(-1, cap, (2, 2, top_k), generator=gen, dtype=torch.int32)
-            req, seq = torch.tensor([1, 0]), torch.randint(cap // 2, cap + 1, (2, 2), generator=gen)
-            want, _ = _reference_swap(ref, tokens, req, seq, 2, 0, ref_host, ref_dev)
-            locs = sw.swap(tokens, req, seq, 2, layer=0, host_cache=host, device_buffer=dev)
-            assert torch.equal(locs, want.out)
-            assert torch.equal(sw.last_plan.miss_dst, want.miss_dst)
-            for name in STATE:
-                assert torch.equal(getattr(sw.state, name), getattr(ref.state, name)), name
-    finally:
-        swap_torch_impl.numpy = saved

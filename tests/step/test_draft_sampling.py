@@ -7,7 +7,7 @@ from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
 
 from specreg.step.draft_sampling import filtered_q, row_params, sample_children, sample_rows
 from specreg.errors import KernelInputError
-from specreg.kernels.chain_params.torch_impl import _Rows
+from specreg.kernels.filtering import filtered_rows, gathered_row_stats
 from specreg.kernels.filtering.reference import filtered_distribution
 from specreg.contract.filter_order import FILTER_ORDERS, filter_rule
 from specreg.contract.sampling_params import SamplingParams
@@ -49,9 +49,15 @@ def test_the_drafters_q_is_the_verifiers_q_bit_for_bit(order):
     sampled = (~params.greedy).nonzero().flatten()
     drawn = sample_rows(logits, params, generator=torch.Generator().manual_seed(0),
                         filter_order=order)
-    # the chain verifier's q rows (draft [b, 1, V], position 0) and the tree verifier's
-    chain = _Rows(logits[:, None], 1, params, False, filter_rule(order))
-    chain_q = chain.filtered(sampled, 0, chain.stats(sampled, 0))
+    # the chain verifier's q rows (draft [b, 1, V], position 0: what chain_params' torch path
+    # filters, the filtering family's statistics and formula) and the tree verifier's
+    chain_stats = gathered_row_stats(
+        logits, sampled, params.temperature[sampled], params.top_k[sampled],
+        params.top_p[sampled], params.min_p[sampled], probabilities=False,
+        rule=filter_rule(order),
+    )
+    chain_q = filtered_rows(logits.index_select(0, sampled), params.temperature[sampled],
+                            chain_stats, params.min_p[sampled], probabilities=False)
     tree_q = _filtered_tree_rows(logits, sampled, params.select(sampled), False, False, None,
                                  filter_rule(order))
     assert torch.equal(drawn.q[sampled], chain_q)

@@ -221,17 +221,17 @@ def test_drafters_on_the_triton_path_draw_from_the_filtered_q(force_backend, mon
     """Under the interpreter, with the Triton backend fixed at plan resolution: the drafters'
     q statistics come from `row_stats_triton`, and every sampled draft lies in the filtered q
     (top_k=3 here), every greedy one is the argmax."""
-    import specreg.kernels.filtering.triton_impl as filtering_triton
+    import specreg.kernels.filtering as filtering
     from specreg.step.draft_sampling import filtered_q
 
     calls = []
-    real = filtering_triton.row_stats_triton
+    real = filtering.row_stats_triton
 
     def counted(*args, **kwargs):
         calls.append(args[1].numel())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(filtering_triton, "row_stats_triton", counted)
+    monkeypatch.setattr(filtering, "row_stats_triton", counted)
     force_backend("triton")
     dflash, eagle = _plan("dflash").drafter, _plan("eagle_tree").drafter
     assert dflash.backend == "triton" and eagle.backend == "triton"

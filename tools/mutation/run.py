@@ -115,7 +115,7 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
         ["tests/hisparse/test_boundaries.py", "tests/hisparse/test_reference.py",
          "tests/hisparse/test_swap_rules.py", "tests/hisparse/test_numpy_fallback.py",
          "tests/hisparse/test_property.py", "tests/hisparse/test_swap_load.py",
-         "tests/kernels/test_production_shapes.py"],
+         "tests/hisparse/test_production_shapes.py"],
     ),
     "specreg_dspark.kernels.markov_head.torch_impl": (
         "plugins/specreg_dspark/kernels/markov_head/torch_impl.py",
@@ -128,6 +128,7 @@ NEW_TESTS = {
     "tests/kernels/test_boundaries_filtering.py", "tests/kernels/test_boundaries_chain.py",
     "tests/eagle/test_boundaries.py", "tests/hisparse/test_boundaries.py",
     "tests/dspark/test_boundaries.py", "tests/kernels/test_production_shapes.py",
+    "tests/hisparse/test_production_shapes.py",
 }
 #: Only the torch path is mutated: Triton-only tests would run the interpreter for nothing.
 DESELECT = "not triton and not compile"
