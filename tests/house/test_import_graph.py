@@ -1,4 +1,5 @@
-"""The import graph of specreg/ and plugins/: no circle between modules, and no arrow back up.
+"""The import graph of specreg/ and plugins/: no circle between modules, no arrow back up, and no
+import of a kernel family's insides from outside it.
 
 Every import counts, at module level, inside a function or under TYPE_CHECKING: a circle hidden
 in a function is still a circle. Besides the modules themselves, the graph is read with each
@@ -6,6 +7,10 @@ folder collapsed into one room (specreg/kernels/, then specreg/kernels/chain/, a
 room that imports a room that imports it back has an arrow running back up its floors, even
 when no two files form a circle (specreg/contract/config.py -> specreg/framework_args/flags.py while
 specreg/framework_args/translate.py -> specreg/contract/config.py would be one).
+
+A kernel family (a folder `kernels/<family>/` of specreg or a plugin) is entered through its
+`__init__`: its implementations `torch_impl` and `triton_impl` are its insides (see
+`test_no_family_insides_opened_from_outside` for the rule, tests and benchmarks included).
 """
 
 from __future__ import annotations
@@ -176,3 +181,136 @@ def test_the_check_finds_a_circle_and_an_arrow_back_up(monkeypatch):
     monkeypatch.setitem(GRAPH, "specreg.contract.sampling_params", {"specreg.kernels.triton_shim": {"y"}})
     assert _circles(None) == []
     assert ["specreg/contract/", "specreg/kernels/"] in _circles(1)
+
+
+#: A kernel family's insides: its implementations, which only the family's own modules import.
+#: The rest of a family is public: its `__init__` (the entry), `types` (the values its calls
+#: take and return, which callers must build and read), `checks` (input rules other families
+#: apply to the same inputs: positions, stream keys, tree layouts) and `reference` (the oracle,
+#: which other families' references compose; test_plugin_shape keeps implementations off it).
+INSIDES = ("torch_impl", "triton_impl")
+
+
+def _family(module: str) -> str | None:
+    """The kernel family `module` belongs to ('specreg.kernels.chain' for
+    'specreg.kernels.chain.torch_impl' and for the family's __init__), None outside every family
+    (a module shared by the families, specreg/kernels/row_chunks.py, belongs to none)."""
+    path = MODULES[module]
+    folder = path.parent
+    if folder.parent.name != "kernels":
+        return None
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _inside(module: str) -> str | None:
+    """The family whose insides `module` is, or None."""
+    family = _family(module)
+    return family if family is not None and module.rsplit(".", 1)[-1] in INSIDES else None
+
+
+def _opened_insides(graph: dict[str, dict[str, set[str]]]) -> list[str]:
+    """'importer -> module: names' for every import of a family's insides from outside it."""
+    out = []
+    for source, targets in sorted(graph.items()):
+        for target, used in sorted(targets.items()):
+            family = _inside(target)
+            if family is not None and _family(source) != family:
+                out.append(f"{source} -> {target}: {', '.join(sorted(used))}")
+    return out
+
+
+def _short(package: str) -> str:
+    """The name a package's tests and benchmarks go by: 'kernels' for the core's families,
+    'eagle' for specreg_eagle's."""
+    return "kernels" if package == "specreg" else package.removeprefix("specreg_")
+
+
+def _may_open(path: str, package: str) -> bool:
+    """Whether the test or benchmark at `path` (relative to the root) tests or times the
+    families of `package`: a test in its wing of tests/, a benchmark named for it, or the GPU
+    script that times every kernel."""
+    short = _short(package)
+    return path.startswith((
+        f"tests/{short}/", f"benchmarks/bench_{short}", f"benchmarks/gpu/bench_{short}",
+        "benchmarks/gpu/bench_kernels_gpu.py",
+    ))
+
+
+def _tests_opening_insides(files: dict[str, list[tuple[str, str]]]) -> list[str]:
+    """'file -> module: names' for every import of a family's insides by a test or benchmark
+    file that does not test or time that family's package (`files`: path -> its imports)."""
+    out = []
+    for path, imports in sorted(files.items()):
+        opened: dict[str, set[str]] = {}
+        for target, used in imports:
+            family = _inside(target) if target else None
+            if family is not None and not _may_open(path, family.split(".")[0]):
+                opened.setdefault(target, set()).add(used)
+        out += [f"{path} -> {target}: {', '.join(sorted(used))}"
+                for target, used in sorted(opened.items())]
+    return out
+
+
+def _test_and_benchmark_imports() -> dict[str, list[tuple[str, str]]]:
+    files = sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")])
+    return {str(path.relative_to(ROOT)): list(_imported(path)) for path in files}
+
+
+def test_no_family_insides_opened_from_outside():
+    """A kernel family's `torch_impl` and `triton_impl` are its insides: only the modules of its
+    own folder import them. Everything else reaches the family through its `__init__` (which
+    exports what other code needs: `filtering`'s row statistics, `random_stream`'s key lanes,
+    `chain`'s pieces for the chain families built on it, the Triton device functions other
+    kernels fuse), its `types`, `checks` and `reference` (public, see `INSIDES`), or through the
+    modules every family shares under specreg/kernels/ (`row_chunks`, `exp_log`, `block_race`,
+    `race_tiles`), which belong to no family.
+
+    Tests and benchmarks stand outside every family too, with one licence: a test may open a
+    family's insides only to test that family, and a benchmark only to time it. A test tests the
+    families of the package whose wing it sits in (tests/kernels/: the core's,
+    specreg/kernels/; tests/eagle/: specreg_eagle's; ...), a benchmark times those of the package
+    it is named for (benchmarks/bench_eagle_cpu.py, benchmarks/gpu/bench_eagle_gpu.py), and
+    benchmarks/gpu/bench_kernels_gpu.py times every kernel. Any other test or benchmark (a
+    step test comparing against a verifier, an adapter's parity test) uses the public entries.
+    """
+    opened = _opened_insides(GRAPH)
+    assert not opened, "import through the family's __init__:\n  " + "\n  ".join(opened)
+    by_tests = _tests_opening_insides(_test_and_benchmark_imports())
+    assert not by_tests, (
+        "a test or benchmark opens the insides of a family it does not test:\n  "
+        + "\n  ".join(by_tests))
+
+
+def test_the_check_finds_insides_opened_from_outside(monkeypatch):
+    """Negative controls: a planted import of a family's torch_impl from another family and from
+    a step module, and one by a test of another package, are found; the family's own import of
+    its insides and a test of its own wing are not."""
+    assert _inside("specreg.kernels.filtering.torch_impl") == "specreg.kernels.filtering"
+    assert _inside("specreg.kernels.filtering") is None  # the entry
+    assert _inside("specreg.kernels.chain.types") is None  # public
+    assert _family("specreg.kernels.triton_shim") is None  # shared, no family's
+    own = _opened_insides({"specreg.kernels.filtering": {"specreg.kernels.filtering.torch_impl": {"x"}}})
+    assert own == []
+    planted = {
+        "specreg.kernels.logprobs.torch_impl": {"specreg.kernels.filtering.torch_impl": {"RowStats"}},
+        "specreg.step.draft_sampling": {"specreg_eagle.kernels.verify_greedy.triton_impl": {"y"}},
+    }
+    monkeypatch.setitem(GRAPH, "specreg.step.draft_sampling",
+                        {**GRAPH["specreg.step.draft_sampling"], **planted["specreg.step.draft_sampling"]})
+    assert _opened_insides(planted) == [
+        "specreg.kernels.logprobs.torch_impl -> specreg.kernels.filtering.torch_impl: RowStats",
+        "specreg.step.draft_sampling -> specreg_eagle.kernels.verify_greedy.triton_impl: y",
+    ]
+    assert "specreg.step.draft_sampling -> specreg_eagle.kernels.verify_greedy.triton_impl: y" in (
+        _opened_insides(GRAPH))
+    files = {
+        "tests/eagle/test_x.py": [("specreg.kernels.sampling.torch_impl", "hash_coins"),
+                                  ("specreg_eagle.kernels.tree_build.torch_impl", "build_tree_torch")],
+        "tests/kernels/test_x.py": [("specreg.kernels.sampling.torch_impl", "hash_coins")],
+        "benchmarks/bench_eagle_x.py": [("specreg_eagle.kernels.tree_build.triton_impl", "t")],
+        "benchmarks/bench_filter.py": [("specreg_hisparse.kernels.swap.torch_impl", "s")],
+    }
+    assert _tests_opening_insides(files) == [
+        "benchmarks/bench_filter.py -> specreg_hisparse.kernels.swap.torch_impl: s",
+        "tests/eagle/test_x.py -> specreg.kernels.sampling.torch_impl: hash_coins",
+    ]
