@@ -79,6 +79,26 @@ def specreg_register_errors(register: Callable[..., None]) -> None:
     """
 
 
+@hookspec
+def specreg_register_substitutions(register: Callable[..., None]) -> None:
+    """Register the runtime substitutions this plugin provides: framework seams where the
+    plugin's code runs in place of the framework's own.
+
+    Called once per plugin while the registry loads, after the error entries. Call
+    ``register(specreg.contract.substitutions.Substitution(name, framework, summary,
+    installer))`` once per substitution: ``framework`` is ``"sglang"`` or ``"vllm"``, and
+    ``installer(plan)`` (a callable, or a ``"module:function"`` string imported only when it
+    runs) installs and checks the seam inside the framework's process when the adapter's
+    switch (``SPECREG_SGLANG_SUBSTITUTE`` / ``SPECREG_VLLM_SUBSTITUTE``) names it; a config's
+    ``substitutions`` field accepts the same names. The registry keeps them as plain data,
+    ``registry.substitutions()``; a malformed substitution, or a name another plugin
+    registered first, is SR129 and the plugin is skipped.
+
+    :param register: ``register(substitution: Substitution) -> None``.
+    :returns: nothing.
+    """
+
+
 # -------------------------------------------------------------------------------------------------
 # Configuration hooks: called by registry.resolve(config), in this order.
 # -------------------------------------------------------------------------------------------------

@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> None:
     except ImportError as exc:
         sys.exit(f"SGLang is not importable here ({exc}): run this inside the pinned SGLang "
                  "environment (tests/adapters/envs.py), with its CUDA toolchain for the timed run")
-    from specreg.adapters.sglang_hisparse import manager_class
+    from specreg_hisparse.sglang_seam import manager_class
 
     device = "cpu" if args.dry_run else "cuda"
     if not args.dry_run and not torch.cuda.is_available():

@@ -2,7 +2,9 @@
 
 Torch-free: imported by the plugin at entry-point load. Parsing never raises
 (`parse_*_draft_config` returns the config and every problem); `from_hf_config` raises one
-`ConfigError`. What a parsed config implies at run time is `specreg_dspark.sizes`.
+`ConfigError`. What a parsed config implies at run time is `specreg_dspark.sizes`; the layered
+field reader is `specreg_dspark.checkpoint_reader`, the anchor layout and gamma
+`specreg_dspark.checkpoint_layout`.
 
 Resolution order of every DSpark field except the block size (first hit wins):
 
@@ -27,20 +29,37 @@ vocabulary), following the same order.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from specreg.errors import ConfigError, Problem, dedupe_problems, problem
-from specreg.integers import is_int
+from specreg_dspark.checkpoint_layout import (
+    LAYOUTS,
+    PREFIXED_BLOCK,
+    Layout,
+    gamma_of,
+    layout_of,
+    speculative_tokens,
+    unread_block_sizes,
+)
+from specreg_dspark.checkpoint_reader import (
+    FieldReader,
+    layer_range_problems,
+    mapping_problems,
+    sub_mapping,
+)
+
+__all__ = [
+    "DEFAULT_MASK_TOKEN", "LAYOUTS", "MARKOV_HEAD_TYPES", "DFlashDraftConfig", "DSparkDraftConfig",
+    "Layout", "parse_dflash_draft_config", "parse_dspark_draft_config",
+]
 
 DEFAULT_MASK_TOKEN = "<|MASK|>"
 MARKOV_HEAD_TYPES: tuple[str, ...] = ("vanilla", "gated", "rnn")
-Layout = Literal["dense", "bonus_anchor"]
-LAYOUTS: tuple[str, ...] = ("dense", "bonus_anchor")
 
 _PREFIXED: Mapping[str, str] = {
-    "block_size": "dspark_block_size",
+    "block_size": PREFIXED_BLOCK,
     "markov_rank": "dspark_markov_rank",
     "mask_token_id": "dspark_noise_token_id",
     "target_layer_ids": "dspark_target_layer_ids",
@@ -50,120 +69,8 @@ _PREFIXED: Mapping[str, str] = {
 
 #: The block size is read from the prefixed key only in the DSpark layers (then the DFlash base).
 _ONLY_PREFIXED_BLOCK: Mapping[str, str | None] = {
-    "prefixed": "dspark_block_size", "dspark_config": None, "text_config": None, "": None,
+    "prefixed": PREFIXED_BLOCK, "dspark_config": None, "text_config": None, "": None,
 }
-#: Sub-dicts whose block_size SGLang 0.5.23 never reads for DSpark's block.
-_UNREAD_BLOCK_LAYERS = ("dspark_config", "text_config")
-
-
-def _sub(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = mapping.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
-
-class _Reader:
-    """Reads fields from layered sources, remembering where each value came from."""
-
-    def __init__(self, layers: list[tuple[str, Mapping[str, Any]]], problems: list[Problem]):
-        self.layers = layers
-        self.problems = problems
-        self.sources: dict[str, str] = {}
-
-    def raw(self, field: str, keys: Mapping[str, str] | None = None) -> tuple[Any, str | None]:
-        for label, mapping in self.layers:
-            key = (keys or {}).get(label, field)
-            if key is None or key not in mapping or mapping[key] is None:
-                continue
-            where = key if label in ("", "prefixed") else f"{label}.{key}"
-            self.sources[field] = where
-            return mapping[key], where
-        return None, None
-
-    def bad(self, field: str, where: str | None, value: Any, accepted: str, fix: str = "") -> None:
-        self.problems.append(
-            problem(
-                "SR301",
-                f"draft config {where or field}={value!r} is invalid",
-                accepted=accepted,
-                fix=fix or f"correct {where or field} in the draft checkpoint's config.json",
-                field=field,
-            )
-        )
-
-    def integer(self, field: str, *, minimum: int, keys: Mapping[str, str] | None = None) -> int | None:
-        value, where = self.raw(field, keys)
-        if value is None:
-            return None
-        if not is_int(value) or value < minimum:
-            self.bad(field, where, value, f"an integer >= {minimum}")
-            return None
-        return int(value)
-
-    def layer_ids(self, keys: Mapping[str, str] | None = None) -> tuple[int, ...] | None:
-        value, where = self.raw("target_layer_ids", keys)
-        if value is None:
-            return None
-        if (
-            not isinstance(value, (list, tuple))
-            or not value
-            or not all(is_int(v) and v >= 0 for v in value)
-        ):
-            self.bad("target_layer_ids", where, value, "a non-empty list of layer ids >= 0")
-            return None
-        return tuple(int(v) for v in value)
-
-    def text(self, field: str, keys: Mapping[str, str] | None = None) -> str | None:
-        value, where = self.raw(field, keys)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.bad(field, where, value, "a non-empty string")
-            return None
-        return value
-
-    def boolean(self, field: str, keys: Mapping[str, str] | None = None) -> bool | None:
-        value, where = self.raw(field, keys)
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            self.bad(field, where, value, "true or false")
-            return None
-        return value
-
-
-def _check_mapping(mapping: Any) -> list[Problem]:
-    if isinstance(mapping, Mapping):
-        return []
-    return [
-        problem(
-            "SR301",
-            f"the draft config must be a mapping (config.json object), got {type(mapping).__name__}",
-            accepted="a JSON object",
-            fix="pass the draft checkpoint's config.json (a path or a dict)",
-            field="draft_config",
-        )
-    ]
-
-
-def _check_layer_range(
-    ids: tuple[int, ...] | None, num_target_layers: int | None, where: str | None
-) -> list[Problem]:
-    if ids is None or num_target_layers is None:
-        return []
-    bad = [i for i in ids if i >= num_target_layers]
-    if not bad:
-        return []
-    return [
-        problem(
-            "SR307",
-            f"target_layer_ids ({where}) contains {bad}, outside the {num_target_layers} target "
-            "layers",
-            accepted=f"layer ids in [0, {num_target_layers})",
-            fix="use layer ids below num_target_layers, or correct num_target_layers",
-            field="target_layer_ids",
-        )
-    ]
 
 
 # -------------------------------------------------------------------------------------- DFlash
@@ -191,13 +98,13 @@ class DFlashDraftConfig:
 
 def parse_dflash_draft_config(mapping: Any) -> tuple[DFlashDraftConfig, list[Problem]]:
     """Parse without raising: the config (invalid fields left unset) and every problem."""
-    problems = _check_mapping(mapping)
+    problems = mapping_problems(mapping)
     if problems:
         return DFlashDraftConfig(), problems
-    sub = _sub(mapping, "dflash_config")
-    text = _sub(mapping, "text_config")
-    r = _Reader([("dflash_config", sub), ("", mapping)], problems)
-    with_text = _Reader([("dflash_config", sub), ("text_config", text), ("", mapping)], problems)
+    sub = sub_mapping(mapping, "dflash_config")
+    text = sub_mapping(mapping, "text_config")
+    r = FieldReader([("dflash_config", sub), ("", mapping)], problems)
+    with_text = FieldReader([("dflash_config", sub), ("text_config", text), ("", mapping)], problems)
     num_hidden_layers = with_text.integer("num_hidden_layers", minimum=1)
     num_target_layers = r.integer("num_target_layers", minimum=1)
     block_size = r.integer("block_size", minimum=1)
@@ -207,7 +114,7 @@ def parse_dflash_draft_config(mapping: Any) -> tuple[DFlashDraftConfig, list[Pro
     vocab = with_text.integer("target_vocab_size", minimum=1)
     if vocab is None:
         vocab = with_text.integer("vocab_size", minimum=1)
-    problems += _check_layer_range(ids, num_target_layers, r.sources.get("target_layer_ids"))
+    problems += layer_range_problems(ids, num_target_layers, r.sources.get("target_layer_ids"))
     sources = {**with_text.sources, **r.sources}
     config = DFlashDraftConfig(
         num_hidden_layers=num_hidden_layers,
@@ -264,37 +171,6 @@ class DSparkDraftConfig:
         return gamma if self.layout == "dense" else gamma + 1
 
 
-def _speculative_tokens(mapping: Mapping[str, Any], problems: list[Problem]) -> int | None:
-    """``speculators_config.proposal_methods[<default_proposal_method>].speculative_tokens``."""
-    spec = _sub(mapping, "speculators_config")
-    methods = spec.get("proposal_methods")
-    if not methods:
-        return None
-    wanted = spec.get("default_proposal_method")
-    chosen: Any = None
-    if isinstance(methods, Mapping):
-        known = isinstance(wanted, str) and wanted in methods
-        chosen = methods[wanted] if known else next(iter(methods.values()))
-    elif isinstance(methods, (list, tuple)):
-        named = [m for m in methods if isinstance(m, Mapping) and m.get("proposal_type") == wanted]
-        chosen = named[0] if named else methods[0]
-    value = chosen.get("speculative_tokens") if isinstance(chosen, Mapping) else None
-    if value is None:
-        return None
-    if not is_int(value) or value < 1:
-        problems.append(
-            problem(
-                "SR301",
-                f"draft config speculators_config speculative_tokens={value!r} is invalid",
-                accepted="an integer >= 1",
-                fix="correct speculators_config.proposal_methods in config.json",
-                field="gamma",
-            )
-        )
-        return None
-    return int(value)
-
-
 def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Problem]]:
     """Parse without raising: the config (invalid fields left at defaults) and every problem."""
     base, problems = parse_dflash_draft_config(mapping)
@@ -302,11 +178,11 @@ def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Pro
         return DSparkDraftConfig(), problems
     layers = [
         ("prefixed", mapping),
-        ("dspark_config", _sub(mapping, "dspark_config")),
-        ("text_config", _sub(mapping, "text_config")),
+        ("dspark_config", sub_mapping(mapping, "dspark_config")),
+        ("text_config", sub_mapping(mapping, "text_config")),
         ("", mapping),
     ]
-    r = _Reader(layers, problems)
+    r = FieldReader(layers, problems)
     bundled = any(mapping.get(key) is not None for key in _PREFIXED.values())
 
     def keys_for(field: str) -> dict[str, str | None]:
@@ -332,7 +208,7 @@ def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Pro
     block_size = pick(
         r.integer("block_size", minimum=1, keys=_ONLY_PREFIXED_BLOCK), "block_size", base.block_size
     )
-    problems += _unread_block_sizes(mapping, block_size, r.sources.get("block_size"))
+    problems += unread_block_sizes(mapping, block_size, r.sources.get("block_size"))
     ids = pick(r.layer_ids(keys=keys_for("target_layer_ids")), "target_layer_ids", base.target_layer_ids)
     mask_token = pick(r.text("mask_token", keys=keys_for("mask_token")), "mask_token", base.mask_token)
     mask_token_id = pick(
@@ -369,7 +245,7 @@ def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Pro
         )
     if markov_rank and head_type is None and bundled:
         head_type = "vanilla"  # bundled (prefixed-key) heads are vanilla
-    layout, problems_layout = _layout(mapping, r, keys_for)
+    layout, problems_layout = layout_of(mapping, r, keys_for)
     problems += problems_layout
     vocab = base.target_vocab_size
     for field in ("target_vocab_size", "vocab_size"):
@@ -377,8 +253,8 @@ def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Pro
         if found is not None:
             vocab = found
             break
-    gamma = _gamma(layout, block_size, _speculative_tokens(mapping, problems), r, problems)
-    problems += _check_layer_range(ids, num_target_layers, r.sources.get("target_layer_ids"))
+    gamma = gamma_of(layout, block_size, speculative_tokens(mapping, problems), r, problems)
+    problems += layer_range_problems(ids, num_target_layers, r.sources.get("target_layer_ids"))
     config = DSparkDraftConfig(
         num_hidden_layers=num_hidden_layers,
         num_target_layers=num_target_layers,
@@ -395,107 +271,3 @@ def parse_dspark_draft_config(mapping: Any) -> tuple[DSparkDraftConfig, list[Pro
         sources=dict(r.sources),
     )
     return config, dedupe_problems(problems)
-
-
-
-def _unread_block_sizes(mapping: Mapping[str, Any], block_size: int | None, where: str | None) -> list[Problem]:
-    """SR314 (a notice) for each dspark_config / text_config block_size that disagrees with the
-    block read in SGLang's order; the block itself never changes."""
-    found = []
-    for label in _UNREAD_BLOCK_LAYERS:
-        value = _sub(mapping, label).get("block_size")
-        if value is None or value == block_size:
-            continue
-        used = f"{where}={block_size}" if block_size is not None else "none (so the default applies)"
-        found.append(
-            problem(
-                "SR314",
-                f"the draft config's {label}.block_size={value!r} is not read: SGLang takes "
-                f"DSpark's block from dspark_block_size, else dflash_config.block_size, else a "
-                f"top-level block_size; the block used is {used}",
-                accepted="dspark_block_size, dflash_config.block_size or a top-level block_size",
-                fix=f"move the block size to dflash_config.block_size (or drop {label}.block_size) "
-                "in the draft checkpoint's config.json, or set --speculative-num-draft-tokens",
-                field="block_size",
-                severity="warning",
-            )
-        )
-    return found
-
-
-def _layout(mapping: Mapping[str, Any], r: _Reader, keys_for: Any) -> tuple[Layout, list[Problem]]:
-    """``sample_from_anchor`` / ``dspark_bonus_anchor`` (explicit) or the speculators model type."""
-    sample = r.boolean("sample_from_anchor", keys=keys_for("sample_from_anchor"))
-    bonus = r.boolean("bonus_anchor", keys=keys_for("bonus_anchor"))
-    if sample is not None and bonus is not None and sample == bonus:
-        return "dense", [
-            problem(
-                "SR306",
-                f"the draft config says both sample_from_anchor={sample} "
-                f"({r.sources['sample_from_anchor']}) and bonus_anchor={bonus} "
-                f"({r.sources['bonus_anchor']}); they contradict each other",
-                accepted="sample_from_anchor = not bonus_anchor (or only one of them)",
-                fix="keep one of the two keys; silently picking either one misreads every draft "
-                "slot",
-                field="layout",
-            )
-        ]
-    if sample is not None:
-        return ("dense" if sample else "bonus_anchor"), []
-    if bonus is not None:
-        return ("bonus_anchor" if bonus else "dense"), []
-    model_type = mapping.get("speculators_model_type")
-    if isinstance(model_type, str) and model_type.strip().lower() == "dspark":
-        r.sources["layout"] = "speculators_model_type"
-        return "bonus_anchor", []
-    return "dense", []
-
-
-def _gamma(
-    layout: Layout,
-    block_size: int | None,
-    speculative_tokens: int | None,
-    r: _Reader,
-    problems: list[Problem],
-) -> int | None:
-    where = r.sources.get("block_size", "block_size")
-    prefixed = where == _PREFIXED["block_size"]
-    if block_size is None and speculative_tokens is None:
-        return None
-    expected_block = None
-    if speculative_tokens is not None:
-        expected_block = speculative_tokens if layout == "dense" else speculative_tokens + 1
-        if block_size is not None and not prefixed and block_size != expected_block:
-            problems.append(
-                problem(
-                    "SR306",
-                    f"the draft config's {where}={block_size} does not fit speculative_tokens="
-                    f"{speculative_tokens} in the {layout} layout (expected block_size="
-                    f"{expected_block})",
-                    accepted="dense: block_size = gamma; bonus_anchor: block_size = gamma + 1",
-                    fix="set sample_from_anchor (true = dense, false = bonus-anchor) to the "
-                    "layout the checkpoint was trained with; silently picking either one "
-                    "misreads every draft slot",
-                    field="layout",
-                )
-            )
-        r.sources["gamma"] = "speculators_config.speculative_tokens"
-        return speculative_tokens
-    assert block_size is not None
-    r.sources["gamma"] = where
-    if prefixed or layout == "dense":
-        return block_size
-    if block_size < 2:
-        problems.append(
-            problem(
-                "SR301",
-                f"draft config {where}={block_size} is invalid for the bonus-anchor layout "
-                "(block_size = gamma + 1 leaves no draft slot)",
-                accepted="block_size >= 2 in the bonus-anchor layout",
-                fix="correct block_size, or mark the checkpoint dense (sample_from_anchor: true)",
-                field="block_size",
-            )
-        )
-        return None
-    return block_size - 1
-

@@ -1,5 +1,6 @@
 """The HiSparse plugin: registers the `hisparse` KV-cache backend, validates its layout against
-the plan, and builds the swapper. Imports neither torch nor triton at module level."""
+the plan, and builds the swapper; registers its SGLang runtime substitution (`hisparse_swap`,
+`specreg_hisparse.sglang_seam`). Imports neither torch nor triton at module level."""
 
 from __future__ import annotations
 
@@ -77,3 +78,10 @@ def specreg_register_errors(register: Callable[..., None]) -> None:
 
     for entry in ENTRIES:
         register(entry)
+
+
+@hookimpl
+def specreg_register_substitutions(register: Callable[..., None]) -> None:
+    from specreg_hisparse.sglang_seam import SUBSTITUTION
+
+    register(SUBSTITUTION)

@@ -1,11 +1,13 @@
 """Installs, once per framework process, the runtime substitutions an adapter's switch turns on.
 
-`from_env` reads `SPECREG_SGLANG_SUBSTITUTE` / `SPECREG_VLLM_SUBSTITUTE` (`specreg.contract.substitutions`
-holds the names); `install_all` imports each substitution's installer inside the framework's
-process, calls it, and logs one line per process saying what is active; `active()` answers the
-same from inside that process. Installers use `seam_missing` and `require_applied` so that a seam
-the framework moved, or a hook it did not apply, stops start-up with SR182 instead of leaving the
-framework's own kernel running.
+`from_env` reads `SPECREG_SGLANG_SUBSTITUTE` / `SPECREG_VLLM_SUBSTITUTE` against the
+substitutions the registry's plugins registered (`registry.substitutions()`, plain data resolved
+once at load: `specreg.contract.substitutions`); `install_all` calls each one's installer inside
+the framework's process (importing a ``"module:function"`` installer there), and logs one line
+per process saying what is active; `active()` answers the same from inside that process.
+Installers, the core's and the plugins', use `seam_missing` and `require_applied` so that a
+seam the framework moved, or a hook it did not apply, stops start-up with SR182 instead of
+leaving the framework's own kernel running.
 
 The record of what is installed is per process because the patches are: `INSTALLED` holds it.
 """
@@ -15,10 +17,11 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
+from specreg.contract.substitutions import SWITCHES, Substitution, Table, parse
 from specreg.errors import ConfigError, PluginError, problem
-from specreg.contract.substitutions import SUBSTITUTIONS, SWITCHES, parse
 
 logger = logging.getLogger("specreg.adapters")
 
@@ -28,12 +31,23 @@ _FRAMEWORK_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 INSTALLED: dict[str, str] = {}
 
 
-def from_env(framework: str, mode: str | None) -> tuple[str, ...]:
-    """The substitutions `framework`'s switch asks for; SR181 for an unknown name, or for any
-    substitution while the adapter is in shadow mode (shadow never changes what runs)."""
+def registry_table() -> Table:
+    """The substitutions of this process's registry (`Registry.load()`, as the adapters load
+    it: SPECREG_PLUGINS applies)."""
+    from specreg.registry.registry import Registry
+
+    return Registry.load().substitutions()
+
+
+def from_env(framework: str, mode: str | None, table: Table | None = None) -> tuple[str, ...]:
+    """The substitutions `framework`'s switch asks for, among those in `table` (default: the
+    registry's); SR181 for an unknown name, or for any substitution while the adapter is in
+    shadow mode (shadow never changes what runs)."""
     variable = SWITCHES[framework]
     text = os.environ.get(variable, "")
-    names, problems = parse(text, framework)
+    if not text.strip():
+        return ()
+    names, problems = parse(text, registry_table() if table is None else table, framework)
     if names and mode == "shadow":
         adapter = variable.removesuffix("_SUBSTITUTE")
         problems.append(problem(
@@ -48,21 +62,22 @@ def from_env(framework: str, mode: str | None) -> tuple[str, ...]:
     return names
 
 
-def install_all(framework: str, names: tuple[str, ...], plan: Any = None) -> tuple[str, ...]:
-    """Install each named substitution not yet installed in this process; returns `active()`.
+def install_all(
+    framework: str, names: tuple[str, ...], plan: Any = None, table: Table | None = None
+) -> tuple[str, ...]:
+    """Install each named substitution of `table` (default: the registry's) not yet installed in
+    this process; returns `active()`.
 
     `plan` is the adapter's plan when it has one (None at plugin-load time: installers then read
     what they need from the framework's own arguments when the framework calls them)."""
     fresh = [n for n in names if n not in INSTALLED]
+    if fresh and table is None:
+        table = registry_table()
     for name in fresh:
-        substitution = SUBSTITUTIONS[name]
-        module_name, _, function = substitution.installer.partition(":")
-        try:
-            install = getattr(importlib.import_module(module_name), function)
-        except (ImportError, AttributeError) as exc:
-            raise seam_missing(framework, substitution.installer, exc) from exc
+        substitution = table[name]  # type: ignore[index]
+        install = installer_of(framework, substitution)
         install(plan)
-        INSTALLED[name] = substitution.installer
+        INSTALLED[name] = substitution.where
     if fresh:
         logger.warning(
             "specreg: pid %d: %s runtime substitutions active: %s",
@@ -71,10 +86,24 @@ def install_all(framework: str, names: tuple[str, ...], plan: Any = None) -> tup
     return active()
 
 
+def installer_of(framework: str, substitution: Substitution) -> Callable[[Any], None]:
+    """The substitution's installer, imported here when it is a ``"module:function"`` string;
+    SR182 naming it when that import fails."""
+    if not isinstance(substitution.installer, str):
+        return substitution.installer
+    module_name, _, function = substitution.installer.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), function)  # type: ignore[no-any-return]
+    except (ImportError, AttributeError) as exc:
+        raise seam_missing(framework, substitution.installer, exc) from exc
+
+
 def plugin_module(plugin: str, submodule: str) -> Any:
     """`submodule` of the shipped plugin registered as `plugin` in the `specreg` entry-point
     group, found as the registry finds plugins (specreg's core never imports a shipped plugin
-    by name). ImportError when no such plugin is installed."""
+    by name). ImportError when no such plugin is installed. Only `sglang_tree_kernels` still
+    reaches a plugin this way; a plugin's own seams come through
+    `specreg_register_substitutions`."""
     from importlib.metadata import entry_points
 
     found = [ep for ep in entry_points(group="specreg") if ep.name == plugin]

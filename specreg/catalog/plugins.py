@@ -1,4 +1,4 @@
-"""Catalog entries of plugins (SR109-SR115, SR118, SR119, SR123-SR128).
+"""Catalog entries of plugins (SR109-SR115, SR118, SR119, SR123-SR129).
 
 Loading, registering, answering hooks, and the plan those answers build: objects that keep the
 per-step contract and agree with the plan's sizes.
@@ -166,6 +166,40 @@ ENTRIES = (
         example_fix=(
             "register(ErrorEntry(code='SR512', title='...', meaning='...', when='...',\n"
             "                    solutions=['...'], example_fix='...'))"
+        ),
+    ),
+    ErrorEntry(
+        code="SR129",
+        title="Plugin runtime substitution malformed or taken",
+        meaning=(
+            "A runtime substitution is a framework seam (a class, a function, a kernel) where a "
+            "plugin's code runs in place of the framework's own, installed inside the "
+            "framework's process when SPECREG_SGLANG_SUBSTITUTE / SPECREG_VLLM_SUBSTITUTE names "
+            "it (a config's substitutions field names those it expects). Plugins register "
+            "them through specreg_register_substitutions, and a name belongs to the first "
+            "plugin that "
+            "registers it (specreg's own, tree_verify and rejection_sampler, come first). The "
+            "plugin named in the message registered something that is not a Substitution, one "
+            "with a bad name, framework, summary or installer, or a name another plugin has; "
+            "the plugin is skipped with all it registers. Cause: the plugin."
+        ),
+        when="Registry.load() (and `specreg list`, every command, a framework adapter's start) "
+        "calls each plugin's specreg_register_substitutions hook.",
+        solutions=(
+            "Plugin authors: register specreg.contract.substitutions.Substitution(name, "
+            "framework, summary, installer) with a lower-case name (letters, digits, '_'; not "
+            "all, off or none), framework 'sglang' or 'vllm', a summary of what changes, and "
+            "an installer that is a callable or a 'module:function' string.",
+            "Plugin authors: pick a name no other installed plugin registers (the message "
+            "names the plugin that has it).",
+            "Users: leave one of the two plugins out with SPECREG_PLUGINS, and report it to "
+            "the plugin's authors.",
+        ),
+        example_fix=(
+            "# before\nregister(Substitution('tree_verify', 'sglang', 'mine', install))"
+            "   # specreg's name\n"
+            "# after\nregister(Substitution('mykernel_verify', 'sglang',\n"
+            "                      \"SGLang's verify runs mykernel\", install))"
         ),
     ),
     ErrorEntry(

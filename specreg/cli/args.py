@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from specreg.contract.config import load_json_object
 from specreg.errors import ConfigError, Problem, problem
 from specreg.framework_args.flags import COMMAND_LINE
 from specreg.integers import is_int
+
+if TYPE_CHECKING:
+    from specreg.contract.substitutions import Substitution
 
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -74,17 +78,22 @@ def _coerce(value: str) -> Any:
     return text
 
 
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def config_from_args(
+    args: argparse.Namespace, substitutions: Mapping[str, Substitution]
+) -> dict[str, Any]:
     """Merge --config FILE with the flags (flags win) into a SpecConfig mapping."""
-    data, problems = parse_config_flags(args)
+    data, problems = parse_config_flags(args, substitutions)
     if problems:
         raise ConfigError(problems)
     return data
 
 
-def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[Problem]]:
+def parse_config_flags(
+    args: argparse.Namespace, substitutions: Mapping[str, Substitution]
+) -> tuple[dict[str, Any], list[Problem]]:
     """The SpecConfig mapping the flags give, and every problem with the flags themselves
-    (worded in flags), so a command can report them together with the config's problems."""
+    (worded in flags), so a command can report them together with the config's problems.
+    `substitutions` are the registry's (`registry.substitutions()`), which --substitute names."""
     data: dict[str, Any] = {}
     problems: list[Problem] = []
     if args.config_file:
@@ -122,11 +131,11 @@ def parse_config_flags(args: argparse.Namespace) -> tuple[dict[str, Any], list[P
     if args.candidate_steps is not None:
         data["candidate_steps"] = [_coerce(s) for s in args.candidate_steps.split(",") if s.strip()]
     if args.substitutions is not None:
-        from specreg.contract.substitutions import SUBSTITUTIONS, parse
+        from specreg.contract.substitutions import parse
 
-        names, found = parse(args.substitutions, flag="--substitute")
+        names, found = parse(args.substitutions, substitutions, flag="--substitute")
         problems += found  # reported once, here; the config gets the known names only
-        data["substitutions"] = [n for n in names if n in SUBSTITUTIONS]
+        data["substitutions"] = [n for n in names if n in substitutions]
     return data, problems
 
 

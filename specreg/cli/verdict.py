@@ -46,7 +46,7 @@ def config_verdict(registry: Any, args: argparse.Namespace, *, build: bool) -> V
     """The verdict on the config `args` give. `build=True` (`plan`) builds the plan's objects
     here, with whatever they import; otherwise (`check`) without importing torch or triton here
     (see the module). A memory budget needs the objects too (each states its own bytes)."""
-    data, problems = parse_config_flags(args)
+    data, problems = parse_config_flags(args, registry.substitutions())
     device, host, budget_problems = memory_budgets(args)
     problems += budget_problems
     substitutions_known = not any(p.code == "SR181" for p in problems)

@@ -50,8 +50,8 @@ def hisparse_runtime_problems(
 ) -> list[Problem]:
     """SGLang's HiSparse rules that its runtime (swap manager, hooks) enforces, as coded problems.
 
-    With the `hisparse_swap` substitution (`specreg.contract.substitutions`) specreg's swapper replaces
-    SGLang's swap manager, so the manager's own limits (SR167, SR168) do not apply, and
+    With the `hisparse_swap` substitution (the HiSparse plugin's, `specreg_hisparse.sglang_seam`)
+    specreg's swapper replaces SGLang's swap manager, so the manager's own limits (SR167, SR168) do not apply, and
     specreg's (SR183, SR184) do. `substitutions=None` means they are unknown (the switch named
     one that does not exist, refused on its own): then neither set is reported."""
     if not framework.get("enable_hisparse"):

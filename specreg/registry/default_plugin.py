@@ -12,17 +12,21 @@
   a lossy rule.
 - verifier: the core chain verifier for chain and block drafters, accepting every candidate's
   width.
+- substitutions: the core adapters' own runtime substitutions, `tree_verify` (SGLang) and
+  `rejection_sampler` (vLLM), registered before any plugin's (a plugin's own, such as
+  HiSparse's `hisparse_swap`, come through the same hook).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specreg.errors import Problem, problem
 from specreg.hookspecs import hookimpl
 from specreg.contract.phase import Phase
 from specreg.contract.resolution import Sizes, adaptive_steps
+from specreg.contract.substitutions import Substitution
 
 if TYPE_CHECKING:
     from specreg.contract.config import SpecConfig
@@ -36,6 +40,31 @@ _FLAGS = {
     "topk": "--speculative-eagle-topk",
     "num_draft_tokens": "--speculative-num-draft-tokens",
 }
+
+
+#: The core adapters' runtime substitutions; their installers (in `specreg.adapters`) are
+#: imported only inside the framework's process.
+SUBSTITUTIONS = (
+    Substitution(
+        "tree_verify", "sglang",
+        "eagle_sample's greedy and sampling tree kernels (and the top-k/top-p renorm before "
+        "them) are specreg's: min-p and per-request seeds added, and greedy verification runs "
+        "on every platform",
+        "specreg.adapters.sglang_tree_verify:install",
+    ),
+    Substitution(
+        "rejection_sampler", "vllm",
+        "vLLM's rejection sampler runs specreg's chain verifier: min_p and logit_bias are "
+        "accepted with speculative decoding and applied at every verified position",
+        "specreg.adapters.vllm_rejection:install",
+    ),
+)
+
+
+@hookimpl
+def specreg_register_substitutions(register: Callable[..., None]) -> None:
+    for substitution in SUBSTITUTIONS:
+        register(substitution)
 
 
 @hookimpl(trylast=True)

@@ -3,8 +3,9 @@
 A plugin's hooks must match specreg's specifications (SR111, naming the closest hook or
 argument to a misspelt one) under a free name (SR112), its
 specs must be specreg's types (SR113) under names no other plugin claims without an override
-(SR112), its error entries must use free plugin codes (SR119), and a hook that raises is named
-(SR114). A registry that a `RegistryCache` shares refuses every change (SR109).
+(SR112), its error entries must use free plugin codes (SR119), its runtime substitutions must be
+well formed under free names (SR129), and a hook that raises is named (SR114). A registry
+that a `RegistryCache` shares refuses every change (SR109).
 """
 
 from __future__ import annotations
@@ -119,6 +120,19 @@ def catalog_refused(plugin: str, reasons: list[str]) -> Problem:
         f"plugin {plugin!r} could not register its error codes: " + "; ".join(reasons),
         accepted="ErrorEntry objects with codes SR500-SR899 not used by another plugin",
         fix="pick free codes in SR500-SR899 for the plugin's catalog entries",
+    )
+
+
+def substitutions_refused(plugin: str, reasons: list[str]) -> Problem:
+    """SR129: a plugin's runtime substitutions were refused (the plugin is skipped)."""
+    return problem(
+        "SR129",
+        f"plugin {plugin!r} could not register its runtime substitutions: " + "; ".join(reasons),
+        accepted="specreg.contract.substitutions.Substitution objects: a lower-case name no "
+        "other plugin registered, framework 'sglang' or 'vllm', a summary, and an installer "
+        "(a callable or 'module:function')",
+        fix="give the substitution a free name, or correct the field the message names",
+        field="substitutions",
     )
 
 

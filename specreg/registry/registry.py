@@ -47,6 +47,7 @@ from specreg.registry.registration_checks import hook_raised, register_checked, 
 from specreg.contract.resolution import Resolution
 from specreg.registry.resolver import check_config, resolve_plan, resolve_sizes
 from specreg.contract.specs import AlgorithmSpec, CacheSpec, Origin
+from specreg.contract.substitutions import Substitution
 
 __all__ = ["SHARED_REGISTRIES", "PluginFailure", "Registry", "RegistryCache"]
 
@@ -256,6 +257,12 @@ class Registry:
 
     def caches(self) -> list[CacheSpec]:
         return own_names(self._tables.caches)
+
+    def substitutions(self) -> Mapping[str, Substitution]:
+        """The runtime substitutions the loaded plugins registered, by name (read-only plain
+        data, resolved once at load): what the adapters' switches and a config's
+        `substitutions` accept, and the installer each runs in a framework's process."""
+        return self._tables.substitutions
 
     def plugins(self) -> list[PluginInfo]:
         """Loaded plugins (the default plugin included) with the hooks each implements."""

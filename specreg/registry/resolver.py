@@ -50,6 +50,7 @@ from specreg.registry.plugin_info import PluginInfo
 from specreg.contract.protocols import DRAFTER_PROTOCOLS, VERIFIER_PROTOCOLS, CacheSwapperProtocol
 from specreg.contract.resolution import Candidate, Resolution, Sizes, adaptive_steps
 from specreg.contract.specs import AlgorithmSpec, CacheSpec
+from specreg.contract.substitutions import Substitution, problems_of
 from specreg.registry.translate import config_from_flags
 
 DEFAULT_PLUGIN = "specreg.default"
@@ -70,6 +71,8 @@ class HookTables(Protocol):
     def bystanders(self, *names: str) -> frozenset[str]: ...
 
     def plugins(self) -> list[PluginInfo]: ...
+
+    def substitutions(self) -> Mapping[str, Substitution]: ...
 
     def has_hook(self, hook_name: str, *, skip: frozenset[str]) -> bool: ...
 
@@ -200,7 +203,8 @@ def _run_pass(tables: HookTables, config: SpecConfig | Mapping[str, Any]) -> _Pa
     skip |= tables.shadowed(cache.name) if cache else frozenset()
     skip |= tables.bystanders(algorithm.name, *([cache.name] if cache else []))
     memo: dict[str, Any] = {}
-    problems: list[Problem] = list(lookup_problems)  # an unknown cache hides nothing else
+    # an unknown cache or substitution hides nothing else
+    problems = [*lookup_problems, *problems_of(config.substitutions, tables.substitutions())]
     # errors the translation found without stopping the config (SR178: no draft checkpoint)
     problems += [n for n in config.notices if n.is_error]
     resolution: Resolution | None = None

@@ -1,16 +1,17 @@
 """The tables a registry answers from: every plugin's specs, settled by name, and its catalog.
 
-`collect_tables` asks every registered plugin for its error entries, algorithms and caches,
-refuses (and unregisters) a plugin whose registration fails a check, settles each name between
-the plugins that claim it (an override wins; two plain claims are a conflict) and returns one
-immutable `Tables` snapshot.
+`collect_tables` asks every registered plugin for its error entries, runtime substitutions,
+algorithms and caches, refuses (and unregisters) a plugin whose registration fails a check,
+settles each spec name between the plugins that claim it (an override wins; two plain claims
+are a conflict) and returns one immutable `Tables` snapshot: plain data, so nothing a serving
+loop (or a framework's process) reads from it goes through pluggy again.
 """
 
 from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 import attrs
@@ -18,13 +19,16 @@ import pluggy
 
 from specreg import hookspecs
 from specreg.catalog import Catalog, ErrorEntry
+from specreg.contract.substitutions import Substitution, substitution_refusal
 from specreg.errors import PluginError, Problem, SpecRegError
+from specreg.registry.default_plugin import PLUGIN_NAME as DEFAULT_PLUGIN_NAME
 from specreg.registry.plugin_info import PluginInfo
 from specreg.registry.loading import Fail, own_version
 from specreg.registry.registration_checks import (
     catalog_refused,
     hook_raised,
     name_conflict,
+    substitutions_refused,
     wrong_spec_type,
 )
 from specreg.contract.specs import AlgorithmSpec, CacheSpec, Origin
@@ -50,6 +54,8 @@ class Tables:
     owned: Mapping[str, frozenset[str]] = attrs.field(factory=dict)  # plugin -> spec names
     plugin_infos: tuple[PluginInfo, ...] = ()  # what plugins() reports, built once per rebuild
     catalog: Catalog = attrs.field(factory=Catalog)  # the core's and these plugins' entries
+    #: runtime substitution name -> what its plugin registered (`specreg.contract.substitutions`)
+    substitutions: Mapping[str, Substitution] = attrs.field(factory=dict)
 
 
 EMPTY_TABLES = Tables({}, {}, {}, {})
@@ -89,6 +95,7 @@ def collect_tables(
     """Ask every plugin to register its specs and build the lookup tables."""
     run = _Collection(pm, origins, fail)
     catalog = _error_entries(run)
+    substitutions = _substitutions(run)
     claims: dict[str, dict[str, list[Claim]]] = {"algorithm": {}, "cache": {}}
     for hook_name, kind, spec_type in (
         ("specreg_register_algorithms", "algorithm", AlgorithmSpec),
@@ -101,6 +108,7 @@ def collect_tables(
                 for name in claim.spec.names:
                     claims[kind].setdefault(name, []).append(claim)
     for plugin in run.refused:  # drop everything the refused plugins claimed
+        substitutions = {n: (s, p) for n, (s, p) in substitutions.items() if p != plugin}
         for table in claims.values():
             for name in list(table):
                 table[name] = [c for c in table[name] if c.plugin != plugin]
@@ -123,6 +131,7 @@ def collect_tables(
         owned={plugin: frozenset(names) for plugin, names in owned.items()},
         plugin_infos=tuple(_plugin_infos(pm, origins, load_seconds)),
         catalog=catalog,
+        substitutions=MappingProxyType({n: s for n, (s, _) in sorted(substitutions.items())}),
     )
 
 
@@ -183,6 +192,47 @@ def _error_entries(run: _Collection) -> Catalog:
         else:
             run.refuse(plugin, catalog_refused(plugin, reasons))
     return catalog
+
+
+def _substitutions(run: _Collection) -> dict[str, tuple[Substitution, str]]:
+    """Run every plugin's specreg_register_substitutions, in registration order (a name belongs
+    to the first plugin that registers it: the default plugin's come first), into name ->
+    (substitution, plugin); a plugin with a malformed substitution or a taken name is refused
+    (SR129) and keeps none of them."""
+    table: dict[str, tuple[Substitution, str]] = {}
+    impls = run.pm.hook.specreg_register_substitutions.get_hookimpls()  # registration order
+    for impl in sorted(impls, key=lambda i: i.plugin_name != DEFAULT_PLUGIN_NAME):
+        plugin = impl.plugin_name
+        reasons: list[str] = []
+        accepted: dict[str, Substitution] = {}
+
+        def register(
+            substitution: Any, _p: str = plugin, _out: list[str] = reasons,
+            _ok: dict[str, Substitution] = accepted,
+        ) -> None:
+            reason = substitution_refusal(substitution)
+            if reason is None:
+                name = substitution.name
+                taken = table.get(name)
+                if taken is not None and taken[0] != substitution:
+                    reason = f"the name {name!r} is already registered by plugin {taken[1]!r}"
+                elif _ok.get(name, substitution) != substitution:
+                    reason = f"the name {name!r} is registered twice with different substitutions"
+            if reason is not None:
+                _out.append(reason)
+            else:
+                _ok[substitution.name] = substitution
+
+        try:
+            impl.function(register=register)
+        except Exception as exc:  # noqa: BLE001 - a plugin must never take others down
+            reasons.append(f"raised {type(exc).__name__}: {exc}")
+        if reasons:
+            run.refuse(plugin, substitutions_refused(plugin, reasons))
+            continue
+        for name, substitution in accepted.items():
+            table.setdefault(name, (substitution, plugin))
+    return table
 
 
 def _settle(

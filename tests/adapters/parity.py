@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specreg.adapters import deviation_pages, deviations
+from tests.adapters import deviation_pages, deviations
 from specreg.adapters.common import outcome
 from tests.adapters.envs import REPO_ROOT, FrameworkEnv
 from tests.support.models import MODEL_CONFIGS

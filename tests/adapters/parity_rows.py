@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specreg.adapters import deviations
+from tests.adapters import deviations
 from tests.adapters.parity import SNAPSHOTS
 
 

@@ -64,7 +64,7 @@ def setup(substitute: str) -> Any:
             HookRegistry.apply_hooks = classmethod(lambda cls: None)
         load_plugins()
     elif substitute == "install":
-        from specreg.adapters.sglang_hisparse import install
+        from specreg_hisparse.sglang_seam import install
 
         install(None)
     import sglang.srt.managers.hisparse_coordinator as hc
@@ -427,7 +427,7 @@ def sabotaged(hc: Any) -> dict[str, Any]:
     failures), then when the manager lost a method its callers use."""
     from sglang.srt.plugins.hook_registry import HookRegistry
 
-    from specreg.adapters.sglang_hisparse import install
+    from specreg_hisparse.sglang_seam import install
 
     out = {}
     apply_hooks = HookRegistry.__dict__["apply_hooks"]
@@ -496,7 +496,7 @@ def main() -> None:
     if "corrupted" in payload:
         result["corrupted"] = corrupted(hc, payload["corrupted"])
     from specreg.adapters import substitution_runtime
-    from specreg.adapters.sglang_hisparse import installed
+    from specreg_hisparse.sglang_seam import installed
 
     result["installed"] = installed()
     result["active"] = list(substitution_runtime.active())

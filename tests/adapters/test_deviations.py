@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specreg.adapters.deviations import (
+from tests.adapters.deviations import (
     audit,
     conditions_of,
     difference,

@@ -14,9 +14,9 @@ import pytest
 HERE = Path(__file__).parent
 SCRIPT = HERE / "sglang_hisparse_runtime.py"
 GPU_COMPARE = HERE.parents[1] / "benchmarks" / "gpu" / "sglang_hisparse_compare.py"
-ENFORCE = {"SPECREG_SGLANG": "enforce", "SPECREG_PLUGINS": "specreg_eagle,specreg_hisparse"}
+ENFORCE = {"SPECREG_SGLANG": "enforce", "SPECREG_PLUGINS": "eagle,hisparse"}
 SUBSTITUTED = {**ENFORCE, "SPECREG_SGLANG_SUBSTITUTE": "hisparse_swap"}
-MANAGER = "specreg.adapters.sglang_hisparse.SpecregHiSparseSpecSwapManager"
+MANAGER = "specreg_hisparse.sglang_seam.SpecregHiSparseSpecSwapManager"
 SGLANGS = "sglang.srt.managers.hisparse_coordinator.HiSparseSpecSwapManager"
 SGLANGS_REFUSAL = "HiSparse spec swap requires 2-4 draft tokens and top_k >= 1024."
 #: (draft tokens, top_k, device_buffer_size, page size): the issue's 1, 5 and 8 steps at

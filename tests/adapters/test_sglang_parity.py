@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specreg.adapters import deviation_pages, deviations
+from tests.adapters import deviation_pages, deviations
 from specreg.adapters.common import outcome
 from tests.adapters import parity
 
@@ -107,7 +107,7 @@ def test_enforce_mode_gives_specregs_values_on_the_whole_grid(parity_runs, parit
 
 def test_deviation_docs_are_generated_from_the_table_and_snapshots():
     root = Path(__file__).resolve().parents[2]
-    fix = "run `python -m specreg.adapters.deviation_pages` to regenerate the pages"
+    fix = "run `python -m tests.adapters.deviation_pages` to regenerate the pages"
     for path, text in deviation_pages.pages(root):
         assert path.read_text() == text, f"{path}: {fix}"
     rows = deviations.load_table()

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from specreg.adapters import deviations
+from tests.adapters import deviations
 from tests.adapters import parity
 
 FRAMEWORK = "vllm"

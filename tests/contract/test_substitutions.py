@@ -15,7 +15,7 @@ from specreg.contract.config import SpecConfig
 from specreg.errors import ConfigError, PluginError
 from specreg.framework_args.rules import hisparse_runtime_problems
 from specreg.registry.registry import Registry
-from specreg.contract.substitutions import SUBSTITUTIONS, Substitution, names_of, parse
+from specreg.contract.substitutions import Substitution, names_of, parse
 from tests.support.cli import specreg
 
 
@@ -24,10 +24,26 @@ def registry():
     return Registry.load()
 
 
-def test_names_per_framework():
-    assert names_of("sglang") == ("hisparse_swap", "tree_verify")
-    assert names_of("vllm") == ("rejection_sampler",)
-    assert set(names_of()) == set(SUBSTITUTIONS)
+@pytest.fixture(scope="module")
+def table(registry):
+    """The substitutions the loaded plugins registered: the core's and HiSparse's."""
+    return registry.substitutions()
+
+
+def test_names_per_framework(table):
+    assert names_of(table, "sglang") == ("hisparse_swap", "tree_verify")
+    assert names_of(table, "vllm") == ("rejection_sampler",)
+    assert set(names_of(table)) == set(table)
+
+
+def test_each_substitution_comes_from_its_plugin(table):
+    from specreg_hisparse import sglang_seam
+
+    assert table["hisparse_swap"] is sglang_seam.SUBSTITUTION
+    assert table["hisparse_swap"].installer is sglang_seam.install
+    assert table["tree_verify"].installer == "specreg.adapters.sglang_tree_verify:install"
+    without = Registry.load(allowlist=["eagle"], fresh=True).substitutions()
+    assert set(without) == {"tree_verify", "rejection_sampler"}  # the core's stay
 
 
 @pytest.mark.parametrize(
@@ -43,29 +59,41 @@ def test_names_per_framework():
         ("tree_verify,nope,hisparse_swap_", "sglang", None, ["SR181", "SR181"]),
     ],
 )
-def test_parse(text, framework, names, codes):
-    found, problems = parse(text, framework)
+def test_parse(table, text, framework, names, codes):
+    found, problems = parse(text, table, framework)
     if names is not None:
         assert found == names
     assert [p.code for p in problems] == codes
 
 
-def test_other_frameworks_name_says_whose_it_is():
-    _, (found,) = parse("rejection_sampler", "sglang")
+def test_other_frameworks_name_says_whose_it_is(table):
+    _, (found,) = parse("rejection_sampler", table, "sglang")
     assert "vllm seam, not a SGLang one" in found.render()
     assert "SPECREG_SGLANG_SUBSTITUTE=hisparse_swap,tree_verify" in found.render()
 
 
-def test_config_field_normalises_and_validates():
+def test_config_field_normalises_and_validates(registry):
     config = SpecConfig(algorithm="eagle", substitutions="tree_verify,hisparse_swap,tree_verify")
     assert config.substitutions == ("hisparse_swap", "tree_verify")
+    # which names exist is the registry's answer: its plugins registered them
+    misspelt = SpecConfig(algorithm="eagle", substitutions=["tree_verfy", "rejection_sampler"])
     with pytest.raises(ValueError) as info:
-        SpecConfig(algorithm="eagle", substitutions=["tree_verfy", "rejection_sampler"])
+        registry.resolve(misspelt)
     assert isinstance(info.value, ConfigError)
     assert info.value.codes == ("SR181",)
+    assert "Did you mean 'tree_verify'?" in str(info.value)
+    assert [p.code for p in registry.check(misspelt)] == ["SR181"]
     with pytest.raises(ConfigError) as info:
         SpecConfig(algorithm="eagle", substitutions=3)
     assert info.value.codes == ("SR181",)
+
+
+def test_a_plugins_substitution_needs_the_plugin_loaded():
+    eagle_only = Registry.load(allowlist=["eagle"], fresh=True)
+    with pytest.raises(ConfigError) as info:
+        eagle_only.resolve({"algorithm": "eagle", "substitutions": ["hisparse_swap"]})
+    assert info.value.codes == ("SR181",)
+    assert eagle_only.resolve({"algorithm": "eagle", "substitutions": ["tree_verify"]})
 
 
 def test_plan_records_substitutions_and_round_trips(registry):
@@ -126,8 +154,12 @@ def fake_substitution(monkeypatch):
     module = types.ModuleType("fake_installer")
     module.install = calls.append  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "fake_installer", module)
-    monkeypatch.setitem(SUBSTITUTIONS, "fake", Substitution("fake", "sglang", "test", "fake_installer:install"))
-    monkeypatch.setitem(SUBSTITUTIONS, "broken", Substitution("broken", "sglang", "test", "no_such_mod:install"))
+    table = {
+        "fake": Substitution("fake", "sglang", "test", "fake_installer:install"),
+        "broken": Substitution("broken", "sglang", "test", "no_such_mod:install"),
+        "called": Substitution("called", "sglang", "test", calls.append),
+    }
+    monkeypatch.setattr(runtime, "registry_table", lambda: table)
     monkeypatch.setattr(runtime, "INSTALLED", {})
     return calls
 
@@ -140,6 +172,12 @@ def test_install_all_once_per_process_and_logs(fake_substitution, caplog):
     (line,) = [r.getMessage() for r in caplog.records]
     assert "SGLang runtime substitutions active: fake" in line
     assert runtime.active() == ("fake",)
+
+
+def test_a_callable_installer_is_called_as_registered(fake_substitution):
+    assert runtime.install_all("sglang", ("called",), "the plan") == ("called",)
+    assert fake_substitution == ["the plan"]
+    assert runtime.INSTALLED["called"].endswith(":list.append")
 
 
 def test_missing_installer_is_sr182(fake_substitution):
@@ -176,7 +214,6 @@ def test_load_adapter_installs_switch(fake_substitution, monkeypatch):
     monkeypatch.setattr(_Recorder, "installed", [])
     monkeypatch.setenv("SPECREG_SGLANG", "enforce")
     monkeypatch.setenv("SPECREG_SGLANG_SUBSTITUTE", "fake")
-    monkeypatch.setattr(runtime, "parse", lambda text, fw: ((text,), []))
     load_adapter(_Recorder)
     (adapter,) = _Recorder.installed
     assert adapter.substitutions == ("fake",) and adapter.refusal is None

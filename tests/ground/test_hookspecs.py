@@ -16,6 +16,7 @@ from specreg import (
     PluginError,
     Registry,
     SpecRegError,
+    UnknownNameError,
     hookimpl,
     problem,
 )
@@ -48,7 +49,7 @@ def make_registry(*plugins) -> Registry:
 
 def test_every_hookspec_has_a_test():
     names = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("specreg_")]
-    assert len(names) == 12
+    assert len(names) == 13
     missing = [n for n in names if f"test_hook_{n}" not in globals()]
     assert not missing, f"hooks without a test: {missing}"
 
@@ -124,6 +125,81 @@ def test_hook_specreg_register_errors():
     assert found["outofrange"].code == "SR119" and "SR500-SR899" in found["outofrange"].message
     assert registry.catalog.lookup("SR512") is entry  # the first owner keeps its code
     assert registry.catalog.owner("SR512") == "owner"
+
+
+def test_hook_specreg_register_substitutions():
+    from types import MappingProxyType
+
+    from specreg.contract.substitutions import Substitution
+
+    installed = []
+    mine = Substitution("widget_swap", "sglang", "SGLang's widget runs the plugin's", installed.append)
+    calls = []
+
+    class Seams:
+        @hookimpl
+        def specreg_register_substitutions(self, register):
+            calls.append(1)
+            register(mine)
+
+    registry = make_registry(Seams())
+    table = registry.substitutions()
+    assert isinstance(table, MappingProxyType)  # plain data, resolved once at load
+    assert table["widget_swap"] is mine
+    assert {"tree_verify", "rejection_sampler"} <= set(table)  # the default plugin's own
+    before = len(calls)
+    for _ in range(3):
+        registry.substitutions()
+        registry.resolve({"algorithm": "treealgo", "substitutions": ["widget_swap"]})
+    assert len(calls) == before  # nothing goes through pluggy after the load
+    with pytest.raises(ConfigError) as info:
+        make_registry().resolve({"algorithm": "treealgo", "substitutions": ["widget_swap"]})
+    assert info.value.code == "SR181"  # without the plugin, the name is unknown
+
+    def plugin_registering(*substitutions):
+        class Plugin:
+            @hookimpl
+            def specreg_register_substitutions(self, register):
+                for substitution in substitutions:
+                    register(substitution)
+
+            @hookimpl
+            def specreg_register_algorithms(self, register):
+                register(AlgorithmSpec(name="lost_with_it", drafting="chain"))
+
+        return Plugin()
+
+    registry = Registry()
+    registry.register_plugin(Seams(), "owner")
+    bad = {
+        "clash": plugin_registering(Substitution("widget_swap", "sglang", "other", print)),
+        "core_clash": plugin_registering(Substitution("tree_verify", "sglang", "other", print)),
+        "not_one": plugin_registering({"name": "x"}),
+        "bad_name": plugin_registering(Substitution("All", "sglang", "s", print)),
+        "reserved": plugin_registering(Substitution("off", "sglang", "s", print)),
+        "framework": plugin_registering(Substitution("x_swap", "trtllm", "s", print)),
+        "summary": plugin_registering(Substitution("x_swap", "vllm", " ", print)),
+        "installer": plugin_registering(Substitution("x_swap", "vllm", "s", "not dotted")),
+        "twice": plugin_registering(Substitution("x_swap", "vllm", "s", print),
+                                    Substitution("x_swap", "vllm", "t", print)),
+    }
+    for name, plugin in bad.items():
+        assert registry.register_plugin(plugin, name) is None, name
+    found = {f.plugin: f.problem for f in registry.failures}
+    assert "owner" not in found
+    assert {name: found[name].code for name in bad} == dict.fromkeys(bad, "SR129")
+    assert "already registered by plugin 'owner'" in found["clash"].message
+    assert "already registered by plugin 'specreg.default'" in found["core_clash"].message
+    assert "not a specreg Substitution" in found["not_one"].message
+    assert "'trtllm'" in found["framework"].message
+    assert "registered twice" in found["twice"].message
+    assert registry.substitutions()["widget_swap"] is mine  # the first owner keeps it
+    assert registry.substitutions()["tree_verify"].framework == "sglang"
+    with pytest.raises(UnknownNameError):  # a refused plugin keeps nothing it registered
+        registry.get_algorithm("lost_with_it")
+    with pytest.raises(PluginError) as info:
+        Registry(strict=True).register_plugin(bad["core_clash"], "x")
+    assert info.value.code == "SR129"
 
 
 def test_hook_specreg_resolve_config():

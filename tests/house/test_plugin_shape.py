@@ -4,7 +4,9 @@ The shape (docs/writing-plugins.md, "The shape of a plugin"): `plugin.py` holds 
 imports no torch; `errors.py` the catalog entries; `checkpoint.py` reads a draft model's config,
 where there is one; `sizes.py` states what a resolved config implies; `kernels/<family>/`
 holds `reference.py`, `torch_impl.py`, (`triton_impl.py`), `__init__.py`, and optionally
-`types.py` and `checks.py`; `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects.
+`types.py` and `checks.py`; `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects;
+a module too long for one job splits into named parts beside it (`checkpoint_reader.py`,
+`swapper_checks.py`, ...); `sglang_seam.py` is the plugin's SGLang runtime substitution.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ PACKAGES = {
 TOP_LEVEL = {
     "__init__.py", "plugin.py", "errors.py", "checkpoint.py", "sizes.py",
     "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py",
+    # a module past 400 lines splits by job into <module>_<job>.py parts beside it
+    "checkpoint_reader.py", "checkpoint_layout.py", "swapper_state.py", "swapper_checks.py",
+    # a plugin's own framework seam, registered through specreg_register_substitutions
+    "sglang_seam.py", "vllm_seam.py",
 }
 FAMILY_REQUIRED = {"__init__.py", "reference.py", "torch_impl.py"}
 FAMILY_OPTIONAL = {"triton_impl.py", "types.py", "checks.py"}

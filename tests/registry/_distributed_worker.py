@@ -1,6 +1,6 @@
 """One rank of the consistency test: runs every scenario in order and writes what each raised.
 
-Usage: python _consistency_worker.py RANK WORLD_SIZE INIT_FILE OUT_DIR
+Usage: python _distributed_worker.py RANK WORLD_SIZE INIT_FILE OUT_DIR
 Every rank runs the same scenarios in the same order (the collectives must line up); a scenario
 changes one thing on one rank. Results go to OUT_DIR/rank<RANK>.json.
 """

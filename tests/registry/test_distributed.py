@@ -1,7 +1,7 @@
 """specreg.registry.distributed.check_consistent across real gloo process groups on the CPU.
 
 Three worker processes are started once per module; each runs every scenario of
-`_consistency_worker.py` and writes what it raised. The tests read those results.
+`_distributed_worker.py` and writes what it raised. The tests read those results.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def results(tmp_path_factory) -> list[dict]:
         subprocess.Popen(
             [
                 sys.executable,
-                str(HERE / "_consistency_worker.py"),
+                str(HERE / "_distributed_worker.py"),
                 str(r),
                 str(WORLD),
                 str(init_file),

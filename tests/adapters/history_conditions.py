@@ -1,5 +1,5 @@
 """The parity conditions of the history drafters' cases (SGLang's NGRAM flags, vLLM's ngram and
-suffix keys), read from a case's facts for `specreg.adapters.deviations.CONDITIONS`."""
+suffix keys), read from a case's facts for `tests.adapters.deviations.CONDITIONS`."""
 
 from __future__ import annotations
 

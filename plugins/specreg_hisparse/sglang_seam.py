@@ -1,4 +1,4 @@
-"""The `hisparse_swap` substitution: SGLang's HiSparse speculative swap manager, run by specreg's swapper.
+"""HiSparse's SGLang seam (`hisparse_swap`): SGLang's swap manager, run by this plugin's swapper.
 
 SGLang's `HiSparseSpecSwapManager` (``sglang.srt.managers.hisparse_coordinator``) owns the
 speculative swap: its coordinator builds it, the DSA backend's ``swap_in_selected_pages`` ->
@@ -22,7 +22,9 @@ it whose swap is `specreg_hisparse.swapper.HiSparseSwapper`, any number of draft
 - ``prepare_verify`` and ``commit_accept_tokens`` run SGLang's own code (then note what it
   changed); the scratch bookkeeping and ``output_locs`` are SGLang's, inherited unchanged.
 
-Imported only inside an SGLang process with the substitution on (never by ``import specreg``).
+The plugin registers `SUBSTITUTION` through `specreg_register_substitutions`; specreg's SGLang
+adapter calls `install` inside an SGLang process whose ``SPECREG_SGLANG_SUBSTITUTE`` names it.
+Importing this module imports neither torch nor SGLang (the manager class is built at install).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sys
 import weakref
 from typing import Any
 
+from specreg.contract.substitutions import Substitution
 from specreg.errors import ConfigError
 from specreg.framework_args.rules import hisparse_swap_limits
 
@@ -52,20 +55,14 @@ CALLERS = (
 )
 
 
-#: The plugin whose swapper the manager runs (its entry point in the `specreg` group).
-HISPARSE_PLUGIN = "hisparse"
-
-
 # ------------------------------------------------------------------------------ the manager
 def manager_class(original: type) -> type:
     """The replacement of SGLang's manager class `original` (a subclass, so every attribute
     SGLang's callers read is there)."""
     import torch
 
-    from specreg.adapters.substitution_runtime import plugin_module
-
-    HiSparseLayout = plugin_module(HISPARSE_PLUGIN, "sizes").HiSparseLayout  # noqa: N806
-    HiSparseSwapper = plugin_module(HISPARSE_PLUGIN, "swapper").HiSparseSwapper  # noqa: N806
+    from specreg_hisparse.sizes import HiSparseLayout
+    from specreg_hisparse.swapper import HiSparseSwapper
 
     module = importlib.import_module(MODULE)
 
@@ -293,3 +290,12 @@ def installed() -> bool:
     module = sys.modules.get(MODULE)
     manager = getattr(module, "HiSparseSpecSwapManager", None)
     return getattr(manager, "specreg_substitution", None) == NAME
+
+
+#: What the plugin registers (`specreg_register_substitutions`).
+SUBSTITUTION = Substitution(
+    NAME, "sglang",
+    "SGLang's HiSparseSpecSwapManager runs specreg's swapper: any number of draft tokens "
+    "instead of 2-4, and no top_k limit",
+    install,
+)

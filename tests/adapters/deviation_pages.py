@@ -1,6 +1,6 @@
 """The docs pages of the deviation table: docs/frameworks/deviations.md, rendered from
-specreg/adapters/deviations.json and the parity snapshots, and each framework page's own table
-between its markers (`python -m specreg.adapters.deviation_pages [ROOT]` writes them)."""
+tests/adapters/deviations.json and the parity snapshots, and each framework page's own table
+between its markers (`python -m tests.adapters.deviation_pages [ROOT]` writes them)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specreg.adapters.deviations import (
+from tests.adapters.deviations import (
     CONDITIONS,
     NAMES,
     SNAPSHOT_DIR,
@@ -33,8 +33,8 @@ def render(rows: Sequence[Mapping[str, Any]], snapshots: Mapping[str, Mapping[st
     lines = [
         "# Where specreg differs from SGLang and vLLM",
         "",
-        "<!-- generated from specreg/adapters/deviations.json and tests/adapters/snapshots by "
-        "`python -m specreg.adapters.deviation_pages`; do not edit -->",
+        "<!-- generated from tests/adapters/deviations.json and tests/adapters/snapshots by "
+        "`python -m tests.adapters.deviation_pages`; do not edit -->",
         "",
         "The parity tests resolve a grid of speculative configurations through the installed "
         "framework (adapter off) and through specreg, and compare steps, topk, draft tokens, "

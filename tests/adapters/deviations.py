@@ -18,7 +18,7 @@ Each row of `deviations.json` names a framework, one kind, the semantic conditio
 its block size..., never one grid value), how many cases it covers, and one reason. `audit`
 fails a case no row covers, a row that covers no case or another count than it states, a row
 whose conditions also hold for a case of another kind (over-broad), and a row with an empty or
-unknown condition. `specreg.adapters.deviation_pages` renders the docs pages from the table and
+unknown condition. `tests.adapters.deviation_pages` renders the docs pages from the table and
 the parity snapshots.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specreg.adapters.history_conditions import (
+from tests.adapters.history_conditions import (
     ngram_breadth,
     ngram_flags,
     ngram_steps,
