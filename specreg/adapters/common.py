@@ -137,7 +137,7 @@ def outcome(
 
 def framework_of(data: dict[str, Any]) -> str:
     """Whose words `data` is spelled in: vLLM's speculative-config keys, else SGLang's flags."""
-    from specreg.framework_args.flags import VLLM_FIELDS
+    from specreg.contract.framework_flags import VLLM_FIELDS
 
     return "vllm" if any(k in data for k in VLLM_FIELDS) else "sglang"
 

@@ -34,7 +34,7 @@ from specreg.adapters.common import (
 )
 from specreg.adapters.sglang_rules import with_sglang_rules
 from specreg.errors import ConsistencyError, problem
-from specreg.framework_args.flags import SGLANG_FIELDS
+from specreg.contract.framework_flags import SGLANG_FIELDS
 
 ENV_MODE = "SPECREG_SGLANG"
 ENV_PLAN = "SPECREG_SGLANG_PLAN"

@@ -32,7 +32,7 @@ from specreg.adapters.common import (
     outcome,
     version_notice,
 )
-from specreg.framework_args.flags import VLLM_FIELDS
+from specreg.contract.framework_flags import VLLM_FIELDS
 from specreg.framework_args.rules import VLLM_METHODS
 
 ENV_MODE = "SPECREG_VLLM"

@@ -1,6 +1,6 @@
 """The flags `specreg check` and `specreg plan` share, and how they become a config mapping.
 
-The speculative-config flags are SGLang's spellings (from `specreg.framework_args.flags`) plus
+The speculative-config flags are SGLang's spellings (from `specreg.contract.framework_flags`) plus
 specreg's own (`--kv-cache-option`, `--speculative-candidate-steps`, `--config FILE`); every
 problem with a flag's value is coded (SR143, SR108) and worded in flags. Imports neither torch
 nor triton.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from specreg.contract.config import load_json_object
 from specreg.errors import ConfigError, Problem, problem
-from specreg.framework_args.flags import COMMAND_LINE
+from specreg.contract.framework_flags import COMMAND_LINE
 from specreg.integers import is_int
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import attrs
 
 from specreg.contract.acceptance_rules import AcceptanceRule, rule_of, unknown_keys
 from specreg.errors import ConfigError, Problem, problem
-from specreg.framework_args.flags import is_framework_key
+from specreg.contract.framework_flags import is_framework_key
 from specreg.integers import is_int
 
 _INT_FIELDS = ("num_steps", "topk", "num_draft_tokens")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specreg.errors import Problem, problem
-from specreg.framework_args.flags import key_of
+from specreg.contract.framework_flags import key_of
 
 
 def read_model_config(path: Any, flag: str) -> tuple[dict[str, Any] | None, Problem | None]:

@@ -1,4 +1,5 @@
-"""Kernels shared by several plugins (chain sampling and verification) and input checks.
+"""Kernel families (each a plain reference, a torch implementation and a Triton one) and the
+checks and building blocks they share.
 
 Modules here import torch; `import specreg` does not import this package.
 """

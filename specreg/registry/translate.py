@@ -21,7 +21,7 @@ import attrs
 from specreg.contract.acceptance_rules import acceptance_fields
 from specreg.contract.config import SpecConfig
 from specreg.errors import ConfigError, Problem, problem
-from specreg.framework_args.flags import (
+from specreg.contract.framework_flags import (
     ALIASES,
     DRAFTER_OPTIONS,
     SGLANG,

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from specreg import ConfigError, SpecConfig, config_from_flags
-from specreg.framework_args.flags import COMMAND_LINE
+from specreg.contract.framework_flags import COMMAND_LINE
 from tests.support.cli import fix_line, specreg
 
 

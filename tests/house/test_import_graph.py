@@ -5,7 +5,7 @@ Every import counts, at module level, inside a function or under TYPE_CHECKING: 
 in a function is still a circle. Besides the modules themselves, the graph is read with each
 folder collapsed into one room (specreg/kernels/, then specreg/kernels/chain/, and so on): a
 room that imports a room that imports it back has an arrow running back up its floors, even
-when no two files form a circle (specreg/contract/config.py -> specreg/framework_args/flags.py while
+when no two files form a circle (specreg/contract/config.py -> specreg/contract/framework_flags.py while
 specreg/framework_args/translate.py -> specreg/contract/config.py would be one).
 
 A kernel family (a folder `kernels/<family>/` of specreg or a plugin) is entered through its
