@@ -29,10 +29,11 @@ from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
 from specreg.contract.memory import Buffer
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.tree_build.types import TreeBuildResult
-from specreg_eagle.kernels.tree_lengths import cut_tree
-from specreg_eagle.sizes import draft_buffers, tree_buffers
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_build.types import TreeBuildResult
+from specreg.kernels.tree_lengths import cut_tree
+from specreg.contract.tree_sizes import tree_buffers
+from specreg_eagle.sizes import draft_buffers
 
 if TYPE_CHECKING:
     from specreg.contract.sampling_params import SamplingParams

@@ -4,7 +4,7 @@ a topk-1 tree (synthetic also for greedy verification); paths a rule cannot reac
 
 import pytest
 import torch
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 from specreg_eagle.verifier import EagleVerifier
 
 from specreg.contract.acceptance_rules import AcceptanceRule

@@ -8,13 +8,13 @@ answers derived from hand-computed weights with `block_race_reference` and `draw
 
 import pytest
 import torch
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_reference
-from specreg_eagle.kernels.verify_sampling import torch_impl as tree_torch
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
-from specreg_eagle.kernels.verify_sampling.torch_impl import caller_tree_coins
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_greedy.reference import verify_tree_greedy_reference
+from specreg.kernels.tree_verify_sampling import torch_impl as tree_torch
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling.reference import verify_tree_sampling_reference
+from specreg.kernels.tree_coins import caller_tree_coins
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 from specreg.kernels.random_stream.reference import draw_lanes
 from specreg.kernels.random_stream.types import RESIDUAL_ROLE

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_build.torch_impl import build_tree_torch
+from specreg.kernels.tree_build.types import TreeBuildInputs
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
 
 from specreg.errors import KernelInputError
 

@@ -11,19 +11,18 @@ on its own, with a negative control (opting out by rejecting every child) that f
 import pytest
 import torch
 from specreg_eagle.drafter import EagleDrafter
-from specreg_eagle.kernels.tree_lengths import cut_below, node_depths
-from specreg_eagle.kernels.tree_lengths.reference import (
+from specreg.kernels.tree_lengths import cut_below, node_depths
+from specreg.kernels.tree_lengths.reference import (
     cut_below_reference,
     node_depths_reference,
 )
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_greedy.reference import greedy_walk
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
-from specreg_eagle.kernels.verify_sampling.reference import (
-    sampling_walk,
-    stream_coins_reference,
-    verify_tree_with_params_reference,
-)
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_greedy.reference import greedy_walk
+from specreg.kernels.tree_verify_params import verify_tree_with_params
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_coins.reference import stream_coins_reference
+from specreg.kernels.tree_verify_params.reference import verify_tree_with_params_reference
+from specreg.kernels.tree_verify_sampling.reference import sampling_walk
 from specreg_eagle.verifier import EagleVerifier
 from tests.eagle.test_lossless import pair_pvalue, pairs, pvalue, run
 from tests.eagle.test_verify import links, make_tree
@@ -224,7 +223,7 @@ def test_drafted_tree_cut_by_the_drafter_equals_lengths_given_to_the_verifier():
     full = verifier.build_tree(bonus, seq, parent_list=parent_list, top_scores_index=sel,
                                draft_tokens=drafts)
     lengths = [0, 1, 2, 3]
-    from specreg_eagle.kernels.tree_lengths import cut_tree
+    from specreg.kernels.tree_lengths import cut_tree
 
     cut = cut_tree(full, lengths, depth=steps)
     logits = torch.randn(VOCAB, VOCAB, generator=gen)[full.draft_tokens.view(4, n)]

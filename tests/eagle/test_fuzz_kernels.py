@@ -10,10 +10,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.sizes import num_draft_ids
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
+from specreg.contract.tree_sizes import num_draft_ids
 from specreg_eagle.verifier import EagleVerifier
 
 from tests.support.chain_validity import acceptance_is_justified, refusal_is_justified

@@ -4,8 +4,8 @@ mask's per-row reference; so the tree rule's exactness and lossless tests carry 
 
 import pytest
 import torch
-from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
-from specreg_eagle.kernels.verify_sampling.reference import verify_tree_with_params_reference
+from specreg.kernels.tree_verify_params import verify_tree_with_params
+from specreg.kernels.tree_verify_params.reference import verify_tree_with_params_reference
 from tests.eagle.test_verify import links, make_tree
 
 from specreg.testing.demo_params import mixed_demo_params

@@ -9,7 +9,7 @@ an unrelated distribution for the target-only rule (any distinct candidates are 
 import pytest
 import torch
 from scipy.stats import chisquare
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
 from tests.support.eagle import full_tree_links
 

@@ -20,7 +20,7 @@ that TV injected that must be rejected).
 import numpy as np
 import pytest
 import torch
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
 from tests.support import lossless as ll
 from tests.support.eagle import tree_links

@@ -12,7 +12,7 @@ token on the same keys.
 import pytest
 import torch
 from scipy.stats import chisquare
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
 from specreg.kernels.random_stream import fresh_keys
 

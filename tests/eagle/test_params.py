@@ -5,8 +5,8 @@ independent of the batch, Triton equal to torch, bad parameters flagged."""
 import pytest
 import torch
 from scipy.stats import chisquare
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_params import verify_tree_with_params
 from tests.eagle.test_lossless import draw_without_replacement
 from tests.eagle.test_verify import RESULT_FIELDS, links, make_tree
 
@@ -210,7 +210,7 @@ def test_tree_is_lossless_in_each_filter_order_and_the_wrong_order_is_detected(o
 def test_tree_rows_are_filtered_in_the_order_on_both_paths(order):
     """The tree path hands its order to the row filter on both backends (the tree kernels
     after it see filtered rows only, whatever the order)."""
-    from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
+    from specreg.kernels.tree_verify_params import _filtered_tree_rows
 
     from specreg.contract.filter_order import FILTER_RULES
 

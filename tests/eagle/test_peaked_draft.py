@@ -8,10 +8,10 @@ torch and Triton walks equal the float64 reference, and the emitted tokens follo
 
 import pytest
 import torch
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
-from specreg_eagle.kernels.verify_sampling.torch_impl import stream_tree_coins
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling.reference import verify_tree_sampling_reference
+from specreg.kernels.tree_coins import stream_tree_coins
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 from specreg.step.draft_sampling import sample_children
 from specreg.kernels.random_stream import fresh_keys

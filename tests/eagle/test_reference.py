@@ -11,35 +11,30 @@ from specreg_eagle.kernels.select_topk.reference import (
     organize_draft_results_reference,
     select_top_k_tokens_reference,
 )
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.tree_build.reference import build_tree_reference
-from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
-from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_greedy.reference import (
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_build.reference import build_tree_reference
+from specreg.kernels.tree_build.torch_impl import build_tree_torch
+from specreg.kernels.tree_build.triton_impl import build_tree_triton
+from specreg.kernels.tree_build.types import TreeBuildInputs
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_greedy.reference import (
     verify_tree_greedy_from_logits_reference,
     verify_tree_greedy_reference,
 )
-from specreg_eagle.kernels.verify_greedy.torch_impl import (
+from specreg.kernels.tree_verify_greedy.torch_impl import (
     verify_tree_greedy_from_logits_torch,
     verify_tree_greedy_torch,
 )
-from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
-from specreg_eagle.kernels.verify_sampling import torch_impl as sampling_torch_impl
-from specreg_eagle.kernels.verify_sampling import verify_tree_with_params
-from specreg_eagle.kernels.verify_sampling.reference import (
-    stream_coins_reference,
-    verify_tree_sampling_reference,
-    verify_tree_with_params_reference,
-)
-from specreg_eagle.kernels.verify_sampling.torch_impl import (
-    caller_tree_coins,
-    stream_tree_coins,
-    verify_tree_sampling_torch,
-)
-from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_verify_greedy.triton_impl import verify_tree_greedy_triton
+from specreg.kernels.tree_verify_sampling import torch_impl as sampling_torch_impl
+from specreg.kernels.tree_verify_params import verify_tree_with_params
+from specreg.kernels.tree_coins import caller_tree_coins, stream_tree_coins
+from specreg.kernels.tree_coins.reference import stream_coins_reference
+from specreg.kernels.tree_verify_params.reference import verify_tree_with_params_reference
+from specreg.kernels.tree_verify_sampling.reference import verify_tree_sampling_reference
+from specreg.kernels.tree_verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg.kernels.tree_verify_sampling.triton_impl import verify_tree_sampling_triton
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 from specreg.errors import KernelInputError
 from specreg.kernels.argmax.torch_impl import FOLD_WIDTH
@@ -283,7 +278,7 @@ def test_sampling_cpu_chunked_branches_match_reference(monkeypatch, with_q):
 def test_sampling_accelerator_branches_match_reference(monkeypatch, with_q):
     """The branches CUDA without Triton takes (every request's rows, no host synchronisation),
     forced on the CPU, against the reference."""
-    from specreg_eagle.kernels.verify_sampling import torch_impl as tree_torch
+    from specreg.kernels.tree_verify_sampling import torch_impl as tree_torch
 
     def unused(*args, **kwargs):
         raise AssertionError("a CPU-tuned branch ran")

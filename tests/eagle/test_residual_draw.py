@@ -1,12 +1,12 @@
-"""The final draw of tree sampling (`specreg_eagle.kernels.residual_draw`): the two-level race
+"""The final draw of tree sampling (`specreg.kernels.tree_residual_draw`): the two-level race
 on the random stream, against the per-row reference (`block_race_reference` over weights
 computed here by hand from p, q and the tried tokens): rows with zeros, tails shorter than a
 race block, blocks emptied by tried tokens, recursive-rejection residuals with frozen
 coefficients, and rows without mass (the fallback to p, under the same key)."""
 
 import torch
-from specreg_eagle.kernels.residual_draw import RACE_BLOCK, final_tokens
-from specreg_eagle.kernels.residual_draw.reference import final_token_reference
+from specreg.kernels.tree_residual_draw import RACE_BLOCK, final_tokens
+from specreg.kernels.tree_residual_draw.reference import final_token_reference
 
 from specreg.kernels.random_stream import fresh_keys
 from specreg.kernels.random_stream.reference import draw_lanes

@@ -1,10 +1,10 @@
 import pytest
 import torch
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
-from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs, bitpacked_dtype
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_build.torch_impl import build_tree_torch
+from specreg.kernels.tree_build.triton_impl import build_tree_triton
+from specreg.kernels.tree_build.types import TreeBuildInputs, bitpacked_dtype
 
 from specreg.errors import KernelInputError
 from tests.support.eagle import naive_build_tree, random_draft

@@ -14,8 +14,8 @@ _COMPILE_SCRIPT = textwrap.dedent(
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from specreg_eagle.kernels.verify_greedy import triton_impl as greedy
-    from specreg_eagle.kernels.verify_sampling import triton_impl as sampling
+    from specreg.kernels.tree_verify_greedy import triton_impl as greedy
+    from specreg.kernels.tree_verify_sampling import triton_impl as sampling
 
     target = GPUTarget("cuda", 90, 32)
     links = {"cand_ptr": "*i64", "ridx_ptr": "*i64", "nt_ptr": "*i64", "ns_ptr": "*i64"}

@@ -1,16 +1,14 @@
 import pytest
 import torch
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
-from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.kernels.verify_sampling.torch_impl import (
-    stream_tree_coins,
-    verify_tree_sampling_torch,
-)
-from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg.kernels.tree_verify_greedy.triton_impl import verify_tree_greedy_triton
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_coins import stream_tree_coins
+from specreg.kernels.tree_verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg.kernels.tree_verify_sampling.triton_impl import verify_tree_sampling_triton
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 from specreg_eagle.verifier import EagleVerifier
 
 from specreg.errors import KernelInputError

@@ -86,14 +86,14 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
         "specreg/kernels/relaxed/torch_impl.py",
         ["tests/kernels/test_relaxed.py", "tests/kernels/test_relaxed_params.py"],
     ),
-    "specreg_eagle.kernels.verify_greedy.torch_impl": (
-        "plugins/specreg_eagle/kernels/verify_greedy/torch_impl.py",
+    "specreg.kernels.tree_verify_greedy.torch_impl": (
+        "specreg/kernels/tree_verify_greedy/torch_impl.py",
         ["tests/eagle/test_boundaries.py", "tests/eagle/test_verify.py",
          "tests/eagle/test_reference.py", "tests/eagle/test_fuzz_kernels.py",
          "tests/eagle/test_tree.py", "tests/kernels/test_production_shapes.py"],
     ),
-    "specreg_eagle.kernels.verify_sampling.torch_impl": (
-        "plugins/specreg_eagle/kernels/verify_sampling/torch_impl.py",
+    "specreg.kernels.tree_verify_sampling.torch_impl": (
+        "specreg/kernels/tree_verify_sampling/torch_impl.py",
         ["tests/eagle/test_boundaries.py", "tests/eagle/test_verify.py",
          "tests/eagle/test_reference.py", "tests/eagle/test_params.py",
          "tests/eagle/test_fuzz_kernels.py", "tests/eagle/test_lossless.py",

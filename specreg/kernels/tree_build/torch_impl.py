@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from specreg_eagle.kernels.tree_build.checks import first_invalid, invalid_tree
-from specreg_eagle.kernels.tree_build.types import (
+from specreg.kernels.tree_build.checks import first_invalid, invalid_tree
+from specreg.kernels.tree_build.types import (
     TreeBuildInputs,
     TreeBuildResult,
     bitpacked_dtype,

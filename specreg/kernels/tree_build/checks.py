@@ -13,8 +13,8 @@ from specreg.kernels.checks import (
     check_same_device,
     check_shape,
 )
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
-from specreg_eagle.sizes import MASK_MODES, MAX_BITPACKED_NODES, num_draft_ids
+from specreg.kernels.tree_build.types import TreeBuildInputs
+from specreg.contract.tree_sizes import MASK_MODES, MAX_BITPACKED_NODES, num_draft_ids
 
 
 def invalid_tree(message: str) -> KernelInputError:

@@ -1,8 +1,10 @@
-"""`build_tree`: the verify tree (mask, positions, links, tokens) of b EAGLE draft trees.
+"""`build_tree`: the verify tree (mask, positions, links, tokens) of b draft trees.
 
-Validates the inputs, picks the backend and dispatches to `torch_impl.build_tree_torch` (CPU)
-or `triton_impl.build_tree_triton` (one program per request); `reference.build_tree_reference`
-is the plain per-request rule the tests hold both to.
+The kept drafts are named by their draft global ids (`specreg.contract.tree_sizes`): EAGLE's
+draft loop and Medusa's static trees both number them so. Validates the inputs, picks the
+backend and dispatches to `torch_impl.build_tree_torch` (CPU) or `triton_impl.build_tree_triton`
+(one program per request); `reference.build_tree_reference` is the plain per-request rule the
+tests hold both to.
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ import torch
 
 from specreg.backend import select_backend
 from specreg.kernels.checks import should_check_values
-from specreg_eagle.kernels.tree_build.checks import (
+from specreg.kernels.tree_build.checks import (
     check_build_tree,
     check_build_tree_values,
     first_invalid,
     invalid_tree,
 )
-from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch, tree_ok_torch
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs, TreeBuildResult
+from specreg.kernels.tree_build.torch_impl import build_tree_torch, tree_ok_torch
+from specreg.kernels.tree_build.types import TreeBuildInputs, TreeBuildResult
 
 
 def build_tree(
@@ -58,7 +60,7 @@ def build_tree(
     if checking:
         check_build_tree_values(inputs)
     if select_backend(bonus_tokens, requested=backend) == "triton":
-        from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
+        from specreg.kernels.tree_build.triton_impl import build_tree_triton
 
         if checking:
             ok = tree_ok_torch(inputs)

@@ -22,17 +22,17 @@ from specreg.kernels.checks import (
     check_shape,
     should_check_values,
 )
-from specreg_eagle.kernels.tree_lengths import cut_below
-from specreg_eagle.kernels.verify_greedy.checks import (
+from specreg.kernels.tree_lengths import cut_below
+from specreg.kernels.tree_verify_greedy.checks import (
     check_tree_inputs,
     check_tree_values,
     verify_tile,
 )
-from specreg_eagle.kernels.verify_greedy.torch_impl import (
+from specreg.kernels.tree_verify_greedy.torch_impl import (
     verify_tree_greedy_from_logits_torch,
     verify_tree_greedy_torch,
 )
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
 
 
 def verify_tree_greedy(
@@ -108,7 +108,7 @@ def verify_tree_greedy(
     args = (candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     if select_backend(candidates, requested=backend) == "triton":
         from specreg.kernels.argmax.triton_impl import row_argmax_triton
-        from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
+        from specreg.kernels.tree_verify_greedy.triton_impl import verify_tree_greedy_triton
 
         if target_predict is None:
             target_predict = row_argmax_triton(

@@ -15,6 +15,6 @@ row, and the same key gives the same token on every backend and in every batch.
 from __future__ import annotations
 
 from specreg.kernels.random_stream.types import RACE_BLOCK
-from specreg_eagle.kernels.residual_draw.torch_impl import final_tokens
+from specreg.kernels.tree_residual_draw.torch_impl import final_tokens
 
 __all__ = ["RACE_BLOCK", "final_tokens"]

@@ -14,27 +14,20 @@ Per parent node P (fresh whenever a child is accepted), children tried in siblin
   without mass falls back to p.
 The walk stops at a node no child of which is accepted, after `depth` accepted drafts, or after
 N - 1 node visits. Residuals are kept as whole rows (no sparse coefficients).
-`stream_coins_reference` computes one request's stream coins node by node (depth by walking
-the links from the root, `accept_coin` per node): the oracle of the wrapper's coins.
-`verify_tree_with_params_reference` adds the per-request parameters: greedy requests walk on
-the raw argmax, the others on the filtered rows of `specreg.kernels.filtering.reference`, with
-the stream coins of each request's key.
+The coins' own oracle is `specreg.kernels.tree_coins.reference`; the per-request parameters'
+is `specreg.kernels.tree_verify_params.reference`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from specreg.kernels.argmax.reference import row_argmax_reference
-from specreg.kernels.filtering.reference import filtered_distribution
-from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, FilterOrder
-from specreg.kernels.random_stream.reference import accept_coin, draw_lanes
+from specreg.kernels.random_stream.reference import draw_lanes
 from specreg.kernels.random_stream.types import RESIDUAL_ROLE
-from specreg.contract.sampling_params import SamplingParams
-from specreg_eagle.kernels.residual_draw.reference import final_token_reference
-from specreg_eagle.kernels.verify_greedy.reference import greedy_walk, path_result
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_residual_draw.reference import final_token_reference
+from specreg.kernels.tree_verify_greedy.reference import path_result
+from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 
 class _Parent:
@@ -114,28 +107,6 @@ def sampling_walk(
     return path, state.final(draw_lanes(key, RESIDUAL_ROLE, position + len(path) - 1))
 
 
-def stream_coins_reference(
-    tokens: list[int], first: list[int], sibling: list[int], key: int, position: int
-) -> tuple[list[float], list[float]]:
-    """One request's (coins, child_coins) from the stream: node c at depth d (the root 0) sits
-    at absolute position `position + d - 1` and is tested with `accept_coin(key, that position,
-    its token)`; the target-only coin of parent P is the coin of its first child. Values never
-    read (a node not linked below the root, taken at depth 0; a leaf's parent coin, the
-    root's coin) are filled as the torch wrapper fills them, so whole rows compare."""
-    n = len(tokens)
-    node = [accept_coin(key, position - 1, token) for token in tokens]
-    stack = [(0, 0)]
-    while stack:
-        at, depth = stack.pop()
-        node[at] = accept_coin(key, position + depth - 1, tokens[at])
-        child = first[at]
-        while child >= 0:
-            stack.append((child, depth + 1))
-            child = sibling[child]
-    coins = [node[max(first[at], 0)] for at in range(n)]
-    return coins, node
-
-
 def _rows(tensor: torch.Tensor | None, r: int) -> list[list[float]] | None:
     return None if tensor is None else tensor[r].to(torch.float64).tolist()
 
@@ -155,54 +126,3 @@ def verify_tree_sampling_reference(inputs: TreeSamplingInputs) -> TreeVerifyResu
         for r in range(x.candidates.shape[0])
     ]
     return path_result(x.candidates, x.retrieve_index, walks, x.depth)
-
-
-def verify_tree_with_params_reference(
-    candidates: torch.Tensor,
-    retrieve_index: torch.Tensor,
-    next_token: torch.Tensor,
-    next_sibling: torch.Tensor,
-    target: torch.Tensor,
-    *,
-    depth: int,
-    params: SamplingParams,
-    keys: torch.Tensor,
-    positions: torch.Tensor,
-    draft: torch.Tensor | None = None,
-    probabilities: bool = False,
-    thresholds: tuple[float, float] = (1.0, 1.0),
-    filter_order: FilterOrder = DEFAULT_FILTER_ORDER,
-) -> TreeVerifyResult:
-    """`verify_tree_with_params` given each request's key [b] (`request_keys`: its seed when it
-    has one) and positions [b]: the stream coins of `stream_coins_reference`. Requests with
-    invalid parameters emit -1."""
-    b, n, vocab = target.shape
-    invalid = params.invalid_rows(vocab).tolist()
-    walks: list[tuple[list[int], int] | None] = []
-    for r in range(b):
-        links = (candidates[r].tolist(), next_token[r].tolist(), next_sibling[r].tolist())
-        temperature = float(params.temperature[r])
-        if invalid[r]:
-            walks.append(None)
-            continue
-        if temperature == 0:
-            predict = row_argmax_reference(target[r]).tolist()
-            walks.append(greedy_walk(*links, predict, depth))
-            continue
-        rule = dict(temperature=temperature, top_k=int(params.top_k[r]),
-                    top_p=float(params.top_p[r]), min_p=float(params.min_p[r]),
-                    probabilities=probabilities, order=filter_order)
-        p_rows = [filtered_distribution(target[r, i], **rule).tolist() for i in range(n)]
-        q_rows = None if draft is None else [
-            filtered_distribution(draft[r, i], **rule).tolist() for i in range(n)
-        ]
-        key, position = int(keys[r]), int(positions[r])
-        coins, child_coins = stream_coins_reference(*links, key, position)
-        walks.append(sampling_walk(*links, p_rows, q_rows, coins, child_coins, key, position,
-                                   depth=depth, thresholds=thresholds))
-    result = path_result(candidates, retrieve_index, walks, depth)
-    return TreeVerifyResult(
-        predicts=result.predicts, accept_index=result.accept_index,
-        accept_token_num=result.accept_token_num, bonus=result.bonus,
-        output_tokens=result.output_tokens, param_error=torch.tensor(invalid, dtype=torch.bool),
-    )

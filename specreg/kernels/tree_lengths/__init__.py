@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from specreg.step.draft_lengths import check_draft_lengths
-from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
+from specreg.kernels.checks import check_draft_lengths
+from specreg.kernels.tree_lengths.torch_impl import node_depths
 
 __all__ = ["cut_below", "cut_tree", "node_depths"]
 

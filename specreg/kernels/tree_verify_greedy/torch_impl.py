@@ -12,7 +12,7 @@ import torch
 
 from specreg.kernels.argmax import row_argmax
 from specreg.kernels.chain.checks import check_reached_nan
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
 
 
 def assemble_result(

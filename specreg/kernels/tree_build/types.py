@@ -26,7 +26,7 @@ class TreeBuildInputs:
     `bonus_tokens` [b] (each tree's root), `parent_list` [b, K*(S-1)+1] ([b, 0] for depth 1),
     `top_scores_index` [b, N-1] and `draft_tokens` [b, N-1] (from `organize_draft_results`),
     `seq_lens` [b] (prefix lengths without drafts); `topk` = K, `depth` = S (bounds every
-    ancestor walk), `num_verify_tokens` = N, `mask_mode` one of `runtime.MASK_MODES`,
+    ancestor walk), `num_verify_tokens` = N, `mask_mode` one of `specreg.contract.tree_sizes.MASK_MODES`,
     `seq_lens_sum` the `full` mask's prefix total (None: summed from `seq_lens`),
     `fill_prefix_mask` whether the `full` mask's prefix columns are written True.
     """

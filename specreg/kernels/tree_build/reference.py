@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from specreg_eagle.kernels.tree_build.types import (
+from specreg.kernels.tree_build.types import (
     TreeBuildInputs,
     TreeBuildResult,
     bitpacked_dtype,

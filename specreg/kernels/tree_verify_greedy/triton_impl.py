@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.triton_shim import tl, triton
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
 
 if triton is not None:
 

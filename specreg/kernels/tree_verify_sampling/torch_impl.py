@@ -5,11 +5,10 @@ Target-only: `sibling_order` ranks the sibling chains by pointer jumping, and
 `target_only_walk` decides every parent's children at once (a parent's decisions depend only on
 its own children and coin, not on the path), then follows the first accepted child per level:
 `depth` small steps instead of N - 1 walk steps. The final token is raced from one read of its
-row (`specreg_eagle.kernels.residual_draw`), keyed by (request key, role, absolute position):
+row (`specreg.kernels.tree_residual_draw`), keyed by (request key, role, absolute position):
 `final_lanes`.
 
-`stream_tree_coins` gives the acceptance coins of the random stream (one per
-(position, draft token) in the ACCEPT role); `caller_tree_coins` lays out a caller's coins.
+The acceptance coins come in `TreeSamplingInputs` (`specreg.kernels.tree_coins`).
 
 Per parent node, the target-only rule or recursive rejection sampling (see the package
 docstring). The residual p_i is never materialised: it is max(p - a_i q, 0) / W_i with a scalar
@@ -24,19 +23,13 @@ from __future__ import annotations
 
 import torch
 
-from specreg.kernels.random_stream.torch_impl import (
-    draw_lanes_torch,
-    key_words_torch,
-    token_words_torch,
-    uniforms_of,
-)
-from specreg.kernels.random_stream.types import ACCEPT_ROLE, MASK32, RESIDUAL_ROLE
+from specreg.kernels.random_stream.torch_impl import draw_lanes_torch
+from specreg.kernels.random_stream.types import RESIDUAL_ROLE
 from specreg.kernels.sampling.torch_impl import cpu_row_chunks, take_rows_float32
-from specreg_eagle.kernels.residual_draw.torch_impl import final_tokens
-from specreg_eagle.kernels.tree_lengths.torch_impl import node_depths
-from specreg_eagle.kernels.verify_greedy.torch_impl import assemble_result
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_residual_draw.torch_impl import final_tokens
+from specreg.kernels.tree_verify_greedy.torch_impl import assemble_result
+from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 
 def verify_tree_sampling_torch(inputs: TreeSamplingInputs) -> TreeVerifyResult:
@@ -64,48 +57,6 @@ def final_lanes(inputs: TreeSamplingInputs, last: torch.Tensor, count: torch.Ten
     tree pruned by those draws may end at a leaf because of them, so the final draw must not
     read them (`last` is unused: the position is the walk's depth)."""
     return draw_lanes_torch(inputs.keys, RESIDUAL_ROLE, inputs.positions.to(torch.int64) + count)
-
-
-def stream_node_coins(
-    candidates: torch.Tensor,
-    next_token: torch.Tensor,
-    next_sibling: torch.Tensor,
-    keys: torch.Tensor,
-    positions: torch.Tensor,
-) -> torch.Tensor:
-    """float32 [b, N]: the stream's acceptance uniform of every node c, one per (absolute
-    position, draft token) in the ACCEPT role: (keys[r], ACCEPT, positions[r] + depth(c) - 1)
-    at token candidates[r, c] (the chain family's `accept_coins_torch`, at tree positions)."""
-    depth = node_depths(next_token, next_sibling)
-    where = positions.to(torch.int64).unsqueeze(1) + depth - 1
-    role = torch.full_like(where, ACCEPT_ROLE)
-    lanes = key_words_torch(keys.to(torch.int64).unsqueeze(1), role, where)
-    return uniforms_of(token_words_torch(lanes, candidates.to(torch.int64) & MASK32))
-
-
-def stream_tree_coins(
-    candidates: torch.Tensor,
-    next_token: torch.Tensor,
-    next_sibling: torch.Tensor,
-    keys: torch.Tensor,
-    positions: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(coins, child_coins) [b, N] from the stream: child c is tested with its own uniform
-    (`stream_node_coins`) under recursive rejection, and the target-only rule's one coin of
-    parent P is the uniform of P's first child. Every decision of one walk reads a different
-    (position, token): the walk tries the children of one node per position, and under the
-    target-only rule only their shared coin."""
-    node = stream_node_coins(candidates, next_token, next_sibling, keys, positions)
-    first = next_token.to(torch.int64).clamp_min(0)
-    return node.gather(1, first), node
-
-
-def caller_tree_coins(coins: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(coins, child_coins) [b, N] from a caller's coins [b, N] in SGLang's layout: the
-    target-only coin of parent P is coins[:, P]; child c is tested with coins[:, c - 1] (the
-    coin of chain step c in SGLang's chain kernel)."""
-    shift = (torch.arange(coins.shape[1], device=coins.device) - 1).clamp_min(0)
-    return coins, coins[:, shift]
 
 
 def _rejection_walk(inputs: TreeSamplingInputs) -> TreeVerifyResult:

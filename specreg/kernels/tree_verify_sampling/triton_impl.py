@@ -3,7 +3,7 @@ BLOCK_V tiles, no host synchronisation.
 
 A residual mass is summed only where a next sibling will test it, a node's masses only where
 the walk goes on below it, and the final token is raced in two levels on the random stream
-(`specreg_eagle.kernels.residual_draw`; the chain kernels' block sums and race) from one read
+(`specreg.kernels.tree_residual_draw`; the chain kernels' block sums and race) from one read
 of its row plus one block, its key lanes computed in-kernel from (request key, role, absolute
 position).
 """
@@ -14,15 +14,15 @@ import torch
 
 from specreg.kernels.random_stream.types import RACE_BLOCK
 from specreg.kernels.triton_shim import tl, triton
-from specreg_eagle.kernels.verify_greedy.checks import verify_tile
-from specreg_eagle.kernels.verify_greedy.triton_impl import triton_outputs, triton_result
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_verify_greedy.checks import verify_tile
+from specreg.kernels.tree_verify_greedy.triton_impl import triton_outputs, triton_result
+from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 if triton is not None:
     from specreg.kernels.chain.triton_impl import block_sums, first_best
     from specreg.kernels.random_stream.triton_impl import exponential_of, key_words, token_word
-    from specreg_eagle.kernels.verify_greedy.triton_impl import walk_step, write_bonus
+    from specreg.kernels.tree_verify_greedy.triton_impl import walk_step, write_bonus
 
     BLOCK_KEY_BASE: tl.constexpr = tl.constexpr(1 << 31)
     RESIDUAL_ROLE: tl.constexpr = tl.constexpr(1)
@@ -57,7 +57,7 @@ if triton is not None:
     def _race_draw(p_ptr, q_ptr, row, vocab, coef, rrs, tried_tok, live, delta, k0, k1,
                    HAS_Q: tl.constexpr, DRAW_TILE: tl.constexpr):
         """The final token by the two-level exponential race on the random stream under the
-        key lanes (k0, k1) (`specreg_eagle.kernels.residual_draw`): one streamed read of the
+        key lanes (k0, k1) (`specreg.kernels.tree_residual_draw`): one streamed read of the
         row races the blocks of the weights and of p (the fallback) at once, with the chain
         kernels' block sums and running race; then the winning block's 128 weights are read
         again and raced. A residual without mass draws from p."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.triton_shim import tl, triton
-from specreg_eagle.kernels.tree_build.torch_impl import full_mask_starts
-from specreg_eagle.kernels.tree_build.types import (
+from specreg.kernels.tree_build.torch_impl import full_mask_starts
+from specreg.kernels.tree_build.types import (
     TreeBuildInputs,
     TreeBuildResult,
     bitpacked_dtype,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from specreg.kernels.argmax.reference import row_argmax_reference
-from specreg_eagle.kernels.verify_greedy.types import TreeVerifyResult
+from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
 
 
 def path_result(
