@@ -4,7 +4,8 @@ The shape (docs/writing-plugins.md, "The shape of a plugin"): `plugin.py` holds 
 imports no torch; `errors.py` the catalog entries; `checkpoint.py` reads a draft model's config,
 where there is one; `sizes.py` states what a resolved config implies; `kernels/<family>/`
 holds `reference.py`, `torch_impl.py`, (`triton_impl.py`), `__init__.py`, and optionally
-`types.py` and `checks.py`; `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects.
+`types.py` and `checks.py`; `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects;
+`suffix_tree.py` and `heads.py` hold a drafter's own data structure or draft model.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ PACKAGES = {
 }
 TOP_LEVEL = {
     "__init__.py", "plugin.py", "errors.py", "checkpoint.py", "sizes.py",
-    "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py",
+    "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py", "heads.py",
 }
 FAMILY_REQUIRED = {"__init__.py", "reference.py", "torch_impl.py"}
 FAMILY_OPTIONAL = {"triton_impl.py", "types.py", "checks.py"}
