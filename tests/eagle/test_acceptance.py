@@ -11,7 +11,7 @@ from specreg.contract.acceptance_rules import AcceptanceRule
 from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
 from specreg.contract.sampling_params import SamplingParams
-from tests.eagle.test_verify import RESULT_FIELDS, links, make_tree
+from tests.support.eagle import RESULT_FIELDS, links, make_tree
 
 
 def _inputs(topk, seed=5, b=6):

@@ -1,7 +1,7 @@
-"""Fuzz the EAGLE tree kernels (torch path): correct shapes/ranges or coded errors, and every
-verdict justified by an independent validity predicate (`tests.support.tree_validity`): a
-refusal only of input the predicate calls invalid, a result only for input it calls valid (CPU,
-value checks on)."""
+"""Fuzz the core tree kernels (torch path; trees drafted by EAGLE's draft helpers): correct
+shapes/ranges or coded errors, and every verdict justified by an independent validity predicate
+(`tests.support.tree_validity`): a refusal only of input the predicate calls invalid, a result
+only for input it calls valid (CPU, value checks on)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from specreg.kernels.tree_build import build_tree
 from specreg.kernels.tree_verify_greedy import verify_tree_greedy
 from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 from specreg.contract.tree_sizes import num_draft_ids
-from specreg_eagle.verifier import EagleVerifier
 
 from tests.support.chain_validity import acceptance_is_justified, refusal_is_justified
 from tests.support.fuzz import coded_or_result, fuzz_settings
@@ -126,30 +125,3 @@ def test_verify_tree_random_links(data, b, n, v, depth):
         _assert_justified(error, problems())
         if error is None and not all_meta(probs, *links):
             assert result.accept_len.shape == (b,)
-
-
-@fuzz_settings(100)
-@given(data=st.data(), d=tree_dims, lists_ok=st.booleans())
-def test_eagle_verifier_and_draft_helpers(data, d, lists_ok):
-    b, k, s = d["b"], d["k"], d["s"]
-    n = data.draw(st.integers(-1, 10))
-    verifier, error = coded_or_result(
-        lambda: EagleVerifier(num_steps=s, topk=k, num_draft_tokens=n,
-                              mask_mode=data.draw(st.sampled_from(["full", "qlen_only", "?"])))  # fmt: skip
-    )
-    if error is not None:
-        return
-    scores = [data.draw(float_tensor((b, 1, k), probabilities=False))]
-    tokens = [data.draw(index_tensor((b, k), 0, 5))]
-    parents = [data.draw(index_tensor((b, k + 1), -1, k))]
-    if not lists_ok:
-        tokens = tokens + tokens
-    tree, error = coded_or_result(
-        lambda: verifier.build_tree(
-            data.draw(index_tensor((b,), 0, 5)), data.draw(index_tensor((b,), 0, 9, huge=False)),
-            score_list=scores, token_list=tokens, parents_list=parents,
-        )
-    )
-    if error is None and not all_meta(*scores, *tokens):
-        assert tree.retrieve_index.shape[0] == b
-

@@ -4,7 +4,7 @@ path's node it was drawn at; torch and Triton (interpreter) equal plain decoding
 import pytest
 import torch
 from specreg.kernels.tree_verify_params import verify_tree_with_params
-from tests.eagle.test_verify import links, make_tree
+from tests.support.eagle import links, make_tree
 
 from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.filtering.reference import filtered_distribution

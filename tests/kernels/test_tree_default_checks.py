@@ -17,7 +17,7 @@ from specreg.errors import KernelInputError
 
 
 def _draft(b, topk, steps, n, vocab, gen):
-    """Random drafts through the plugin's own helpers (as `benchmarks/bench_eagle_cpu.py`)."""
+    """Random drafts through EAGLE's draft helpers (as `benchmarks/bench_eagle_cpu.py`)."""
     hidden = torch.randn(b, 8, generator=gen)
     tp, ti = torch.softmax(torch.randn(b, vocab, generator=gen), -1).topk(topk, -1)
     scores, lists = None, ([], [], [])

@@ -1,4 +1,4 @@
-"""The EAGLE tree-verify Triton kernels lower to PTX for H100/H200-class targets (and the sampling kernel for A100, sm80 too) (no GPU
+"""The core tree-verify Triton kernels lower to PTX for H100/H200-class targets (and the sampling kernel for A100, sm80 too) (no GPU
 needed): catches what the interpreter accepts but the compiler does not (loop-carried types,
 tuples from device functions, int64 promotions, constexpr branches)."""
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from specreg.kernels.tree_verify_params import verify_tree_with_params
 from specreg.kernels.tree_verify_params.reference import verify_tree_with_params_reference
-from tests.eagle.test_verify import links, make_tree
+from tests.support.eagle import links, make_tree
 
 from specreg.testing.demo_params import mixed_demo_params
 from specreg.kernels.sampling import request_keys

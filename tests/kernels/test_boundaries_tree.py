@@ -1,10 +1,11 @@
-"""EAGLE's tree verification at its boundaries, torch and Triton (interpreter) against the plain
-references: a tree deeper than `depth` on the `target_predict` path (every output compared), a
-coin of exactly 0 against a child of probability 0 (both rules: strict inequalities), a child
-whose probability equals `threshold_single` exactly, and final draws whose residual has no
-mass (the fallback to p). Acceptance coins are given (SGLang's layout); the final token is the
-race on the stream keyed by each request's key and position (`KEYS`, `POSITIONS`), its known
-answers derived from hand-computed weights with `block_race_reference` and `draw_lanes`."""
+"""Tree verification (the core tree kernels) at its boundaries, torch and Triton (interpreter)
+against the plain references: a tree deeper than `depth` on the `target_predict` path (every
+output compared), a coin of exactly 0 against a child of probability 0 (both rules: strict
+inequalities), a child whose probability equals `threshold_single` exactly, and final draws
+whose residual has no mass (the fallback to p). Acceptance coins are given (SGLang's layout);
+the final token is the race on the stream keyed by each request's key and position (`KEYS`,
+`POSITIONS`), its known answers derived from hand-computed weights with `block_race_reference`
+and `draw_lanes`."""
 
 import pytest
 import torch
@@ -172,7 +173,7 @@ def test_the_accelerator_branches_on_cpu_tensors_equal_the_reference(with_q):
     """`cpu_branches` off: the residual masses, the accepted nodes' masses and the final draw
     over every request's rows (the branches accelerators take, no host synchronisation), run on
     CPU tensors against the reference: random trees, a request without q, both thresholds."""
-    from tests.eagle.test_reference import SAMPLING_SHAPES, sampling_inputs
+    from tests.kernels.test_tree_references import SAMPLING_SHAPES, sampling_inputs
 
     cases = [sampling_inputs(shape, 13, sum(shape), with_q=with_q, zero_q_rows=1)
              for shape in SAMPLING_SHAPES]  # fmt: skip
@@ -330,7 +331,7 @@ def test_rows_that_cannot_be_viewed_flat_equal_the_reference(backend):
     """target and draft [b, N, V] as transposes of [N, b, V] tensors (no flat [b * N, V] view):
     the masses and draws read them through a copy, with the same results, on the torch
     paths (both branches) and Triton, on random trees of the reference tests."""
-    from tests.eagle.test_reference import sampling_inputs
+    from tests.kernels.test_tree_references import sampling_inputs
 
     base = sampling_inputs((4, 3, 3, 10), 11, 3, with_q=True)
     target = base.target_probs.transpose(0, 1).contiguous().transpose(0, 1)

@@ -7,8 +7,8 @@ import torch
 from scipy.stats import chisquare
 from specreg.kernels.tree_verify_greedy import verify_tree_greedy
 from specreg.kernels.tree_verify_params import verify_tree_with_params
-from tests.eagle.test_lossless import draw_without_replacement
-from tests.eagle.test_verify import RESULT_FIELDS, links, make_tree
+from tests.kernels.test_tree_lossless import draw_without_replacement
+from tests.support.eagle import RESULT_FIELDS, links, make_tree
 
 from specreg.testing.demo_params import mixed_demo_params
 from specreg.errors import KernelInputError
