@@ -1,9 +1,10 @@
 """`EagleDrafter`, the eagle plan's drafter: the draft loop, from draft model outputs to a tree.
 
 `plan.drafter` holds it for eagle / eagle3 (a `TreeDrafterProtocol`). It turns the draft
-model's outputs into an EAGLE draft tree with the plugin's kernels: each step takes the draft
-model's logits and hidden states, keeps the top-k tokens per branch (`select_top_k_tokens`), and after the last step `tree` keeps the best `num_draft_tokens - 1`
-drafts (`organize_draft_results`) and builds the verify tree (`build_tree`). The number of
+model's outputs into an EAGLE draft tree: each step takes the draft model's logits and hidden
+states, keeps the top-k tokens per branch (`select_top_k_tokens`, the plugin's kernel), and
+after the last step `tree` keeps the best `num_draft_tokens - 1` drafts
+(`organize_draft_results`) and builds the verify tree (the core's `build_tree`). The number of
 steps taken picks the adaptive candidate: its verify width comes from the plan.
 
 With per-request `SamplingParams` (`start(..., params=)`), sampled requests expand each branch
