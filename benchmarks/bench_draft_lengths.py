@@ -29,8 +29,8 @@ import bench_traffic  # noqa: F401  (sets TRITON_INTERPRET before triton is impo
 import torch
 from bench_traffic import TRAFFIC, _install
 from floors import interleaved_best
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
 from specreg.step.chain_verifier import ChainVerifier
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling
@@ -70,7 +70,7 @@ def grouped(x: dict[str, torch.Tensor], sampling: bool) -> None:
 
 def tree_inputs(b: int, n: int, vocab: int, steps: int, seed: int = 0):
     from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-    from specreg_eagle.kernels.tree_build import build_tree
+    from specreg.kernels.tree_build import build_tree
 
     gen = torch.Generator().manual_seed(seed)
     hidden, scores = torch.randn(b, 3, generator=gen), None

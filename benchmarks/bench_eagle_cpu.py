@@ -29,16 +29,14 @@ from floors import (
     write_profile,
 )
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
-from specreg_eagle.kernels.verify_sampling.torch_impl import (
-    caller_tree_coins,
-    verify_tree_sampling_torch,
-)
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_build.torch_impl import build_tree_torch
+from specreg.kernels.tree_build.types import TreeBuildInputs
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_coins import caller_tree_coins
+from specreg.kernels.tree_verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 from specreg.kernels.block_race import block_race_torch
 from specreg.kernels.random_stream import draw_lanes_torch

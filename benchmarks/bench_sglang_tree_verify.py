@@ -89,8 +89,9 @@ def main() -> None:
     import sglang.srt.speculative.eagle_utils as eu
     from sglang.kernels.ops.speculative.spec_tree import verify_tree_greedy_triton
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
-    from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-    from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
+    from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+    from specreg.kernels.tree_verify_params import verify_tree_with_params
+    from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
     from specreg.adapters import sglang_tree_kernels as kernels
     from specreg.adapters import substitution_runtime

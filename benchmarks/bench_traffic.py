@@ -26,8 +26,8 @@ os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy  # noqa: E402
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling  # noqa: E402
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy  # noqa: E402
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
 from specreg.kernels.argmax import row_argmax_triton  # noqa: E402

@@ -15,17 +15,15 @@ import argparse
 import torch
 from gpu_timing import cuda_time_ms, floor_at_peak
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-from specreg_eagle.kernels.tree_build.torch_impl import build_tree_torch
-from specreg_eagle.kernels.tree_build.triton_impl import build_tree_triton
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
-from specreg_eagle.kernels.verify_greedy.torch_impl import verify_tree_greedy_torch
-from specreg_eagle.kernels.verify_greedy.triton_impl import verify_tree_greedy_triton
-from specreg_eagle.kernels.verify_sampling.torch_impl import (
-    caller_tree_coins,
-    verify_tree_sampling_torch,
-)
-from specreg_eagle.kernels.verify_sampling.triton_impl import verify_tree_sampling_triton
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_build.torch_impl import build_tree_torch
+from specreg.kernels.tree_build.triton_impl import build_tree_triton
+from specreg.kernels.tree_build.types import TreeBuildInputs
+from specreg.kernels.tree_verify_greedy.torch_impl import verify_tree_greedy_torch
+from specreg.kernels.tree_verify_greedy.triton_impl import verify_tree_greedy_triton
+from specreg.kernels.tree_coins import caller_tree_coins
+from specreg.kernels.tree_verify_sampling.torch_impl import verify_tree_sampling_torch
+from specreg.kernels.tree_verify_sampling.triton_impl import verify_tree_sampling_triton
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 from specreg.kernels.argmax import row_argmax_triton
 

@@ -350,9 +350,10 @@ def penalties(ctx: Ctx) -> list[Case]:
 
 def eagle_tree(ctx: Ctx) -> list[Case]:
     from bench_eagle_gpu import make
-    from specreg_eagle.kernels.tree_build import build_tree
-    from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-    from specreg_eagle.kernels.verify_sampling import verify_tree_sampling, verify_tree_with_params
+    from specreg.kernels.tree_build import build_tree
+    from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+    from specreg.kernels.tree_verify_params import verify_tree_with_params
+    from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
     from specreg.testing.demo_params import mixed_demo_params
 

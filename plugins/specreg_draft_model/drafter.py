@@ -231,7 +231,7 @@ class DraftModelDrafter:
         device = history.device
         capped, steps = None, g
         if draft_lengths is not None:
-            from specreg.step.draft_lengths import check_draft_lengths
+            from specreg.kernels.checks import check_draft_lengths
 
             capped = check_draft_lengths(
                 draft_lengths, b, g, device=device, check_values=self.check_values,

@@ -147,7 +147,8 @@ class BlockDrafter:
                 )
             )
         if draft_lengths is not None:
-            from specreg.step.draft_lengths import check_draft_lengths, cut_chain
+            from specreg.kernels.checks import check_draft_lengths
+            from specreg.step.draft_lengths import cut_chain
 
             wanted = self._gamma(gamma)
             capped = check_draft_lengths(

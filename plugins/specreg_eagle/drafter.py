@@ -1,9 +1,10 @@
 """`EagleDrafter`, the eagle plan's drafter: the draft loop, from draft model outputs to a tree.
 
 `plan.drafter` holds it for eagle / eagle3 (a `TreeDrafterProtocol`). It turns the draft
-model's outputs into an EAGLE draft tree with the plugin's kernels: each step takes the draft
-model's logits and hidden states, keeps the top-k tokens per branch (`select_top_k_tokens`), and after the last step `tree` keeps the best `num_draft_tokens - 1`
-drafts (`organize_draft_results`) and builds the verify tree (`build_tree`). The number of
+model's outputs into an EAGLE draft tree: each step takes the draft model's logits and hidden
+states, keeps the top-k tokens per branch (`select_top_k_tokens`, the plugin's kernel), and
+after the last step `tree` keeps the best `num_draft_tokens - 1` drafts
+(`organize_draft_results`) and builds the verify tree (the core's `build_tree`). The number of
 steps taken picks the adaptive candidate: its verify width comes from the plan.
 
 With per-request `SamplingParams` (`start(..., params=)`), sampled requests expand each branch
@@ -29,10 +30,11 @@ from specreg.kernels.checks import FLOAT_DTYPES, check_dtype, check_shape, check
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
 from specreg.contract.memory import Buffer
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.tree_build.types import TreeBuildResult
-from specreg_eagle.kernels.tree_lengths import cut_tree
-from specreg_eagle.sizes import draft_buffers, tree_buffers
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_build.types import TreeBuildResult
+from specreg.kernels.tree_lengths import cut_tree
+from specreg.contract.tree_sizes import tree_buffers
+from specreg_eagle.sizes import draft_buffers
 
 if TYPE_CHECKING:
     from specreg.contract.sampling_params import SamplingParams

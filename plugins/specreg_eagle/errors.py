@@ -74,7 +74,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         code="SR211",
         title="Unknown EAGLE tree mask mode",
         meaning="The tree mask mode is not one of full, qlen_only, qlen_only_bitpacking.",
-        when="build_tree(..., mask_mode=...) or EagleVerifier(mask_mode=...).",
+        when="build_tree(..., mask_mode=...) or TreeVerifier / EagleVerifier(mask_mode=...).",
         solutions=(
             "Use 'full' (prefix columns included), 'qlen_only' (an N x N block per request) or "
             "'qlen_only_bitpacking' (one packed integer row per node).",
@@ -141,7 +141,8 @@ ENTRIES: tuple[ErrorEntry, ...] = (
         code="SR315",
         title="Typical or synthetic acceptance on an EAGLE tree (topk > 1)",
         meaning=(
-            "EAGLE's tree kernel implements SGLang's relaxed thresholds "
+            "The tree sampling kernel (specreg.kernels.tree_verify_sampling) implements SGLang's "
+            "relaxed thresholds "
             "(--speculative-accept-threshold-single / -acc) on every tree; typical acceptance "
             "and synthetic acceptance are chain rules (specreg.kernels.relaxed), which an EAGLE "
             "plan runs when topk is 1 (the tree is a chain). On a wider tree they would have to "
@@ -171,7 +172,10 @@ ENTRIES: tuple[ErrorEntry, ...] = (
             "the relaxed thresholds. Verifying losslessly there would be a silent fallback, so "
             "the call is refused."
         ),
-        when="EagleVerifier.verify_sampling(..., params=...) or verify_from_logits on such a plan.",
+        when=(
+            "TreeVerifier.verify_sampling(..., params=...) or verify_from_logits on such a plan "
+            "(EAGLE's EagleVerifier, Medusa's TreeVerifier)."
+        ),
         solutions=(
             "Filter the probabilities per request and call verify_sampling without params=.",
             "Or use the relaxed thresholds, which the parameter path applies.",

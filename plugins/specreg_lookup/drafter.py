@@ -314,7 +314,8 @@ def _cut(drafts: torch.Tensor, history: torch.Tensor, lengths: torch.Tensor,
     last token (`specreg.step.draft_lengths.cut_chain`); `drafts` without lengths."""
     if draft_lengths is None:
         return drafts
-    from specreg.step.draft_lengths import check_draft_lengths, cut_chain
+    from specreg.kernels.checks import check_draft_lengths
+    from specreg.step.draft_lengths import cut_chain
 
     b, gamma = drafts.shape
     capped = check_draft_lengths(draft_lengths, b, gamma, device=drafts.device,

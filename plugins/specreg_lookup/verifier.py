@@ -4,8 +4,8 @@ verification of `LookupTree` proposals.
 Chains (`verify_greedy`, `verify_sampling`, ragged through `verify_lens`) are specreg's
 `ChainVerifier`; drafts that depend on the history alone carry one-hot q, so the with-draft rule
 and the target-only rule agree. Trees (`verify_tree_greedy`, `verify_tree_sampling`) use the
-`tree_verify` kernels. The backend is fixed when the plan builds it. A keyword a method does
-not take is SR930.
+`tree_verify` kernels, which walk the core's greedy tree kernel. The backend is fixed when the
+plan builds it. A keyword a method does not take is SR930.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class LookupVerifier(ChainVerifier):
         node i. `draft_lengths` [b]: request r verifies nodes at depth <= its length only."""
         self._refuse_lossy("verify_tree_greedy", synthetic_only=True)
         return verify_tree_greedy(tree.cut(draft_lengths, check_values=self.check_values),
-                                  target_logits)
+                                  target_logits, backend=self.backend)
 
     @checked_keywords
     def verify_tree_sampling(
@@ -48,7 +48,7 @@ class LookupVerifier(ChainVerifier):
         self._refuse_lossy("verify_tree_sampling")
         return verify_tree_sampling(tree.cut(draft_lengths, check_values=self.check_values),
                                     target_probs, keys=keys, positions=positions,
-                                    generator=generator)
+                                    generator=generator, backend=self.backend)
 
     def __repr__(self) -> str:
         widths = list(self.widths)

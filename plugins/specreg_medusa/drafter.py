@@ -2,10 +2,10 @@
 
 `plan.drafter` holds it (a `TreeDrafterProtocol`). Head d's `topk` tokens fill the nodes at
 depth d + 1 of the static tree (`specreg_medusa.sizes`): choice c of head d is its c-th
-token. The tree's mask, positions and links come from the EAGLE plugin's `build_tree` kernel,
-fed the tree's EAGLE numbering, so the plan's `EagleVerifier` verifies it unchanged. Heads read
-only the target's hidden state, so every node at one depth chooses from the same `topk` tokens.
-Two ways in:
+token. The tree's mask, positions and links come from the core's `build_tree` kernel
+(`specreg.kernels.tree_build`), fed the tree's draft global ids, so the plan's `TreeVerifier`
+(`specreg.step.tree_verifier`) verifies it unchanged. Heads read only the target's hidden
+state, so every node at one depth chooses from the same `topk` tokens. Two ways in:
 
 - `tree_from_heads(head_logits [b, S, V], bonus_tokens, seq_lens)`: all heads at once;
 - the tree-drafter protocol: `start(head 0 logits [b, V], hidden)`, `step(draft, next head's
@@ -17,35 +17,20 @@ Two ways in:
 Without per-request parameters a head's tokens are its deterministic top-k (by logit), and the
 verifier runs the target-only rule when requests sample. With them
 (`sample_tree_from_heads(..., params=)`, or `start(..., params=)` then `step`, `tree` and
-`draft_probs`), a sampled request's head d draws its `topk` tokens WITHOUT replacement from
-q_d = filter(head d's logits / T) under the request's temperature, top-k, top-p and min-p
-(`specreg.step.draft_sampling.sample_children`: the verifiers' own filtered rows, Gumbel-top-k on
-the SAMPLE-role random stream at (request key, positions + d), `positions` being the absolute
-position of the depth-1 nodes, so head d draws at the position its depth-(d + 1) nodes occupy,
-the convention of the tree verifier and the history trees). Greedy requests (temperature 0)
-keep the deterministic top-k. The drafter also gives the verifier each node's q
-(`draft_probs` [b, N, V]: row i is q_depth(i) when node i's children are the first draws of its
-head in sibling order, `runtime.children_heads`; zero for leaves, greedy requests, and nodes
-whose children are not such a prefix, where the verifier runs the target-only rule), for
-`EagleVerifier.verify_from_logits(tree, target_logits, params=, draft_probs=)`, whose
+`draft_probs`), a sampled request's head d draws its `topk` tokens WITHOUT replacement from its
+filtered q (`specreg_medusa.heads.sample_heads`, which also states why one head's draws may
+serve every node of a depth), `positions` being the absolute position of the depth-1 nodes, so
+head d draws at the position its depth-(d + 1) nodes occupy, the convention of the tree
+verifier and the history trees. Greedy requests (temperature 0) keep the deterministic top-k.
+The drafter also gives the verifier each node's q (`draft_probs` [b, N, V]: row i is
+q_depth(i) when node i's children are the first draws of its head in sibling order,
+`runtime.children_heads`; zero for leaves, greedy requests, and nodes whose children are not
+such a prefix, where the verifier runs the target-only rule), for
+`TreeVerifier.verify_from_logits(tree, target_logits, params=, draft_probs=)`, whose
 recursive rejection rule then reads q.
 
-Why one head's draws may serve every node of a depth: the verifier walks one node per depth.
-Which node P of depth d it reaches is a function of the draws of heads 0..d - 1, the
-acceptance uniforms and residual draws at positions before positions + d, and the target rows
-on the way; head d's draws are the SAMPLE-role stream at positions + d, independent of all of
-that. So given the walk reached P, P's children (the first c draws of head d) are still c
-draws without replacement from q_d, in sibling order: exactly what the recursive rule needs at
-P, which then emits exactly the target's (filtered) distribution after P's path. The other
-nodes of depth d + 1 hold the same tokens, but the walk never reads them once it is at P, and
-the acceptance uniforms of P's children (ACCEPT role at positions + d) and the final draw
-(RESIDUAL role) were read at no earlier depth. By induction over the depths every emitted
-token follows the target. Draws of heads below the last accepted depth never touched the
-committed tokens either, so the next step may draw at those positions again.
-
-`make_heads(hidden_size=, vocab_size=)` builds the heads module (Medusa's: per head,
-`num_layers` residual SiLU blocks, then a bias-free linear map to the vocabulary) that a
-framework loads the checkpoint's weights into.
+`make_heads(hidden_size=, vocab_size=)` builds the heads module (`specreg_medusa.heads.
+MedusaHeads`) that a framework loads the checkpoint's weights into.
 """
 
 from __future__ import annotations
@@ -55,41 +40,27 @@ from typing import Any
 
 import attrs
 import torch
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.tree_build.types import TreeBuildResult
-from specreg_eagle.kernels.tree_lengths import cut_tree
-from specreg_eagle.sizes import tree_buffers
 
 from specreg.backend import requested_backend
-from specreg.step.call_keywords import checked_keywords
-from specreg.errors import KernelInputError, problem
-from specreg.kernels.checks import (
-    FLOAT_DTYPES,
-    INDEX_DTYPES,
-    check_dtype,
-    check_params,
-    check_same_device,
-    check_shape,
-    check_tensor,
-    should_check_values,
-)
 from specreg.contract.filter_order import DEFAULT_FILTER_ORDER, filter_rule
 from specreg.contract.memory import PER_REQUEST, Buffer
 from specreg.contract.sampling_params import SamplingParams
+from specreg.contract.tree_sizes import tree_buffers
+from specreg.errors import KernelInputError, problem
+from specreg.kernels.checks import INDEX_DTYPES, check_dtype, check_shape, check_tensor
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_build.types import TreeBuildResult
+from specreg.kernels.tree_lengths import cut_tree
+from specreg.step.call_keywords import checked_keywords
+from specreg_medusa.heads import (
+    HeadSampling,
+    MedusaHeads,
+    head_sampling,
+    head_topk,
+    inputs_error,
+    sample_heads,
+)
 from specreg_medusa.sizes import TreeLayout, eagle_layout
-
-
-@attrs.frozen(kw_only=True)
-class HeadSampling:
-    """How a draft's heads are sampled: `params` of its b requests; `keys` int64 [b] their
-    keys on the random stream and `positions` int64 [b] the absolute output position of the
-    depth-1 nodes (head d draws at positions + d), or both None: every head then draws under
-    fresh keys from `generator`."""
-
-    params: SamplingParams
-    keys: torch.Tensor | None
-    positions: torch.Tensor | None
-    generator: torch.Generator | None
 
 
 @attrs.frozen(kw_only=True)
@@ -119,34 +90,6 @@ class SampledTree:
 
     tree: TreeBuildResult
     draft_probs: torch.Tensor
-
-
-def _inputs_error(message: str, field: str, accepted: str, fix: str) -> KernelInputError:
-    return KernelInputError(problem("SR485", message, accepted=accepted, fix=fix, field=field))
-
-
-class MedusaHeads(torch.nn.Module):
-    """Medusa's heads: per head, `num_layers` blocks x + SiLU(W x + b), then W_out x."""
-
-    def __init__(self, *, num_heads: int, hidden_size: int, vocab_size: int, num_layers: int = 1):
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(
-            torch.nn.ModuleList(torch.nn.Linear(hidden_size, hidden_size) for _ in range(num_layers))
-            for _ in range(num_heads)
-        )
-        self.out = torch.nn.ModuleList(
-            torch.nn.Linear(hidden_size, vocab_size, bias=False) for _ in range(num_heads)
-        )
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden [b, H] (the target's last hidden state) -> logits [b, num_heads, V]."""
-        outs = []
-        for blocks, out in zip(self.blocks, self.out, strict=True):
-            x = hidden
-            for block in blocks:
-                x = x + torch.nn.functional.silu(block(x))
-            outs.append(out(x))
-        return torch.stack(outs, dim=1)
 
 
 class MedusaDrafter:
@@ -216,15 +159,7 @@ class MedusaDrafter:
 
     # ------------------------------------------------------------------------------ heads
     def _head_topk(self, logits: torch.Tensor, rows: int, name: str) -> torch.Tensor:
-        check_tensor(name, logits)
-        check_shape(name, logits, (rows, None))
-        check_dtype(name, logits, FLOAT_DTYPES)
-        if logits.shape[1] < self.topk:
-            raise _inputs_error(
-                f"{name} has a vocabulary of {logits.shape[1]}, fewer than topk={self.topk}",
-                name, f"logits [{rows}, V] with V >= {self.topk}", "pass the heads' full logits",
-            )
-        return torch.topk(logits.float(), self.topk, dim=-1).indices
+        return head_topk(logits, rows, name, self.topk)
 
     def _draft(
         self, head_tokens: torch.Tensor, hidden: torch.Tensor, *,
@@ -243,81 +178,17 @@ class MedusaDrafter:
         self, params: SamplingParams, keys: torch.Tensor | None, positions: torch.Tensor | None,
         generator: torch.Generator | None, *, batch: int, vocab: int, device: torch.device,
     ) -> HeadSampling:
-        """`params` (SR910-SR915), `positions` (int [b], >= 0) checked, and the requests'
-        stream keys resolved once for every head (a seeded request's is its seed)."""
-        values = should_check_values(device, self.check_values)
-        check_params(params, batch, vocab, device, values=values)
-        if positions is None:
-            return HeadSampling(params=params, keys=None, positions=None, generator=generator)
-        from specreg.kernels.chain.checks import check_position_values
-        from specreg.kernels.sampling import request_keys
-
-        check_tensor("positions", positions)
-        check_shape("positions", positions, (batch,))
-        check_dtype("positions", positions, INDEX_DTYPES)
-        check_same_device(params=params.seed, positions=positions)
-        if values:
-            check_position_values(positions)
-        return HeadSampling(
-            params=params, keys=request_keys(params, keys, generator=generator),
-            positions=positions.to(torch.int64), generator=generator,
-        )
-
-    def _check_head_rows(self, logits: torch.Tensor, name: str) -> None:
-        """SR904 (with value checks) for head rows [b, s, V] with NaN or +inf, or only -inf."""
-        from specreg.step.draft_sampling import invalid_logit_rows
-
-        if not should_check_values(logits.device, self.check_values):
-            return
-        b, s, v = logits.shape
-        bad = invalid_logit_rows(logits.reshape(b * s, v)).nonzero().flatten().tolist()
-        if bad:
-            pairs = [(r // s, r % s) for r in bad]
-            raise KernelInputError(
-                problem(
-                    "SR904",
-                    f"{name} rows (request, head) {pairs[:8]}{' ...' if len(pairs) > 8 else ''} "
-                    "hold NaN or +inf, or only -inf: no token can be drawn from them",
-                    accepted="finite logits (-inf marks a masked token; every row keeps one "
-                    "finite)",
-                    fix="check the Medusa heads' output (or the mask) that produced those rows",
-                    field=name,
-                )
-            )
+        """`head_sampling` under the plan's value checks."""
+        return head_sampling(params, keys, positions, generator, batch=batch, vocab=vocab,
+                             device=device, check_values=self.check_values)
 
     def _sample_heads(
         self, logits: torch.Tensor, first_head: int, sampling: HeadSampling, name: str
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Heads first_head.. of `logits` [b, s, V]: (tokens int64 [b, s, topk], q float32
-        [b, s, V]). Sampled requests draw each head's tokens from its filtered q without
-        replacement, in draw order, on the stream at positions + head; greedy requests keep the
-        deterministic top-k and a zero q. Without value checks, a request with invalid
-        parameters or a head row with no finite maximum keeps the top-k and a zero q there (no
-        q: the verifier runs the target-only rule, and flags the invalid parameters)."""
-        from specreg.step.draft_sampling import invalid_logit_rows, sample_children
-
-        b, s, v = logits.shape
-        flat = logits.reshape(b * s, v)
-        tokens = self._head_topk(flat, b * s, name)
-        self._check_head_rows(logits, name)
-        params = sampling.params
-        drawable = (~params.greedy & ~params.invalid_rows(v))[:, None] & ~invalid_logit_rows(
-            flat).view(b, s)
-        q = torch.zeros((b * s, v), dtype=torch.float32, device=logits.device)
-        rows = drawable.flatten().nonzero().flatten()
-        if rows.numel():
-            request, head = rows // s, first_head + rows % s
-            keys, positions = sampling.keys, sampling.positions
-            drawn = sample_children(
-                flat.index_select(0, rows), params.select(request), self.topk,
-                keys=None if keys is None else keys[request],
-                positions=None if positions is None else positions[request] + head,
-                generator=sampling.generator, filter_order=self.filter_order,
-                backend=self.backend, check_values=False,
-            )
-            tokens = tokens.index_copy(0, rows, drawn.tokens)
-            q.index_copy_(0, rows, drawn.q)
-        return tokens.view(b, s, self.topk), q.view(b, s, v)
+        """`sample_heads` (tokens [b, s, topk], q [b, s, V]) under the plan's settings."""
+        return sample_heads(logits, first_head, sampling, name, topk=self.topk,
+                            filter_order=self.filter_order, backend=self.backend,
+                            check_values=self.check_values)
 
     @checked_keywords
     def start(
@@ -347,7 +218,7 @@ class MedusaDrafter:
         """The next head's logits: [b, V], or [b * topk, V] per branch (the first branch of each
         request is used: the heads' top-1 chain). A draft started with params= samples it."""
         if draft.steps >= self.num_steps:
-            raise _inputs_error(
+            raise inputs_error(
                 f"the draft already read {draft.steps} heads, the most this plan serves",
                 "draft", f"at most {self.num_steps} heads (served: {list(self.widths_by_steps)})",
                 "build the tree with drafter.tree(draft, ...) now",
@@ -364,7 +235,7 @@ class MedusaDrafter:
         tokens, q = self._sample_heads(logits[:, None, :], draft.steps, draft.sampling, "logits")
         assert draft.head_q is not None
         if q.shape[-1] != draft.head_q.shape[-1]:
-            raise _inputs_error(
+            raise inputs_error(
                 f"head {draft.steps}'s logits have a vocabulary of {q.shape[-1]}, the earlier "
                 f"heads' {draft.head_q.shape[-1]}", "logits",
                 "every head's logits over the same vocabulary", "pass the heads' full logits",
@@ -377,7 +248,7 @@ class MedusaDrafter:
     def width_for(self, steps: int) -> int:
         """The verify width of a tree over `steps` heads (SR485 if the plan serves none)."""
         if steps not in self.widths_by_steps:
-            raise _inputs_error(
+            raise inputs_error(
                 f"a tree over {steps} heads is not one this plan serves",
                 "draft", ", ".join(str(s) for s in self.widths_by_steps),
                 "read the main config's num_steps heads or one adaptive candidate's",

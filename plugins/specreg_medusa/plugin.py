@@ -3,7 +3,7 @@
 Registers `medusa` (vLLM's method name; TensorRT-LLM's MEDUSA): `num_steps` heads on the
 target's last hidden state each propose their `topk` best tokens for one position, and a static
 tree of `num_draft_tokens - 1` of those choices (`specreg_medusa.sizes`) is verified by the
-EAGLE plugin's tree verifier. Widths and gamma are the default plugin's (draft_decode = topk,
+core's tree verifier (`specreg.step.tree_verifier`). Widths and gamma are the default plugin's (draft_decode = topk,
 draft_extend = target_verify = num_draft_tokens, gamma = num_draft_tokens - 1). This plugin
 infers unset parameters (num_steps from the checkpoint's head count; vLLM's
 num_speculative_tokens alone means a chain of that many heads, as vLLM drafts), derives adaptive
@@ -44,7 +44,7 @@ MEDUSA = AlgorithmSpec(
     verify_rules=("tree_greedy", "tree_sampling", "greedy", "chain_sampling"),
     description=(
         "Medusa: num_steps heads on the target's last hidden state propose topk tokens each; "
-        "a static tree of their top choices, verified by the EAGLE tree verifier."
+        "a static tree of their top choices, verified by the core tree verifier."
     ),
     uses_target_hidden_states=True,
     owns_draft_kv=False,
@@ -177,10 +177,10 @@ def specreg_make_verifier(
 ) -> Any | None:
     if algorithm.name != NAME:
         return None
-    from specreg_eagle.verifier import EagleVerifier
+    from specreg.step.tree_verifier import TreeVerifier
 
     table = widths_by_steps(resolution.configs())
-    return EagleVerifier(
+    return TreeVerifier(
         num_steps=max(table), topk=config.topk or DEFAULT_TOPK,
         num_draft_tokens=max(table.values()), widths_by_steps=table,
         filter_order=config.filter_order, acceptance=config.acceptance,

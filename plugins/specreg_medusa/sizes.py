@@ -1,4 +1,4 @@
-"""What a resolved medusa config implies: the static tree of head choices and its EAGLE layout.
+"""What a resolved medusa config implies: the static tree of head choices and its tree layout.
 
 Torch-free (the hooks import it). Medusa head d (0-based) reads the target's last hidden state
 and predicts the token d + 1 positions after the tree's root; a tree node at depth d + 1 is
@@ -9,11 +9,11 @@ paths of highest prior `prod_j DECAY / (c_j + 1)`, which falls along every exten
 kept set is prefix-closed (every node's parent is kept). Ties go to the shallower, then the
 lexicographically smaller path.
 
-The EAGLE tree kernels take a tree as draft *global ids* (see `specreg_eagle.sizes`): level 0
-holds ids 0..K-1 (one per choice), level j >= 1 holds K + K*K*(j-1) + a*K + c for choice c of
-the a-th expanded node of level j - 1. `eagle_layout` numbers the static tree that way with
-K = max(topk, the most expanded nodes on any level), so `build_tree` builds its mask, positions
-and links unchanged.
+The core tree kernels take a tree as draft *global ids* (`specreg.contract.tree_sizes`, the
+numbering EAGLE's draft loop uses): level 0 holds ids 0..K-1 (one per choice), level j >= 1
+holds K + K*K*(j-1) + a*K + c for choice c of the a-th expanded node of level j - 1.
+`eagle_layout` numbers the static tree that way with K = max(topk, the most expanded nodes on
+any level), so `build_tree` builds its mask, positions and links unchanged.
 
 Sampled drafting (`specreg_medusa.drafter`) draws head d's `topk` tokens from its filtered q
 without replacement, and choice c of head d is its c-th draw. The tree verifier's recursive rule
@@ -91,7 +91,7 @@ def static_tree(num_steps: int, topk: int, num_draft_tokens: int) -> tuple[Path,
 
 @attrs.frozen(kw_only=True)
 class TreeLayout:
-    """A static tree in the EAGLE kernels' numbering, for one request.
+    """A static tree in the core tree kernels' numbering (draft global ids), for one request.
 
     `encoding_topk` K of the ids; `parent_list` the K*(S-1)+1 parent ids build_tree reads
     ([] for S = 1); `ids` the kept nodes' global ids, ascending; `paths`, `heads` and `choices`

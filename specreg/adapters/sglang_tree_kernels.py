@@ -1,10 +1,11 @@
-"""SGLang's tree-verification kernel signatures, computed by specreg's EAGLE verifier kernels.
+"""SGLang's tree-verification kernel signatures, computed by specreg's core tree kernels.
 
 Each function here takes exactly the arguments SGLang 0.5.23's `eagle_sample` passes to the
-kernel it stands in for (running the EAGLE plugin's kernels, found through its entry point:
-`eagle_kernels`), validates them as specreg's own kernels do (a `KernelInputError` with
-an SR9xx code, before anything is written), and writes SGLang's mutable outputs the way
-SGLang's kernels write them (only the accepted path's `predicts` and `accept_index` slots):
+kernel it stands in for (running `specreg.kernels.tree_verify_greedy` and
+`specreg.kernels.tree_verify_sampling`), validates them as specreg's own kernels do (a
+`KernelInputError` with an SR9xx code, before anything is written), and writes SGLang's
+mutable outputs the way SGLang's kernels write them (only the accepted path's `predicts` and
+`accept_index` slots):
 
 - `verify_tree_greedy` for `spec_tree.verify_tree_greedy_func`: `verify_greedy` on the target's
   argmax; depth = `accept_index.shape[1] - 1` (SGLang's `max_tree_depth` slots).
@@ -38,9 +39,7 @@ positions (`seq_lens`).
 from __future__ import annotations
 
 import contextvars
-import functools
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -58,6 +57,8 @@ from specreg.kernels.checks import (
 from specreg.contract.filter_order import FILTER_RULES
 from specreg.kernels.filtering import row_stats, scaled_probabilities
 from specreg.kernels.random_stream import fresh_keys
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy as core_verify_tree_greedy
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 from specreg.contract.sampling_params import SamplingParams
 
 #: The `SamplingBatchInfo` of the `eagle_sample` call in progress (None outside one).
@@ -68,23 +69,6 @@ CURRENT_SAMPLING_INFO: contextvars.ContextVar[Any] = contextvars.ContextVar(
 CURRENT_SEQ_LENS: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "specreg_sglang_seq_lens", default=None
 )
-
-#: The plugin whose tree verifier these kernels run (its entry point in the `specreg` group).
-EAGLE_PLUGIN = "eagle"
-
-
-@functools.lru_cache(maxsize=1)
-def eagle_kernels() -> SimpleNamespace:
-    """The EAGLE plugin's tree verification kernels (`verify_tree_greedy`,
-    `verify_tree_sampling`), found through its `specreg` entry point as the registry finds
-    plugins (specreg's core never imports a shipped plugin). ImportError when it is absent."""
-    from specreg.adapters.substitution_runtime import plugin_module
-
-    greedy = plugin_module(EAGLE_PLUGIN, "kernels.verify_greedy")
-    sampling = plugin_module(EAGLE_PLUGIN, "kernels.verify_sampling")
-    return SimpleNamespace(verify_tree_greedy=greedy.verify_tree_greedy,
-                           verify_tree_sampling=sampling.verify_tree_sampling)
-
 
 #: SGLang's top-k meaning "every token" (`sglang.srt.sampling.sampling_params.TOP_K_ALL`).
 SGLANG_TOP_K_ALL = 1 << 30
@@ -179,7 +163,7 @@ def verify_tree_greedy(
     """`verify_tree_greedy_func`'s signature: greedy tree verification by specreg's kernel."""
     del topk  # SGLang's dispatch hint; the walk does not need it
     b, n = candidates.shape if candidates.dim() == 2 else (0, 0)
-    result = eagle_kernels().verify_tree_greedy(
+    result = core_verify_tree_greedy(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling,
         depth=_check_outputs(b, n, predicts, accept_index, accept_token_num),
         target_predict=target_predict,
@@ -215,7 +199,7 @@ def tree_sampling_target_only(
     depth = _check_outputs(b, n, predicts, accept_index, accept_token_num)
     probs = with_min_p(target_probs, CURRENT_SAMPLING_INFO.get())
     keys, positions = stream_keys(b, candidates.device)
-    result = eagle_kernels().verify_tree_sampling(
+    result = verify_tree_sampling(
         candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs,
         depth=depth, coins=uniform_samples, keys=keys, positions=positions,
         threshold_single=threshold_single, threshold_acc=threshold_acc,
@@ -260,7 +244,7 @@ def chain_sampling(
     if draft_probs.shape[1] == n - 1:  # SGLang's drafts have no row for the last node
         draft_probs = torch.cat([draft_probs, draft_probs.new_zeros(b, 1, draft_probs.shape[2])], 1)
     keys, positions = stream_keys(b, candidates.device)
-    result = eagle_kernels().verify_tree_sampling(
+    result = verify_tree_sampling(
         candidates, retrive_index, retrive_next_token, retrive_next_sibling, probs, depth=depth,
         draft_probs=draft_probs, coins=uniform_samples, keys=keys, positions=positions,
     )

@@ -58,10 +58,6 @@ def install(plan: Any = None) -> None:
     """Apply and check every seam (SR182 on a missing seam or a hook that did not apply).
     `plan` is not needed: every parameter comes from SGLang's own call."""
     del plan
-    try:
-        kernels.eagle_kernels()
-    except ImportError as exc:
-        raise seam_missing("sglang", f"specreg's {kernels.EAGLE_PLUGIN!r} plugin", exc) from exc
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     call_site = _import(CALL_SITE)

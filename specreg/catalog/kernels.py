@@ -333,7 +333,8 @@ ENTRIES = (
             "already filtered and drew the children from (draft_probs / draft_q, Medusa's "
             "sampled trees), read as given. Both at once would name two q for one node."
         ),
-        when="EagleVerifier.verify_from_logits with draft_logits= and draft_probs=, or "
+        when="TreeVerifier.verify_from_logits (EAGLE's and Medusa's plan verifier) with "
+        "draft_logits= and draft_probs=, or "
         "verify_tree_with_params with draft= and draft_q=.",
         solutions=("Pass the one the drafter returned: draft_probs= for a Medusa "
                    "SampledTree's draft_probs, draft_logits= for EagleDrafter.draft_logits.",),

@@ -249,7 +249,8 @@ ENTRIES = (
         solutions=(
             "Plugin authors: implement specreg_make_verifier for the algorithm, returning an "
             "object of specreg.contract.protocols.TreeVerifierProtocol (the tree contract in the hook "
-            "reference), or reuse specreg_eagle's EagleVerifier as Medusa does.",
+            "reference), or return the core's TreeVerifier (specreg.step.tree_verifier) as "
+            "Medusa does.",
             "Plugin authors of an algorithm that drafts one chain per request: declare "
             "drafting='chain' in its AlgorithmSpec, and specreg's ChainVerifier verifies it.",
             "Users: report it to the plugin's authors, and use another algorithm meanwhile.",
@@ -259,9 +260,9 @@ ENTRIES = (
             "def specreg_make_verifier(config, algorithm, resolution):\n"
             "    if algorithm.name != 'mytree':\n"
             "        return None                      # not ours: the next plugin answers\n"
-            "    from specreg_eagle.verifier import EagleVerifier\n"
-            "    return EagleVerifier(num_steps=config.num_steps, topk=config.topk,\n"
-            "                         num_draft_tokens=config.num_draft_tokens)"
+            "    from specreg.step.tree_verifier import TreeVerifier\n"
+            "    return TreeVerifier(num_steps=config.num_steps, topk=config.topk,\n"
+            "                        num_draft_tokens=config.num_draft_tokens)"
         ),
     ),
     ErrorEntry(

@@ -4,16 +4,19 @@ Every check raises `KernelInputError` with a catalog code before any kernel laun
 read tensor data (index ranges, probability values) synchronise with the device; wrappers run them
 always on the CPU path and, on GPU, only when asked (`check_values=True`). `check_params` checks
 a batch's `SamplingParams` the same way (type, shapes, dtypes and device always; ranges with
-`values`).
+`values`), `check_draft_lengths` a batch's per-request draft lengths (`specreg.step.draft_lengths`)
+against the most a call verifies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from specreg.errors import KernelInputError, problem
+from specreg.errors import KernelInputError, Problem, problem
+from specreg.integers import is_int
 from specreg.contract.sampling_params import DTYPES, FIELDS, SamplingParams
 
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -231,3 +234,106 @@ def check_params(
         if problems:
             raise KernelInputError(problems)
     return params
+
+
+#: The keyword every drafter and verifier takes (`specreg.step.draft_lengths`).
+DRAFT_LENGTHS_FIELD = "draft_lengths"
+
+#: How a user raises the plan's maximum, in each framework's terms.
+RAISE_MAXIMUM = (
+    "or raise the plan's maximum (SGLang and the specreg CLI: --speculative-num-steps / "
+    "--speculative-num-draft-tokens; vLLM: --speculative-config num_speculative_tokens)"
+)
+
+
+def bad_draft_lengths(message: str, accepted: str, fix: str) -> KernelInputError:
+    """SR922: `draft_lengths` of the wrong type, shape, dtype or device, or given twice."""
+    return KernelInputError(
+        problem("SR922", message, accepted=accepted, fix=fix, field=DRAFT_LENGTHS_FIELD)
+    )
+
+
+def length_problems(values: Sequence[int], maximum: int, *, what: str) -> list[Problem]:
+    """One SR921 problem per request whose length lies outside [0, maximum]."""
+    out = []
+    for r, length in enumerate(values):
+        if 0 <= length <= maximum:
+            continue
+        if length < 0:
+            message = f"request {r} asks for {length} drafts; a draft length is at least 0"
+            fix = f"pass 0 to opt request {r} out of speculation"
+        else:
+            message = (
+                f"request {r} asks for {length} drafts, above the maximum of {maximum} that "
+                f"{what} verifies"
+            )
+            fix = f"cap request {r}'s draft length at {maximum} (min(length, {maximum})), " + (
+                RAISE_MAXIMUM
+            )
+        out.append(
+            problem(
+                "SR921", message,
+                accepted=f"an int in [0, {maximum}] per request (0 = no speculation)",
+                fix=fix, field=f"{DRAFT_LENGTHS_FIELD}[{r}]",
+            )
+        )
+    return out
+
+
+def check_draft_lengths(
+    draft_lengths: Any,
+    batch: int,
+    maximum: int,
+    *,
+    device: torch.device | str,
+    check_values: bool | None = None,
+    what: str = "this call",
+) -> torch.Tensor:
+    """`draft_lengths` as int64 [batch] on `device`, within [0, maximum]
+    (`specreg.step.draft_lengths` states the rule).
+
+    `what` names the verify in the message (e.g. "the chain of 5 tokens"). SR922 for a value
+    that is not a sequence of ints or an integer tensor [batch] on `device`; SR921 per request
+    outside [0, maximum], every one at once."""
+    device = torch.device(device)
+    accepted = f"a sequence of {batch} ints, or an int32/int64 tensor [{batch}] on {device}"
+    if isinstance(draft_lengths, torch.Tensor):
+        if tuple(draft_lengths.shape) != (batch,):
+            raise bad_draft_lengths(
+                f"draft_lengths has shape {list(draft_lengths.shape)}, not [{batch}] (one length "
+                "per request)", accepted, "pass one draft length per request of the batch",
+            )
+        if draft_lengths.dtype not in INDEX_DTYPES:
+            raise bad_draft_lengths(
+                f"draft_lengths has dtype {str(draft_lengths.dtype).replace('torch.', '')}",
+                accepted, "cast it with .to(torch.int64)",
+            )
+        if draft_lengths.device != device:
+            raise bad_draft_lengths(
+                f"draft_lengths is on {draft_lengths.device}, the verified tensors on {device}",
+                accepted, f"move draft_lengths to {device}",
+            )
+        lengths = draft_lengths.to(torch.int64)
+        if should_check_values(device, check_values):
+            found = length_problems(lengths.tolist(), maximum, what=what)
+            if found:
+                raise KernelInputError(found)
+        return lengths.clamp(0, maximum)  # unchecked accelerator values: never out of range
+    if isinstance(draft_lengths, (str, bytes)) or not isinstance(draft_lengths, Sequence):
+        raise bad_draft_lengths(
+            f"draft_lengths is a {type(draft_lengths).__name__}", accepted,
+            "pass a list of ints or an integer tensor",
+        )
+    values = list(draft_lengths)
+    wrong = [r for r, v in enumerate(values) if not is_int(v)]
+    if wrong or len(values) != batch:
+        message = (
+            f"draft_lengths has {len(values)} entries for a batch of {batch}"
+            if not wrong
+            else f"draft_lengths holds non-integers at requests {wrong}"
+        )
+        raise bad_draft_lengths(message, accepted, "pass one int per request of the batch")
+    found = length_problems(values, maximum, what=what)
+    if found:
+        raise KernelInputError(found)
+    return torch.tensor(values, dtype=torch.int64, device=device)

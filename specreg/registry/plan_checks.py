@@ -163,7 +163,7 @@ def missing_verifier(algorithm: AlgorithmSpec, answered: bool, owner: str | None
         default = "specreg's own ChainVerifier verifies chain and block drafting only"
         fix = (f"plugin authors ({owned}): implement specreg_make_verifier returning a "
                "TreeVerifierProtocol object for the algorithm (the tree contract in the hook "
-               "reference; Medusa reuses specreg_eagle's EagleVerifier), or declare "
+               "reference; Medusa returns the core's TreeVerifier), or declare "
                "drafting='chain' when it drafts one chain per request")
     protocol = "ChainVerifierProtocol" if algorithm.drafting in DEFAULT_VERIFIER_DRAFTING else (
         "TreeVerifierProtocol")
@@ -260,7 +260,7 @@ def verify_mode_problems(config: SpecConfig, algorithm: str, verifier: Any) -> l
         f"{algorithm}: the plan's verifier ({type(verifier).__name__}) does not run the "
         "invariant verify mode",
         accepted="a verifier built with the config's verify_mode (specreg's ChainVerifier, "
-        "BlockVerifier, LookupVerifier and EagleVerifier take it)",
+        "BlockVerifier, LookupVerifier, TreeVerifier and EagleVerifier take it)",
         fix="leave verify_mode unset for this algorithm; plugin authors: pass "
         "config.verify_mode to the verifier specreg_make_verifier returns, and set its "
         "verify_mode attribute",

@@ -205,7 +205,7 @@ def chain_oracle(gen, b: int, n: int, vocab: int) -> dict:
     compared (specreg's own exact draw on its stream)."""
     import sglang.srt.speculative.eagle_utils as eu
     import torch
-    from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+    from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
     from specreg.adapters.sglang_tree_kernels import write_outputs
 
@@ -387,7 +387,7 @@ def eagle_sample_rejection(gen, b: int, n: int, vocab: int) -> dict:
     import sglang.srt.speculative.eagle_utils as eu
     import torch
     from sglang.srt.runtime_context import get_spec
-    from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+    from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 
     from specreg.adapters.sglang_tree_kernels import write_outputs
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
 
 from specreg.adapters import sglang_tree_kernels as kernels
 from specreg.errors import KernelInputError

@@ -4,14 +4,14 @@ a topk-1 tree (synthetic also for greedy verification); paths a rule cannot reac
 
 import pytest
 import torch
-from specreg_eagle.kernels.verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 from specreg_eagle.verifier import EagleVerifier
 
 from specreg.contract.acceptance_rules import AcceptanceRule
 from specreg.step.chain_verifier import ChainVerifier
 from specreg.errors import KernelInputError
 from specreg.contract.sampling_params import SamplingParams
-from tests.eagle.test_verify import RESULT_FIELDS, links, make_tree
+from tests.support.eagle import RESULT_FIELDS, links, make_tree
 
 
 def _inputs(topk, seed=5, b=6):

@@ -220,20 +220,15 @@ def _opened_insides(graph: dict[str, dict[str, set[str]]]) -> list[str]:
 
 
 def _short(package: str) -> str:
-    """The name a package's tests and benchmarks go by: 'kernels' for the core's families,
-    'eagle' for specreg_eagle's."""
+    """The name of a package's wing of tests/: 'kernels' for the core's families, 'eagle' for
+    specreg_eagle's."""
     return "kernels" if package == "specreg" else package.removeprefix("specreg_")
 
 
 def _may_open(path: str, package: str) -> bool:
-    """Whether the test or benchmark at `path` (relative to the root) tests or times the
-    families of `package`: a test in its wing of tests/, a benchmark named for it, or the GPU
-    script that times every kernel."""
-    short = _short(package)
-    return path.startswith((
-        f"tests/{short}/", f"benchmarks/bench_{short}", f"benchmarks/gpu/bench_{short}",
-        "benchmarks/gpu/bench_kernels_gpu.py",
-    ))
+    """Whether the test or benchmark at `path` (relative to the root) may open the insides of
+    `package`'s families: a test in the package's wing of tests/, or any benchmark."""
+    return path.startswith((f"tests/{_short(package)}/", "benchmarks/"))
 
 
 def _tests_opening_insides(files: dict[str, list[tuple[str, str]]]) -> list[str]:
@@ -265,13 +260,14 @@ def test_no_family_insides_opened_from_outside():
     modules every family shares under specreg/kernels/ (`row_chunks`, `exp_log`, `block_race`,
     `race_tiles`), which belong to no family.
 
-    Tests and benchmarks stand outside every family too, with one licence: a test may open a
-    family's insides only to test that family, and a benchmark only to time it. A test tests the
-    families of the package whose wing it sits in (tests/kernels/: the core's,
-    specreg/kernels/; tests/eagle/: specreg_eagle's; ...), a benchmark times those of the package
-    it is named for (benchmarks/bench_eagle_cpu.py, benchmarks/gpu/bench_eagle_gpu.py), and
-    benchmarks/gpu/bench_kernels_gpu.py times every kernel. Any other test or benchmark (a
-    step test comparing against a verifier, an adapter's parity test) uses the public entries.
+    Tests and benchmarks stand outside every family too, with one licence each. A test may open
+    a family's insides only to test that family, and a test tests the families of the package
+    whose wing of tests/ it sits in (tests/kernels/: the core's, specreg/kernels/; tests/dspark/:
+    specreg_dspark's; ...): any other test (a step test comparing a drafter with a verifier, an
+    adapter's parity test, a core test of a plugin) uses the public entries. A benchmark times
+    implementations, the torch path beside the Triton one, so it may open the insides of the
+    families it times, whichever package holds them (EAGLE's benchmarks time the core's tree
+    families); nothing imports a benchmark, so what it opens goes no further.
     """
     opened = _opened_insides(GRAPH)
     assert not opened, "import through the family's __init__:\n  " + "\n  ".join(opened)
@@ -283,8 +279,8 @@ def test_no_family_insides_opened_from_outside():
 
 def test_the_check_finds_insides_opened_from_outside(monkeypatch):
     """Negative controls: a planted import of a family's torch_impl from another family and from
-    a step module, and one by a test of another package, are found; the family's own import of
-    its insides and a test of its own wing are not."""
+    a step module, and one by a test of another wing or of no package's wing, are found; the
+    family's own import of its insides, a test of its own wing and a benchmark are not."""
     assert _inside("specreg.kernels.filtering.torch_impl") == "specreg.kernels.filtering"
     assert _inside("specreg.kernels.filtering") is None  # the entry
     assert _inside("specreg.kernels.chain.types") is None  # public
@@ -293,24 +289,24 @@ def test_the_check_finds_insides_opened_from_outside(monkeypatch):
     assert own == []
     planted = {
         "specreg.kernels.logprobs.torch_impl": {"specreg.kernels.filtering.torch_impl": {"RowStats"}},
-        "specreg.step.draft_sampling": {"specreg_eagle.kernels.verify_greedy.triton_impl": {"y"}},
+        "specreg.step.draft_sampling": {"specreg_dspark.kernels.markov_greedy.triton_impl": {"y"}},
     }
     monkeypatch.setitem(GRAPH, "specreg.step.draft_sampling",
                         {**GRAPH["specreg.step.draft_sampling"], **planted["specreg.step.draft_sampling"]})
     assert _opened_insides(planted) == [
         "specreg.kernels.logprobs.torch_impl -> specreg.kernels.filtering.torch_impl: RowStats",
-        "specreg.step.draft_sampling -> specreg_eagle.kernels.verify_greedy.triton_impl: y",
+        "specreg.step.draft_sampling -> specreg_dspark.kernels.markov_greedy.triton_impl: y",
     ]
-    assert "specreg.step.draft_sampling -> specreg_eagle.kernels.verify_greedy.triton_impl: y" in (
+    assert "specreg.step.draft_sampling -> specreg_dspark.kernels.markov_greedy.triton_impl: y" in (
         _opened_insides(GRAPH))
     files = {
         "tests/eagle/test_x.py": [("specreg.kernels.sampling.torch_impl", "hash_coins"),
-                                  ("specreg_eagle.kernels.tree_build.torch_impl", "build_tree_torch")],
+                                  ("specreg_eagle.kernels.select_topk.torch_impl", "select")],
         "tests/kernels/test_x.py": [("specreg.kernels.sampling.torch_impl", "hash_coins")],
-        "benchmarks/bench_eagle_x.py": [("specreg_eagle.kernels.tree_build.triton_impl", "t")],
-        "benchmarks/bench_filter.py": [("specreg_hisparse.kernels.swap.torch_impl", "s")],
+        "benchmarks/bench_eagle_x.py": [("specreg.kernels.tree_build.triton_impl", "t")],
+        "tests/step/test_x.py": [("specreg.kernels.filtering.torch_impl", "row_stats")],
     }
     assert _tests_opening_insides(files) == [
-        "benchmarks/bench_filter.py -> specreg_hisparse.kernels.swap.torch_impl: s",
         "tests/eagle/test_x.py -> specreg.kernels.sampling.torch_impl: hash_coins",
+        "tests/step/test_x.py -> specreg.kernels.filtering.torch_impl: row_stats",
     ]

@@ -6,7 +6,8 @@ where there is one; `sizes.py` states what a resolved config implies; `kernels/<
 holds `reference.py`, `torch_impl.py`, (`triton_impl.py`), `__init__.py`, and optionally
 `types.py` and `checks.py`; `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects;
 a module too long for one job splits into named parts beside it (`checkpoint_reader.py`,
-`swapper_checks.py`, ...); `sglang_seam.py` is the plugin's SGLang runtime substitution.
+`swapper_checks.py`, ...); `sglang_seam.py` is the plugin's SGLang runtime substitution;
+`suffix_tree.py` and `heads.py` hold a drafter's own data structure or draft model.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ PACKAGES = {
 }
 TOP_LEVEL = {
     "__init__.py", "plugin.py", "errors.py", "checkpoint.py", "sizes.py",
-    "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py",
+    "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py", "heads.py",
     # a module past 400 lines splits by job into <module>_<job>.py parts beside it
     "checkpoint_reader.py", "checkpoint_layout.py", "swapper_state.py", "swapper_checks.py",
     # a plugin's own framework seam, registered through specreg_register_substitutions

@@ -135,7 +135,7 @@ def test_every_seeded_verifier_is_checked():
 
 
 def test_tree_keywords_that_need_params_are_refused_without_them():
-    from specreg_eagle.kernels.tree_build import build_tree
+    from specreg.kernels.tree_build import build_tree
 
     verifier = Registry.load().resolve(PLANS["eagle"]).verifier
     tree = build_tree(torch.tensor([1]), torch.tensor([[-1, 0, 1]]), torch.tensor([[0, 1, 2]]),

@@ -25,7 +25,7 @@ def test_rows_that_require_grad_draw_the_same_tokens(check_values):
 def test_greedy_rows_that_require_grad_verify_alike():
     """Greedy chain and tree verification read logits that require grad as values (their CPU
     paths gather the rows a request reaches into a reused buffer)."""
-    from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+    from specreg.kernels.tree_verify_greedy import verify_tree_greedy
 
     from specreg.kernels.chain import verify_chain_greedy
     from tests.support.eagle import tree_links

@@ -13,15 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from specreg_dspark.kernels.markov_head import make_markov_head
 from specreg_dspark.kernels.markov_head.reference import markov_block_reference
-from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
-from specreg_eagle.kernels.verify_greedy.reference import verify_tree_greedy_reference
-from specreg_eagle.kernels.verify_sampling import (
-    caller_tree_coins,
-    stream_tree_coins,
-    verify_tree_sampling,
-)
-from specreg_eagle.kernels.verify_sampling.reference import verify_tree_sampling_reference
-from specreg_eagle.kernels.verify_sampling.types import TreeSamplingInputs
+from specreg.kernels.tree_verify_greedy import verify_tree_greedy
+from specreg.kernels.tree_verify_greedy.reference import verify_tree_greedy_reference
+from specreg.kernels.tree_verify_sampling import verify_tree_sampling
+from specreg.kernels.tree_verify_sampling.reference import verify_tree_sampling_reference
+from specreg.kernels.tree_coins import caller_tree_coins, stream_tree_coins
+from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
 from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling
 from specreg.kernels.chain.reference import (

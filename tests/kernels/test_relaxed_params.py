@@ -204,7 +204,7 @@ def test_chain_and_block_verifiers_run_the_rule_for_params_and_refuse_processed_
 def test_eagle_results_name_their_lossy_rule_and_refuse_processed_logprobs():
     from specreg_eagle.verifier import EagleVerifier
 
-    from tests.eagle.test_verify import make_tree
+    from tests.support.eagle import make_tree
 
     b, steps, n, vocab = 6, 3, 6, 11
     tree, gen = make_tree(b, 2, steps, n, vocab, 5)

@@ -507,7 +507,7 @@ def test_plan_verifiers_take_params():
     eagle = registry.resolve(
         {"algorithm": "eagle", "num_steps": 2, "topk": 2, "num_draft_tokens": 5}
     ).verifier
-    from specreg_eagle.kernels.tree_build import build_tree
+    from specreg.kernels.tree_build import build_tree
 
     parent_list = torch.tensor([[-1, 0, 1]]).repeat(2, 1)
     top = torch.tensor([[0, 1, 2, 3]]).repeat(2, 1)

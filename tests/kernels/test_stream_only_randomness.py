@@ -173,7 +173,7 @@ def test_a_call_without_keys_draws_only_its_keys(x, no_generator_draws):
 def eagle_tree():
     """An EAGLE tree (4 requests, topk 3, 3 steps, 10 nodes) with its p and q, built before the
     trap is set."""
-    from specreg_eagle.kernels.tree_build import build_tree
+    from specreg.kernels.tree_build import build_tree
 
     from tests.support.eagle import random_draft
 

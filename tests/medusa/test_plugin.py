@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 import torch
-from specreg_eagle.kernels.tree_build import build_tree
-from specreg_eagle.kernels.tree_build.reference import build_tree_reference
-from specreg_eagle.kernels.tree_build.types import TreeBuildInputs
+from specreg.kernels.tree_build import build_tree
+from specreg.kernels.tree_build.reference import build_tree_reference
+from specreg.kernels.tree_build.types import TreeBuildInputs
 from specreg_medusa.sizes import eagle_layout, static_tree, tree_nodes
 
 from specreg import ConfigError, KernelInputError, Registry
@@ -67,7 +67,7 @@ def test_defaults_and_the_vllm_chain(registry):
     assert (plan.config.num_steps, plan.config.topk, plan.config.num_draft_tokens) == (4, 2, 9)
     plan = registry.resolve({"method": "medusa", "num_speculative_tokens": 3})
     assert (plan.config.num_steps, plan.config.topk, plan.config.num_draft_tokens) == (3, 1, 4)
-    assert type(plan.verifier).__name__ == "EagleVerifier"
+    assert type(plan.verifier).__name__ == "TreeVerifier"
     assert type(plan.drafter).__name__ == "MedusaDrafter"
     heads = registry.resolve({"algorithm": "medusa", "draft_config": {"medusa_num_heads": 3}})
     assert heads.config.num_steps == 3

@@ -23,8 +23,8 @@ def _work(seed: int) -> dict:
     """Resolve every config and run chain verify, build_tree + tree verify and a Markov step."""
     from specreg_dspark.kernels.markov_greedy import markov_greedy_step
     from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
-    from specreg_eagle.kernels.tree_build import build_tree
-    from specreg_eagle.kernels.verify_greedy import verify_tree_greedy
+    from specreg.kernels.tree_build import build_tree
+    from specreg.kernels.tree_verify_greedy import verify_tree_greedy
 
     from specreg import Registry
     from specreg.kernels.chain import verify_chain_greedy, verify_chain_sampling

@@ -9,7 +9,7 @@ import torch
 from specreg import Registry
 from specreg.step.chain_verifier import ChainVerifier
 from specreg.cli.demo import toy_draft_checkpoint
-from specreg.step.draft_lengths import check_draft_lengths
+from specreg.kernels.checks import check_draft_lengths
 from specreg.errors import KernelInputError
 from specreg.testing import ToyConfig
 

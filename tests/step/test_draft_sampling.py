@@ -3,7 +3,7 @@
 
 import pytest
 import torch
-from specreg_eagle.kernels.verify_sampling import _filtered_tree_rows
+from specreg.kernels.tree_verify_params import _filtered_tree_rows
 
 from specreg.step.draft_sampling import filtered_q, row_params, sample_children, sample_rows
 from specreg.errors import KernelInputError

@@ -5,7 +5,7 @@ probabilities, from logits with per-request parameters) and the EAGLE tree verif
 
 import pytest
 import torch
-from specreg_eagle.kernels.tree_build import build_tree
+from specreg.kernels.tree_build import build_tree
 
 from specreg import Registry
 from specreg.step.chain_verifier import ChainVerifier

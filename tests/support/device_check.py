@@ -30,11 +30,12 @@ FACTORIES = frozenset({
 
 
 #: The torch implementations against their references: chain, sampling parameters, filtering,
-#: EAGLE's tree kernels, HiSparse's swap, DSpark's and lookup's kernels, CPU-tuned and batched
-#: branches. Their Triton cases (a "triton" in the test id) are not checked: the interpreter
-#: builds its own CPU tensors.
+#: the tree kernels, EAGLE's top-k, HiSparse's swap, DSpark's and lookup's kernels, CPU-tuned
+#: and batched branches. Their Triton cases (a "triton" in the test id) are not checked: the
+#: interpreter builds its own CPU tensors.
 TORCH_PATH_TESTS = (
     "tests/kernels/test_kernel_references.py",
+    "tests/kernels/test_tree_references.py",
     "tests/eagle/test_reference.py",
     "tests/hisparse/test_reference.py",
     "tests/dspark/test_reference.py",

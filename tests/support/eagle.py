@@ -1,9 +1,12 @@
-"""Shared builders for the EAGLE tests: random draft trees through the real draft-loop helpers."""
+"""Shared builders for the tree tests: random draft trees through EAGLE's real draft-loop
+helpers, built into verify trees by the core's `build_tree`."""
 
 from __future__ import annotations
 
 import torch
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+
+from specreg.kernels.tree_build import build_tree
 
 
 def random_draft(b: int, topk: int, steps: int, n: int, vocab: int, gen: torch.Generator):
@@ -79,3 +82,23 @@ def full_tree_links(b: int, topk: int):
     n = 1 + topk + topk * topk
     parents = [-1] + [0] * topk + [1 + i // topk for i in range(topk * topk)]
     return (n, parents, *tree_links(b, parents))
+
+
+#: The fields every tree verify result holds.
+RESULT_FIELDS = ("predicts", "accept_index", "accept_token_num", "bonus", "output_tokens")
+
+
+def make_tree(b, topk, steps, n, vocab, seed, mode="qlen_only"):
+    """A built verify tree over a random EAGLE draft, and the generator that drew it."""
+    gen = torch.Generator().manual_seed(seed)
+    parent_list, sel, drafts = random_draft(b, topk, steps, n, vocab, gen)
+    bonus = torch.randint(0, vocab, (b,), generator=gen)
+    seq = torch.randint(0, 5, (b,), generator=gen)
+    return build_tree(bonus, parent_list, sel, drafts, seq, topk=topk, depth=steps,
+                      num_verify_tokens=n, mask_mode=mode), gen
+
+
+def links(tree, n):
+    """The verify kernels' tree tensors of a built tree of n nodes."""
+    return (tree.draft_tokens.view(-1, n), tree.retrieve_index, tree.retrieve_next_token,
+            tree.retrieve_next_sibling)

@@ -4,7 +4,7 @@ shared strategies and the rule every fuzz target checks.
 The default run (CI's `python -m pytest -q`) is the bounded long-fuzz pass: each target runs the
 derandomized example count its test passes to `fuzz_settings`, which over the resolver
 (tests/registry/test_fuzz_registry.py, 1,200 of them resolving each plan's own config again)
-and the kernel wrappers (tests/kernels, tests/eagle, tests/dspark `*_fuzz_*`) comes to more than
+and the kernel wrappers (tests/kernels, tests/eagle, tests/dspark `*_fuzz*`) comes to more than
 2,000 examples each, in under a minute on CI's two cores. `--fuzz-long` (tests/conftest.py)
 loads the `specreg-fuzz-long` profile, which raises every target to at least `LONG_EXAMPLES`
 examples (still derandomized, so a failure replays): `pytest -m fuzz --fuzz-long`.

@@ -97,18 +97,18 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
         "specreg/kernels/relaxed/torch_impl.py",
         ["tests/kernels/test_relaxed.py", "tests/kernels/test_relaxed_params.py"],
     ),
-    "specreg_eagle.kernels.verify_greedy.torch_impl": (
-        "plugins/specreg_eagle/kernels/verify_greedy/torch_impl.py",
-        ["tests/eagle/test_boundaries.py", "tests/eagle/test_verify.py",
-         "tests/eagle/test_reference.py", "tests/eagle/test_fuzz_kernels.py",
-         "tests/eagle/test_tree.py", "tests/kernels/test_production_shapes.py"],
+    "specreg.kernels.tree_verify_greedy.torch_impl": (
+        "specreg/kernels/tree_verify_greedy/torch_impl.py",
+        ["tests/kernels/test_boundaries_tree.py", "tests/kernels/test_tree_verify.py",
+         "tests/kernels/test_tree_references.py", "tests/kernels/test_tree_fuzz.py",
+         "tests/kernels/test_tree_build.py", "tests/kernels/test_production_shapes.py"],
     ),
-    "specreg_eagle.kernels.verify_sampling.torch_impl": (
-        "plugins/specreg_eagle/kernels/verify_sampling/torch_impl.py",
-        ["tests/eagle/test_boundaries.py", "tests/eagle/test_verify.py",
-         "tests/eagle/test_reference.py", "tests/eagle/test_params.py",
-         "tests/eagle/test_fuzz_kernels.py", "tests/eagle/test_lossless.py",
-         "tests/eagle/test_tree.py", "tests/kernels/test_production_shapes.py"],
+    "specreg.kernels.tree_verify_sampling.torch_impl": (
+        "specreg/kernels/tree_verify_sampling/torch_impl.py",
+        ["tests/kernels/test_boundaries_tree.py", "tests/kernels/test_tree_verify.py",
+         "tests/kernels/test_tree_references.py", "tests/kernels/test_tree_params.py",
+         "tests/kernels/test_tree_fuzz.py", "tests/kernels/test_tree_lossless.py",
+         "tests/kernels/test_tree_build.py", "tests/kernels/test_production_shapes.py"],
     ),
     "specreg_hisparse.kernels.swap.torch_impl": (
         "plugins/specreg_hisparse/kernels/swap/torch_impl.py",
@@ -126,7 +126,7 @@ COVERAGE: dict[str, tuple[str, list[str]]] = {
 }
 NEW_TESTS = {
     "tests/kernels/test_boundaries_filtering.py", "tests/kernels/test_boundaries_chain.py",
-    "tests/eagle/test_boundaries.py", "tests/hisparse/test_boundaries.py",
+    "tests/kernels/test_boundaries_tree.py", "tests/hisparse/test_boundaries.py",
     "tests/dspark/test_boundaries.py", "tests/kernels/test_production_shapes.py",
     "tests/hisparse/test_production_shapes.py",
 }

@@ -1,10 +1,11 @@
 """Triton implementation of emitted-token log-probabilities: row statistics, then one formula.
 
-Each slot's row statistics come from the filtering family's `row_stats` (`row_stats_triton`: one
-program per slot, tiles of BLOCK_V, int64 offsets); the top-n alternatives are the torch path's
-`torch.topk` of the filter keys (a selection: exact); then one program per slot writes the log
-of the filtered probabilities of its token and its alternatives (`filtered_log_probs_triton`:
-`tl.log` of `filtered_tile`, the numbers the Triton verifiers' acceptance test and race read).
+Each slot's row statistics come from the filtering family's `row_stats_tiles`
+(`row_stats_triton`: one program per slot, tiles of BLOCK_V, int64 offsets); the top-n
+alternatives are the torch path's `torch.topk` of the filter keys (a selection: exact); then one
+program per slot writes the log of the filtered probabilities of its token and its alternatives
+(`filtered_log_probs_triton`: `tl.log` of `filtered_tile`, the numbers the Triton verifiers'
+acceptance test and race read).
 """
 
 from __future__ import annotations

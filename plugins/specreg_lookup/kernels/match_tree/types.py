@@ -44,7 +44,7 @@ class LookupTree:
         (`specreg.step.draft_lengths`, 0..N-1; 0 leaves the root alone); `self` without lengths."""
         if draft_lengths is None:
             return self
-        from specreg.step.draft_lengths import check_draft_lengths
+        from specreg.kernels.checks import check_draft_lengths
 
         b, n = self.tokens.shape
         lengths = check_draft_lengths(

@@ -1,47 +1,43 @@
-"""The torch path of tree_verify: accept every node whose parent is accepted and whose token is the
-parent's choice, one vectorised pass per tree level, then read the path back."""
+"""The torch path of tree_verify: a `LookupTree`'s first-child / next-sibling links (what the
+core tree kernels walk) and the target's sampled choice at every node."""
 
 from __future__ import annotations
 
 import torch
 
-from specreg.contract.protocols import VerifyResult
+from specreg.kernels.block_race import block_race_torch
+from specreg.kernels.random_stream import draw_lanes_torch
+from specreg.kernels.random_stream.types import SAMPLE_ROLE
 from specreg_lookup.kernels.match_tree.types import LookupTree
 
 
-def verify_tree(tree: LookupTree, choice: torch.Tensor) -> VerifyResult:
-    """`choice` int64 [b, N]: the target's token at every node (argmax, or a draw)."""
-    tokens, parents, valid, depth = tree.tokens, tree.parents, tree.valid, tree.depth
-    b, n = tokens.shape
-    device = tokens.device
-    parent = parents.clamp(min=0)
-    hit = valid & (tokens == choice.gather(1, parent))
-    accepted = torch.zeros(b, n, dtype=torch.bool, device=device)
-    accepted[:, 0] = True
-    max_depth = n - 1
-    for level in range(1, max_depth + 1):
-        at_level = depth == level
-        accepted |= at_level & hit & accepted.gather(1, parent)
-    deepest_depth = torch.where(accepted, depth, -1).amax(dim=1)  # [b]
-    node = torch.where(accepted & (depth == deepest_depth[:, None]),
-                       torch.arange(n, device=device), n).amin(dim=1)
-    num_accepted = deepest_depth
-    slots = max_depth + 1
-    path = torch.full((b, slots), -1, dtype=torch.long, device=device)
-    cursor = node
-    for level in range(max_depth, -1, -1):
-        write = deepest_depth >= level
-        path[:, level] = torch.where(write, cursor, path[:, level])
-        cursor = torch.where(write & (level > 0), parent.gather(1, cursor[:, None])[:, 0], cursor)
-    bonus = choice.gather(1, node[:, None])[:, 0]
-    cols = torch.arange(slots, device=device)[None, :]
-    path_tokens = tokens.gather(1, path[:, 1:].clamp(min=0))
-    drafts = torch.cat([path_tokens, torch.zeros(b, 1, dtype=torch.long, device=device)], dim=1)
-    out = torch.where(cols < num_accepted[:, None], drafts, -1)
-    out = torch.where(cols == num_accepted[:, None], bonus[:, None], out)
-    rows = torch.arange(b, device=device)[:, None] * n
-    index = torch.where(path >= 0, rows + path, -1)
-    return VerifyResult(
-        num_accepted=num_accepted.to(torch.int32), output_tokens=out, bonus=bonus, width=n,
-        accepted_index=index,
-    )
+def tree_links(tree: LookupTree) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(retrieve_index, next_token, next_sibling) int64 [b, N] of the trees: each node's flat
+    row r*N + i, its first child and its next sibling (children in ascending slot, -1 = none);
+    slots that are not valid nodes are linked to nothing and from nothing."""
+    b, n = tree.tokens.shape
+    device = tree.tokens.device
+    nodes = torch.arange(n, device=device)
+    linked = tree.valid & (nodes > 0)
+    parent = torch.where(linked, tree.parents.clamp(min=0), n)  # n: past the row, unlinked
+    first = torch.full((b, n + 1), n, dtype=torch.int64, device=device)
+    first.scatter_reduce_(1, parent, nodes.expand(b, n), "amin")
+    next_token = torch.where(first[:, :n] < n, first[:, :n], -1)
+    # later[r, c, s]: s is a linked sibling of linked c in a later slot
+    later = (parent[:, :, None] == parent[:, None, :]) & linked[:, :, None] & linked[:, None, :]
+    later &= nodes[:, None] < nodes[None, :]
+    sibling = torch.where(later, nodes, n).amin(dim=2)
+    next_sibling = torch.where(sibling < n, sibling, -1)
+    retrieve_index = torch.arange(b * n, device=device).view(b, n)
+    return retrieve_index, next_token, next_sibling
+
+
+def sampled_choice(
+    tree: LookupTree, target_probs: torch.Tensor, keys: torch.Tensor, positions: torch.Tensor
+) -> torch.Tensor:
+    """int64 [b, N]: the target's token at every node, the SAMPLE-role race of its row at
+    (the request's key, `positions` + the node's depth)."""
+    b, n, v = target_probs.shape
+    lanes = draw_lanes_torch(keys[:, None], SAMPLE_ROLE, positions[:, None] + tree.depth)
+    rows = target_probs.reshape(b * n, v).to(torch.float32)
+    return block_race_torch(rows, lanes.reshape(b * n, 2)).reshape(b, n)
