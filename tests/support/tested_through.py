@@ -35,7 +35,7 @@ TESTED_THROUGH: dict[str, tuple[str, str]] = {
         "framework glue that runs inside SGLang's or vLLM's process: the test drives it there, in the pinned framework environment",
     ),
     'specreg/adapters/vllm.py': (
-        'tests/adapters/test_vllm_rejection_seams.py',
+        'tests/adapters/test_filter_parity.py',
         "framework glue that runs inside SGLang's or vLLM's process: the test drives it there, in the pinned framework environment",
     ),
     'specreg/adapters/vllm_batch.py': (
