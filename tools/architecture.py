@@ -125,19 +125,13 @@ def job(room: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
 
 
-def lines(room: str) -> int:
-    base = PLUGINS if room == PLUGINS_ROOM else CORE / room
-    files = base.rglob("*.py") if base.is_dir() else [base]
-    return sum(len(p.read_text(encoding="utf-8").splitlines()) for p in files)
-
-
 def table() -> str:
     floor = floors()
-    rows = ["| floor | wing | lines | its job | imports |", "| --- | --- | --- | --- | --- |"]
+    rows = ["| floor | wing | its job | imports |", "| --- | --- | --- | --- |"]
     for room in sorted(floor, key=lambda r: (-floor[r], r)):
         where = room if room == PLUGINS_ROOM else f"specreg/{room}"
         imported = ", ".join(f"`{t}`" for t in sorted(arrows()[room], key=lambda r: (-floor[r], r)))
-        rows.append(f"| {floor[room]} | `{where}` | {lines(room):,} | {job(room).replace('|', '/')} "
+        rows.append(f"| {floor[room]} | `{where}` | {job(room).replace('|', '/')} "
                     f"| {imported} |")
     return "\n".join(rows)
 

@@ -98,21 +98,6 @@ def installer_of(framework: str, substitution: Substitution) -> Callable[[Any], 
         raise seam_missing(framework, substitution.installer, exc) from exc
 
 
-def plugin_module(plugin: str, submodule: str) -> Any:
-    """`submodule` of the shipped plugin registered as `plugin` in the `specreg` entry-point
-    group, found as the registry finds plugins (specreg's core never imports a shipped plugin
-    by name). ImportError when no such plugin is installed. Only `sglang_tree_kernels` still
-    reaches a plugin this way; a plugin's own seams come through
-    `specreg_register_substitutions`."""
-    from importlib.metadata import entry_points
-
-    found = [ep for ep in entry_points(group="specreg") if ep.name == plugin]
-    if not found:
-        raise ImportError(f"no {plugin!r} plugin in the 'specreg' entry-point group")
-    package = found[0].module.rsplit(".", 1)[0] if "." in found[0].module else found[0].module
-    return importlib.import_module(f"{package}.{submodule}")
-
-
 def active() -> tuple[str, ...]:
     """The substitutions installed in this process, sorted."""
     return tuple(sorted(INSTALLED))

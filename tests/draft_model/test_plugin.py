@@ -31,7 +31,9 @@ def test_framework_names_are_aliases(registry):
         assert registry.get_algorithm(name).name == "draft_model"
     plan = registry.resolve({"method": "draft_model", "num_speculative_tokens": 5})
     assert (plan.config.num_steps, plan.config.num_draft_tokens, plan.gamma) == (5, 6, 5)
-    assert type(plan.drafter).__name__ == "DraftModelDrafter"
+    from specreg_draft_model.drafter import DraftModelDrafter
+
+    assert isinstance(plan.drafter, DraftModelDrafter)
     assert type(plan.verifier).__name__ == "ChainVerifier"
 
 
@@ -96,6 +98,9 @@ def test_same_vocabulary_resolves(registry, tmp_path):
         "--speculative-draft-model-path": _folder(tmp_path, "draft", text_config={"vocab_size": 96}),
     })
     assert plan.drafter.vocab_size == 96 and plan.gamma == 3
+    from specreg_draft_model.checkpoint import vocab_size_of
+
+    assert vocab_size_of({"text_config": {"vocab_size": 96}}) == (96, "text_config.vocab_size")
 
 
 def test_cli_check_and_explain(tmp_path):

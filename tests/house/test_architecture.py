@@ -3,6 +3,7 @@ at most ten floors with at most ten modules at its root, and no module passes 40
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,34 @@ def test_no_module_passes_400_lines(package):
     long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / package).rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, long
+
+
+BUILT_IN_PACKAGES = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").exists())
+
+
+def _plugin_names_in_code(source: str) -> set[str]:
+    """Built-in plugin packages named by a string in `source` that is not a docstring."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return {package for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            for package in BUILT_IN_PACKAGES if package in node.value}
+
+
+def test_the_core_looks_up_no_plugin_by_name():
+    """The core reaches a plugin only through what the plugin registers (hooks, entry points),
+    never by a string naming its package (`import_module("specreg_eagle.kernels...")`)."""
+    named = {str(p.relative_to(ROOT)): found for p in sorted((ROOT / "specreg").rglob("*.py"))
+             if (found := _plugin_names_in_code(p.read_text(encoding="utf-8")))}
+    assert not named, named
+
+
+def test_a_string_named_plugin_lookup_is_caught():
+    """Negative control: a planted lookup is found; the same name in a docstring is not."""
+    planted = 'import importlib\n\ndef f():\n    """specreg_eagle in prose."""\n    ' \
+              'return importlib.import_module("specreg_eagle.kernels")\n'
+    assert _plugin_names_in_code(planted) == {"specreg_eagle"}
+    assert _plugin_names_in_code('"""specreg_eagle in prose."""\n') == set()

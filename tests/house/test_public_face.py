@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
+import runpy
 import subprocess
 import sys
 
@@ -68,6 +70,15 @@ def test_python_dash_m_specreg_is_the_console_script():
                           text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "usage: specreg" in done.stdout
+
+
+def test_the_package_main_module_runs_the_command(monkeypatch, capsys):
+    main = importlib.util.find_spec("specreg.__main__").origin  # what `python -m specreg` runs
+    monkeypatch.setattr(sys, "argv", ["specreg", "--help"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(main, run_name="__main__")
+    assert exited.value.code == 0
+    assert "usage: specreg" in capsys.readouterr().out
 
 
 def test_a_lost_name_is_caught(monkeypatch):

@@ -46,7 +46,9 @@ def test_framework_spellings_resolve(registry):
                                   "proposals='chain')")
     suffix = registry.resolve({"algorithm": "suffix"})
     assert suffix.gamma == 24  # vLLM: num_speculative_tokens = suffix_decoding_max_tree_depth
-    assert type(plan.verifier).__name__ == "LookupVerifier"
+    from specreg_lookup.verifier import LookupVerifier
+
+    assert isinstance(plan.verifier, LookupVerifier)
 
 
 def _codes(registry, config) -> list[tuple[str, str | None]]:

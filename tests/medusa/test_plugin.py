@@ -99,6 +99,11 @@ def test_heads_of_another_vocabulary(registry, tmp_path):
         "--speculative-draft-model-path": str(tmp_path / "heads"),
     })
     assert [p.code for p in problems if p.is_error] == ["SR483"]
+    from specreg_medusa.checkpoint import parse_heads_config
+
+    heads, found = parse_heads_config({"medusa_num_heads": 4, "vocab_size": 32001},
+                                      draft_flag="--speculative-draft-model-path")
+    assert (heads.num_heads, heads.vocab_size, found) == (4, 32001, [])
 
 
 def test_head_by_head_equals_all_heads_at_once(registry):
