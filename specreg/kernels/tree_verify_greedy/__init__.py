@@ -44,6 +44,8 @@ _TRITON_NAMES = (
     "triton_outputs", "triton_result", "verify_tree_greedy_triton", "walk_step", "write_bonus",
 )
 
+__all__ = ["assemble_result", "verify_tree_greedy", "verify_tree_greedy_torch", *_TRITON_NAMES]
+
 
 def verify_tree_greedy(
     candidates: torch.Tensor,
