@@ -43,15 +43,25 @@ def run_in_env(
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def runs_per_mode(env: FrameworkEnv, script: str, payload: Any, variable: str) -> Any:
-    """`run(mode)`: the script's output with `variable` set to mode (None: unset), each mode run
-    once, since a framework import takes seconds."""
+#: The adapter modes the load tests (test_sglang_adapter, test_vllm_adapter) observe: the
+#: variable unset, enforce, shadow, and a mistyped mode.
+MODES = (None, "enforce", "shadow", "enforced")
+
+
+def runs_per_mode(env: FrameworkEnv, script: str, payload: Any, variable: str,
+                  modes: tuple[str | None, ...] = MODES) -> Any:
+    """`run(mode)`: the script's output with `variable` set to mode (None: unset). The first call
+    runs every mode of `modes` in one framework process, which imports the framework once and
+    forks a child per mode (tests/adapters/one_import.py), since a framework import takes
+    seconds."""
     done: dict[str | None, Any] = {}
 
     def run(mode: str | None) -> Any:
-        if mode not in done:
-            extra = {variable: mode} if mode else {}
-            done[mode] = run_in_env(env, script, payload, **extra)
+        assert mode in modes, f"{mode!r} is not one of the modes run: {modes}"
+        if not done:
+            runs = {str(m): {"env": {variable: m}} for m in modes}
+            out = run_in_env(env, script, {"payload": payload, "runs": runs}, args=("--runs",))
+            done.update({m: out[str(m)] for m in modes})
         return done[mode]
 
     return run
