@@ -1,9 +1,13 @@
 """Test-session setup shared by every test directory: the Triton interpreter, the `--fuzz-long`
 option with the hypothesis profile it selects, the fixtures several folders use, and how the
-run splits over two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts):
-each test file is one group, kept on one worker with its module fixtures, and every test of
-tests/adapters one group (they share the session's framework environment and parity runs);
-each worker runs torch on one thread, so the two never fight over the machine's two cores.
+run splits over two workers (pytest-xdist, `-n 2 --dist loadgroup --no-loadscope-reorder` in
+pyproject's addopts): each test file is one group, kept on one worker with its module fixtures,
+the groups handed out in collection order as workers free up (tests/adapters, whose files each
+run framework processes for a minute or two, first); the three test files that read the
+parity grids' runs are one group. The framework environment and the parity runs are built once
+on disk, under a file lock, and a second worker reads them (tests/adapters/envs.py,
+tests/adapters/run_cache.py). Each worker runs torch on one thread, so the two never fight over
+the machine's two cores.
 
 Triton's interpreter must be switched on before triton is first imported, so it happens here, at
 the top of the root conftest. CPU tensors still dispatch to the torch path unless a test forces
@@ -76,12 +80,27 @@ def pytest_configure(config) -> None:
         settings.load_profile(LONG_PROFILE)
 
 
+#: The test files that read the session's parity runs (tests/adapters/conftest.py): one group, so
+#: that one worker runs the grids while the other goes on with other files (a second worker
+#: would read the runs back from tests.adapters.run_cache, after waiting for them).
+PARITY_RUN_FILES = ("tests/adapters/test_sglang_parity.py", "tests/adapters/test_sglang_shadow.py",
+                    "tests/adapters/test_vllm_parity.py")
+
+
+def xdist_group(nodeid: str) -> str:
+    """A test's xdist group: its file, or the parity-run group (module docstring)."""
+    path = nodeid.split("::")[0]
+    return "tests/adapters/parity runs" if path in PARITY_RUN_FILES else path
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    """xdist groups: one per test file, one for all of tests/adapters (module docstring)."""
+    """xdist groups (module docstring). First among the hooks: pytest-xdist's worker hook turns
+    the marks into the scheduler's groups (a nodeid suffix), so it must find them already there;
+    after it, the marks group nothing and every test is scheduled alone, each worker then
+    setting up the module and session fixtures of the tests it draws."""
     for item in items:
-        path = item.nodeid.split("::")[0]
-        group = "tests/adapters" if path.startswith("tests/adapters/") else path
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
 
 
 @pytest.hookimpl(wrapper=True)

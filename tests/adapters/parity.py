@@ -18,8 +18,10 @@ outcomes (values and widths, or the error's type and cause) and the class of dif
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -95,13 +97,25 @@ TARGET_STEPS = {"llama": ALL_STEPS, "qwen2": (None, 1, 3, 8), "qwen3": (None, 1,
 
 
 def write_models(root: Path) -> dict[str, Path]:
-    """Every model folder the grids name, each a config.json under `root`."""
+    """Every model folder the grids name, each a config.json under `root` (each written whole,
+    by a rename: two workers may write the same folder at once)."""
     out = {}
     for name, config in {**MODEL_CONFIGS, **PARITY_MODELS}.items():
         (root / name).mkdir(parents=True, exist_ok=True)
-        (root / name / "config.json").write_text(json.dumps(config))
+        path, text = root / name / "config.json", json.dumps(config)
+        if not path.exists() or path.read_text() != text:
+            staging = path.with_name(f"config.json.{os.getpid()}.tmp")
+            staging.write_text(text)
+            os.replace(staging, path)
         out[name] = root / name
     return out
+
+
+def models_digest() -> str:
+    """A hash of every model folder's config: the folder name `write_models` is given in the
+    framework cache, so that a path names one content."""
+    text = json.dumps({**MODEL_CONFIGS, **PARITY_MODELS}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------- the SGLang grid

@@ -1,7 +1,8 @@
 """Resolves a grid of speculative flag sets through the real SGLang and prints the outcomes as JSON.
 
 Runs inside the pinned framework environment (tests/adapters/envs.py), one process for the
-whole grid: cases come as a JSON list on stdin, one result per case goes to stdout. Each result
+whole grid: cases come as a JSON list on stdin, one result per case goes to stdout (with
+`--runs`, one child process per adapter mode after one SGLang import: one_import.py). Each result
 holds SGLang's resolved steps, topk and draft tokens and its width for every phase on both
 workers, or the exception SGLang raised (type and message). Standard library and SGLang only.
 """
@@ -71,8 +72,19 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    cases = json.load(sys.stdin)
+def preload() -> None:
+    """What every run imports (one_import.py): torch and SGLang's modules, no plugin."""
+    import sglang  # noqa: F401
+    import sglang.srt.arg_groups.overrides  # noqa: F401
+    import sglang.srt.plugins  # noqa: F401
+    import sglang.srt.runtime_context  # noqa: F401
+    import sglang.srt.server_args  # noqa: F401
+    import sglang.srt.speculative.spec_info  # noqa: F401
+    import sglang.srt.speculative.spec_utils  # noqa: F401
+    import torch  # noqa: F401
+
+
+def run(cases: list[dict[str, Any]]) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)
     _patch_cuda_capability()
     if "--load-plugins" in sys.argv:  # as SGLang's launcher does, so SPECREG_SGLANG takes effect
@@ -85,7 +97,17 @@ def main() -> None:
             results.append(evaluate(case))
     import sglang
 
-    sys.stdout.write("\n" + json.dumps({"version": sglang.__version__, "results": results}) + "\n")
+    return {"version": sglang.__version__, "results": results}
+
+
+def main() -> None:
+    if "--runs" in sys.argv:  # several runs (modes) in one process (one_import.py)
+        import one_import
+
+        one_import.main(preload, run)
+        return
+    out = run(json.load(sys.stdin))
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Loads SGLang's plugins the way its launcher does and reports what the adapter changed, as JSON.
 
-Runs inside the pinned framework environment; the test sets SPECREG_SGLANG. Cases (ServerArgs
+Runs inside the pinned framework environment; the test sets SPECREG_SGLANG (with `--runs`,
+one child process per mode after one SGLang import: one_import.py). Cases (ServerArgs
 keywords) and rule probes come on stdin as {"cases": [...], "probes": [...]}. Per case: the resolved steps, topk and draft tokens, every phase's width on both workers, and
 the draft worker's verify width asked with `num_draft_tokens` given (2 and n), as SGLang's model
 runner asks it; or the exception raised. Per probe ({"key", "kwargs"}, one (algorithm, target)
@@ -40,8 +41,18 @@ def probe_rules(probes: list[dict]) -> list[dict]:
     return answers
 
 
-def main() -> None:
-    payload = json.load(sys.stdin)
+def preload() -> None:
+    """What every mode's run imports (one_import.py): torch and SGLang's modules, no plugin."""
+    import sglang.srt.arg_groups.overrides  # noqa: F401
+    import sglang.srt.plugins  # noqa: F401
+    import sglang.srt.runtime_context  # noqa: F401
+    import sglang.srt.server_args  # noqa: F401
+    import sglang.srt.speculative.spec_info  # noqa: F401
+    import sglang.srt.speculative.spec_utils  # noqa: F401
+    import torch  # noqa: F401
+
+
+def run(payload: dict) -> dict:
     cases, probes = payload["cases"], payload.get("probes", [])
     logging.getLogger().setLevel(logging.CRITICAL)
     adapter_log: list[str] = []
@@ -89,7 +100,16 @@ def main() -> None:
                         "draft_verify_at": at_n})
     # the rules are asked with the adapter off only: its answers must be SGLang's alone
     asked = probe_rules(probes) if not os.environ.get("SPECREG_SGLANG") else []
-    out = {"entry_points": found, "results": results, "adapter_log": adapter_log, "probes": asked}
+    return {"entry_points": found, "results": results, "adapter_log": adapter_log, "probes": asked}
+
+
+def main() -> None:
+    if "--runs" in sys.argv:  # every mode's run in one process (one_import.py)
+        import one_import
+
+        one_import.main(preload, run)
+        return
+    out = run(json.load(sys.stdin))
     sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 

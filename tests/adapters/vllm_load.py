@@ -1,7 +1,8 @@
 """Loads vLLM's plugins the way vLLM does, builds each case's SpeculativeConfig and, for
 custom_class cases, constructs and calls the proposer as vLLM's model runner does; prints JSON.
 
-Runs inside the pinned framework environment; the test sets SPECREG_VLLM. Cases come on stdin:
+Runs inside the pinned framework environment; the test sets SPECREG_VLLM (with `--runs`, one
+child process per mode after one vLLM import: one_import.py). Cases come on stdin:
 target model folder, speculative-config dict and, optionally, a `propose` batch. A plugin that
 raises while vLLM loads it is recorded (`load_error`) and the cases still run, as a process that
 caught the error would go on. Standard library, numpy and vLLM only.
@@ -60,8 +61,17 @@ def _propose(spec: Any, model_config: Any, batch: dict[str, Any]) -> list[list[i
     return proposer.propose(batch["sampled"], num_tokens_no_spec, token_ids_cpu, slot_mappings=None)
 
 
-def main() -> None:
-    cases = json.load(sys.stdin)
+def preload() -> None:
+    """What every mode's run imports (one_import.py): numpy and vLLM's modules, no plugin."""
+    import numpy  # noqa: F401
+    import vllm  # noqa: F401
+    import vllm.config  # noqa: F401
+    import vllm.engine.arg_utils  # noqa: F401
+    import vllm.plugins  # noqa: F401
+    import vllm.v1.spec_decode.custom_class_proposer  # noqa: F401
+
+
+def run(cases: list[dict[str, Any]]) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)
     from vllm.plugins import load_general_plugins
 
@@ -78,8 +88,17 @@ def main() -> None:
     from vllm.engine.arg_utils import EngineArgs
 
     patched = bool(getattr(EngineArgs.create_speculative_config, "__specreg_adapter__", False))
-    out = {"version": vllm.__version__, "adapter_installed": patched, "load_error": load_error,
-           "results": results}
+    return {"version": vllm.__version__, "adapter_installed": patched, "load_error": load_error,
+            "results": results}
+
+
+def main() -> None:
+    if "--runs" in sys.argv:  # every mode's run in one process (one_import.py)
+        import one_import
+
+        one_import.main(preload, run)
+        return
+    out = run(json.load(sys.stdin))
     sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 
