@@ -6,8 +6,8 @@ the groups handed out in collection order as workers free up (tests/adapters, wh
 run framework processes for a minute or two, first); the three test files that read the
 parity grids' runs are one group. The framework environment and the parity runs are built once
 on disk, under a file lock, and a second worker reads them (tests/adapters/envs.py,
-tests/adapters/run_cache.py). Each worker runs torch on one thread, so the two never fight over
-the machine's two cores.
+tests/adapters/run_cache.py). Each worker runs torch on one thread, and so does every process
+its tests start, so the two never fight over the machine's two cores.
 
 Triton's interpreter must be switched on before triton is first imported, so it happens here, at
 the top of the root conftest. CPU tensors still dispatch to the torch path unless a test forces
@@ -68,13 +68,18 @@ def pytest_addoption(parser):
 
 def pytest_configure(config) -> None:
     """Register the fuzz profiles; `--fuzz-long` loads the long one (tests.support.fuzz). Under
-    pytest-xdist, one torch thread per worker."""
+    pytest-xdist, one torch thread per worker, and one OpenMP thread for every process a test
+    starts (the CLI and its child builds, `specreg demo`, the framework processes, a nested
+    pytest), unless OMP_NUM_THREADS is set: a child on torch's default of one thread per core
+    spins its OpenMP threads against the other worker (measured: `specreg demo --json` of
+    test_demo took 46 s of CPU, 117 s wall, with the default; 8 s of CPU, 33 s wall, with one)."""
     from tests.support.fuzz import LONG_PROFILE, register_profiles
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
 
         torch.set_num_threads(1)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
     register_profiles()
     if config.getoption("--fuzz-long", default=False):
         settings.load_profile(LONG_PROFILE)

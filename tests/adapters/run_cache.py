@@ -1,13 +1,13 @@
 """Framework runs computed once and read back: the parity grids' outputs on disk, keyed by a
 hash of everything they depend on.
 
-A framework run's output is a function of the pinned environment (its key), the script and the
-checkout code the subprocess imports (specreg, the built-in plugins, the example plugin, the
-stand-ins, the pyproject files whose entry points the overlay carries), its input and its
-arguments and environment variables. The key hashes all of them, so a run is recomputed as
-soon as any of them changes, and read back otherwise: by the second pytest-xdist worker that
-asks in the same session, and by a later session on unchanged code. A file lock per key makes
-the first asker compute while the others wait, then read.
+A framework run's output is a function of the pinned environment (its key), the checkout (its
+path, and the code the subprocess imports from it: specreg, the built-in plugins, the example
+plugin, tools, the stand-ins, the pyproject files whose entry points the overlay carries), the
+script, its input, its arguments and the variables each run sets. The key hashes all of them, so
+a run is recomputed as soon as any of them changes, and read back otherwise: by a second
+pytest-xdist worker that asks in the same session, and by a later session on unchanged code. A
+file lock per key makes the first asker compute while the others wait, then read.
 
 The results live beside the framework environment, under `cache_root()/runs`; entries unread
 for PRUNE_AFTER_DAYS are deleted. `SPECREG_FRAMEWORK_RUNS=fresh` recomputes (and rewrites)
@@ -56,9 +56,11 @@ def _packages(folder: Path) -> list[str]:
 
 
 def run_key(env: FrameworkEnv, scripts: Iterable[Path], inputs: Any) -> str:
-    """The hash of the environment's key, the code and the inputs (JSON, sorted keys)."""
+    """The hash of the environment's key, the checkout's path, its code and the inputs (JSON,
+    sorted keys)."""
     digest = hashlib.sha256()
     digest.update(env.root.name.encode())
+    digest.update(str(env.checkout.resolve()).encode())  # on the subprocess's path, in its messages
     for path in code_files(env, scripts):
         name = path.relative_to(env.checkout) if path.is_relative_to(env.checkout) else path
         digest.update(f"\0{name}\0".encode())

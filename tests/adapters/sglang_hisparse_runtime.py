@@ -13,7 +13,8 @@ speculative swap manager), except what needs a GPU, patched here and nowhere els
 The calls are SGLang's call sites: ``HiSparseCoordinator(...)`` (builds the manager),
 ``alloc_device_buffer`` (admission), ``prepare_spec_verify`` (what EAGLE's verify calls),
 ``swap_in_selected_pages`` (what the DSA backend calls in target-verify), and
-``commit_spec_accept_tokens`` / ``request_finished``. Prints one JSON object: what each case saw.
+``commit_spec_accept_tokens`` / ``request_finished``. Prints one JSON object: what each case saw
+(with ``--runs``, one per run, each run a child forked after one SGLang import: one_import.py).
 """
 
 from __future__ import annotations
@@ -465,8 +466,7 @@ def corrupted(hc: Any, ndt: int) -> str:
     return "not detected"
 
 
-def main() -> None:
-    payload = json.load(sys.stdin)
+def run(payload: dict[str, Any]) -> dict[str, Any]:
     hc = setup(payload.get("substitute", "off"))
     manager = hc.HiSparseSpecSwapManager
     result: dict[str, Any] = {"manager_class": f"{manager.__module__}.{manager.__qualname__}"}
@@ -502,7 +502,28 @@ def main() -> None:
     result["active"] = list(substitution_runtime.active())
     result["log"] = CAPTURED.lines
     result["seconds"] = time.perf_counter() - started
-    result["cpu_seconds"] = time.process_time()  # the whole process, SGLang's import included
+    # the whole process (SGLang's import included), or after one_import.py's fork the run's own
+    result["cpu_seconds"] = time.process_time()
+    return result
+
+
+def preload() -> None:
+    """What every run imports before its own setup (one_import.py): torch and SGLang's plugin
+    loader, which brings most of SGLang; the run imports the coordinator after loading plugins,
+    as before."""
+    import sglang.srt.plugins  # noqa: F401
+    import sglang.srt.plugins.hook_registry  # noqa: F401
+    import torch  # noqa: F401
+    import torch.distributed  # noqa: F401
+
+
+def main() -> None:
+    if "--runs" in sys.argv:  # several runs in one process (one_import.py)
+        import one_import
+
+        one_import.main(preload, run)
+        return
+    result = run(json.load(sys.stdin))
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 

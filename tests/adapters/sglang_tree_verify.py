@@ -532,8 +532,7 @@ def faults(model_path: str) -> dict:
     return out
 
 
-def main() -> None:
-    payload = json.load(sys.stdin)
+def run(payload: dict) -> dict:
     logging.getLogger().setLevel(logging.CRITICAL)
     messages: list[str] = []
     handler = logging.Handler(logging.WARNING)
@@ -584,6 +583,23 @@ def main() -> None:
         out["chi_square"] = chi_square_counts(sizes["chi_square_samples"])
         out["bad_inputs"] = bad_inputs()
         out["seconds"] = seconds
+    return out
+
+
+def preload() -> None:
+    """What both runs import before loading the plugins (one_import.py): torch and SGLang's
+    plugin loader, which brings most of SGLang."""
+    import sglang.srt.plugins  # noqa: F401
+    import torch  # noqa: F401
+
+
+def main() -> None:
+    if "--runs" in sys.argv:  # both modes in one process (one_import.py)
+        import one_import
+
+        one_import.main(preload, run)
+        return
+    out = run(json.load(sys.stdin))
     sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 

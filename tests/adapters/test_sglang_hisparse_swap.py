@@ -1,7 +1,8 @@
 """The `hisparse_swap` substitution in SGLang's own process: its coordinator, swap path and
 EAGLE's prepare/commit driven on CPU (sglang_hisparse_runtime.py says what is patched and why).
 
-All runs start at once, one framework subprocess each (two CPU cores share them)."""
+All runs start at once (two CPU cores share them): the runtime script's runs as children of one
+framework process that imports SGLang once (one_import.py), beside the GPU script's dry run."""
 
 from __future__ import annotations
 
@@ -45,26 +46,28 @@ def runs(framework_env, model_dirs, tmp_path_factory):
                                SUBSTITUTED),
     }
     folder = tmp_path_factory.mktemp("hisparse-swap")
+    # every run of the runtime script in one process: one SGLang import, a child per run
+    runtime = {"payload": {}, "runs": {name: {"env": extra, "payload": payload}
+                                       for name, (payload, extra) in plan.items()}}
+    commands = {
+        "runtime": ([str(SCRIPT), "--runs"], runtime),
+        "gpu-dry-run": ([str(GPU_COMPARE), "--dry-run", "--steps", "2", "4", "8",
+                         "--check-calls", "1"], {}),
+    }
     procs = {}
-    commands = {name: [str(SCRIPT)] for name in plan}
-    commands["gpu-dry-run"] = [str(GPU_COMPARE), "--dry-run", "--steps", "2", "4", "8",
-                               "--check-calls", "1"]
-    plan["gpu-dry-run"] = ({}, {})
-    for name, (payload, extra) in plan.items():
+    for name, (command, payload) in commands.items():
         (folder / f"{name}.in").write_text(json.dumps(payload))
         with (folder / f"{name}.in").open() as stdin, (folder / f"{name}.out").open("w") as out, \
                 (folder / f"{name}.err").open("w") as err:
-            procs[name] = subprocess.Popen([str(framework_env.python), *commands[name]],
+            procs[name] = subprocess.Popen([str(framework_env.python), *command],
                                            stdin=stdin, stdout=out, stderr=err,
-                                           env=framework_env.subprocess_env(**extra))
-    out = {}
+                                           env=framework_env.subprocess_env())
     for name, proc in procs.items():
         if proc.wait(timeout=900) != 0:
             pytest.fail(f"{name} failed ({proc.returncode}):\n"
                         f"{(folder / f'{name}.err').read_text()[-4000:]}")
-        text = (folder / f"{name}.out").read_text()
-        out[name] = {"text": text} if name == "gpu-dry-run" else json.loads(
-            text.strip().splitlines()[-1])
+    out = json.loads((folder / "runtime.out").read_text().strip().splitlines()[-1])
+    out["gpu-dry-run"] = {"text": (folder / "gpu-dry-run.out").read_text()}
     print({name: (round(r["seconds"], 1), round(r["cpu_seconds"], 1))
            for name, r in out.items() if "seconds" in r})
     return out

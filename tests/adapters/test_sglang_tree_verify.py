@@ -1,8 +1,9 @@
 """`tree_verify`: SGLang's eagle_sample on specreg's tree kernels, against SGLang's own Triton.
 
-Two framework processes, started together: the adapter in enforce mode with the switch on
-(SGLang's plugin loader installs the substitution), and with the switch unset (SGLang's objects
-must be its own; then the SR182 faults). The oracle comparisons run SGLang's Triton kernels
+Two framework runs, started together (children of one process that imports SGLang once,
+one_import.py): the adapter in enforce mode with the switch on (SGLang's plugin loader installs
+the substitution), and with the switch unset (SGLang's objects must be its own; then the SR182
+faults). The oracle comparisons run SGLang's Triton kernels
 under TRITON_INTERPRET=1 on the same inputs; every count is pinned, case by case.
 
 Sampling: specreg takes SGLang's acceptance uniforms (so its acceptance decisions are compared
@@ -17,13 +18,13 @@ substitution documents.
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
+
+from tests.adapters.conftest import run_in_env
 
 HERE = Path(__file__).parent
 SCRIPT = str(HERE / "sglang_tree_verify.py")
@@ -44,24 +45,13 @@ SIZES = {
 
 @pytest.fixture(scope="module")
 def runs(framework_env, model_dirs) -> dict:
-    """mode -> the script's JSON: "on" (enforce + tree_verify), "off" (enforce, switch unset)."""
+    """mode -> the script's JSON: "on" (enforce + tree_verify), "off" (enforce, switch unset);
+    both children of one framework process that imports SGLang once (one_import.py)."""
     payload = {"model_path": str(model_dirs["llama"]), "sizes": SIZES}
     modes = {"on": {"SPECREG_SGLANG_SUBSTITUTE": "tree_verify"}, "off": {}}
-    started = {
-        mode: subprocess.Popen(
-            [str(framework_env.python), SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-            env=framework_env.subprocess_env(SPECREG_SGLANG="enforce", TRITON_INTERPRET="1",
-                                             **extra),
-        )
-        for mode, extra in modes.items()
-    }
-    out = {}
-    for mode, process in started.items():
-        stdout, stderr = process.communicate(json.dumps({**payload, "mode": mode}), timeout=600)
-        assert process.returncode == 0, f"{mode} run failed:\n{stderr[-4000:]}"
-        out[mode] = json.loads(stdout.strip().splitlines()[-1])
-    return out
+    runs = {mode: {"env": extra, "payload": {**payload, "mode": mode}} for mode, extra in modes.items()}
+    return run_in_env(framework_env, SCRIPT, {"payload": payload, "runs": runs}, timeout=600,
+                      args=("--runs",), SPECREG_SGLANG="enforce", TRITON_INTERPRET="1")
 
 
 # ------------------------------------------------------------------------------- switch

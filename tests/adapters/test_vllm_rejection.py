@@ -12,8 +12,6 @@ corrections drawn); 12,000 sampled requests per lossless scenario.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,18 +29,13 @@ COUNTS = {"greedy_batches": 60, "bias_batches": 12, "sampled_batches": 30, "samp
 
 @pytest.fixture(scope="module")
 def runs(framework_env, model_dirs):
-    """The substitution on and off, in two framework processes run side by side."""
+    """The substitution on and off, side by side: children of one framework process that
+    imports vLLM once (one_import.py)."""
     payload = {"target": str(model_dirs["llama"]), **COUNTS}
-    env_off = framework_env.subprocess_env(**ORACLE)
-    off = subprocess.Popen(  # started first: it finishes while the "on" run computes
-        [str(framework_env.python), SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=env_off,
-    )
-    off_input = json.dumps({**payload, "mode": "off"})
-    on = run_in_env(framework_env, SCRIPT, {**payload, "mode": "on"}, **ON, **ORACLE)
-    stdout, stderr = off.communicate(off_input, timeout=600)
-    assert off.returncode == 0, stderr[-4000:]
-    return {"on": on, "off": json.loads(stdout.strip().splitlines()[-1])}
+    runs = {"on": {"env": ON, "payload": {**payload, "mode": "on"}},
+            "off": {"env": {}, "payload": {**payload, "mode": "off"}}}
+    return run_in_env(framework_env, SCRIPT, {"payload": payload, "runs": runs}, timeout=600,
+                      args=("--runs",), **ORACLE)
 
 
 def _pvalue(counts: list[int], probs: list[float]) -> float:

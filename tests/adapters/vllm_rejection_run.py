@@ -424,8 +424,7 @@ def platform_overrides() -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    args = json.load(sys.stdin)
+def run_mode(args: dict[str, Any]) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)
     from vllm.plugins import load_general_plugins
 
@@ -453,6 +452,23 @@ def main() -> None:
             started = time.perf_counter()
             out[name] = check()
             seconds[name] = round(time.perf_counter() - started, 2)
+    return out
+
+
+def preload() -> None:
+    """What both runs import before loading the plugins (one_import.py): torch and vLLM's
+    plugin loader."""
+    import torch  # noqa: F401
+    import vllm.plugins  # noqa: F401
+
+
+def main() -> None:
+    if "--runs" in sys.argv:  # both modes in one process (one_import.py)
+        import one_import
+
+        one_import.main(preload, run_mode)
+        return
+    out = run_mode(json.load(sys.stdin))
     sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 
