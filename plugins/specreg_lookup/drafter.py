@@ -132,7 +132,8 @@ class SuffixDrafter:
         self._next_seq = 0
         self._rows: dict[int, Hashable] = {}  # batch row -> the request it held (the plan's path)
         self._epoch = 0
-        self._min_prob = exact_probability(self.options.min_token_prob)
+        prob = exact_probability(self.options.min_token_prob)
+        self._floor = (prob.numerator, prob.denominator)
 
     @property
     def proposes_trees(self) -> bool:
@@ -206,17 +207,19 @@ class SuffixDrafter:
         tree and the global one, the request's own winning a tie; at most `max_spec_tokens`
         tokens (default: num_steps)."""
         o = self.options
-        tree = self._tree_of(req_id, "speculate")
+        tree = self._local.get(req_id)
+        if tree is None:
+            raise request_state_error(req_id, active=False, call="speculate")
         limit = self.gamma if max_spec_tokens is None else int(max_spec_tokens)
         tail = context[-o.max_tree_depth :]
         context = tail.tolist() if hasattr(tail, "tolist") else list(tail)
-        as_tree = o.proposals == "tree"
-        args = (limit, o.max_spec_factor, o.max_spec_offset, self._min_prob, as_tree)
-        local = tree.speculate(context, *args, seq_id=0)
-        other = self._global.speculate(context, *args, seq_id=self._seq_of.get(req_id))
-        best = local if local.score >= other.score else other
-        return SuffixDraft(tokens=best.tokens, parents=best.parents, score=float(best.score),
-                           match_len=best.match_len)
+        args = (limit, o.max_spec_factor, o.max_spec_offset, self._floor,
+                o.proposals == "tree")
+        local = tree.best(context, *args, seq_id=0)  # (tokens, parents, total, base, match)
+        other = self._global.best(context, *args, seq_id=self._seq_of.get(req_id))
+        best = local if local[2] * other[3] >= other[2] * local[3] else other  # exact scores
+        return SuffixDraft(tokens=best[0], parents=best[1], score=best[2] / best[3],
+                           match_len=best[4])
 
     # ------------------------------------------------------------------ the plan's protocol
     def _sync(self, history: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:

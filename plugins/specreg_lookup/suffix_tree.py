@@ -2,7 +2,8 @@
 tokens, with occurrence counts, arctic's order among a node's children, and exact scores.
 
 The rule is arctic-inference's `SuffixTree` (csrc/suffix_decoding/suffix_tree.cc, unchanged from
-v0.1.0 to 0.3.0), told without its path compression, which changes no count:
+v0.1.0 to 0.3.0), told as an uncompressed trie (path compression changes no count) whose
+suffixes seen once are left as tails read from their sequence (`suffix_tree_nodes`):
 
 - A node's children are kept in arctic's sibling order: by decreasing count, and among equal
   counts as its linked lists leave them. A new child goes last. A child whose count rises joins
@@ -24,117 +25,13 @@ v0.1.0 to 0.3.0), told without its path compression, which changes no count:
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from fractions import Fraction
 
 import attrs
 
-
-class _Order:
-    """The order of a node's two or more children: count -> the children with that count, in
-    arctic's order (`groups`), and the highest count (`top`)."""
-
-    __slots__ = ("groups", "top")
-
-    def __init__(self, first: _Node) -> None:
-        self.groups: dict[int, OrderedDict[_Node, None]] = {first.count: OrderedDict({first: None})}
-        self.top = first.count
-
-    def head(self) -> _Node:
-        return next(iter(self.groups[self.top]))
-
-    def ordered(self) -> list[_Node]:
-        groups = self.groups
-        return [c for count in sorted(groups, reverse=True) for c in groups[count]]
-
-    def join(self, child: _Node, *, front: bool) -> None:
-        """`child` enters its count's group, first or last."""
-        group = self.groups.get(child.count)
-        if group is None:
-            group = self.groups[child.count] = OrderedDict()
-        group[child] = None
-        if front:
-            group.move_to_end(child, last=False)
-        if child.count > self.top:
-            self.top = child.count
-
-    def leave(self, child: _Node) -> bool:
-        """`child` leaves its count's group; whether it was the group's first."""
-        count = child.count
-        group = self.groups[count]
-        led = next(iter(group)) is child
-        del group[child]
-        if not group:
-            del self.groups[count]
-            if count == self.top:
-                self.top = max(self.groups, default=0)
-        return led
-
-
-class _Node:
-    """One trie node: how many inserted suffixes pass through or end at it, its children by
-    token, the first of them in arctic's order (`best`; not kept for the root, whose order no
-    match reads) and, while it has two or more, their whole order."""
-
-    __slots__ = ("best", "children", "count", "order", "token")
-
-    def __init__(self, token: int, count: int = 0) -> None:
-        self.token = token
-        self.count = count
-        self.children: dict[int, _Node] = {}
-        self.best: _Node | None = None
-        self.order: _Order | None = None
-
-    def ordered_children(self) -> list[_Node]:
-        if self.order is None:
-            return list(self.children.values())
-        return self.order.ordered()
-
-    def add_sibling(self, child: _Node) -> None:
-        """A new child (count 1) beside existing ones: last among them."""
-        if self.order is None:  # the order starts when the second child comes
-            assert self.best is not None
-            self.order = _Order(self.best)
-        self.order.join(child, front=False)
-
-    def raise_count(self, child: _Node) -> None:
-        """child.count += 1, moving it as arctic's `_increment_count` does: first among its new
-        count's children if it was first among its old count's, else last."""
-        order = self.order
-        if order is None:
-            child.count += 1
-            return
-        led = order.leave(child)
-        child.count += 1
-        order.join(child, front=led)
-        self.best = order.head()
-
-    def lower_count(self, child: _Node) -> None:
-        """child.count -= 1 (to at least 1), moving it as arctic's `_decrement_count` does:
-        first among its new count's children."""
-        order = self.order
-        if order is None:
-            child.count -= 1
-            return
-        order.leave(child)
-        child.count -= 1
-        order.join(child, front=True)
-        self.best = order.head()
-
-    def drop_child(self, child: _Node) -> None:
-        """The child leaves with its subtree (its count reached 0)."""
-        del self.children[child.token]
-        order = self.order
-        if order is None:
-            self.best = None
-            return
-        order.leave(child)
-        if len(self.children) == 1:
-            self.order = None
-            self.best = next(iter(self.children.values()))
-        else:
-            self.best = order.head()
+from specreg_lookup.suffix_tree_nodes import Node as _Node
+from specreg_lookup.suffix_tree_nodes import Seq as _Seq
 
 
 @attrs.frozen(kw_only=True)
@@ -171,59 +68,73 @@ def exact_probability(value: float) -> Fraction:
 class SuffixTree:
     """Every suffix of its sequences, cut at `max_depth` tokens, with occurrence counts.
 
-    `extend(seq_id, tokens)` appends to a sequence in O(max_depth) per token; `remove(seq_id)`
-    takes a sequence out again; `speculate(...)` is arctic-inference's rule, decided exactly.
+    `extend(seq_id, tokens)` appends to a sequence, touching only the suffixes that are shared
+    (a suffix seen once grows as a tail, `suffix_tree_nodes`); `remove(seq_id)` takes a
+    sequence out again; `speculate(...)` is arctic-inference's rule, decided exactly.
     """
 
     def __init__(self, max_depth: int) -> None:
         self.max_depth = max_depth
         self.root = _Node(-1)
-        self._seqs: dict[int, list[int]] = {}
-        self._active: dict[int, list[_Node]] = {}  # nodes of the suffixes still growing
+        self._seqs: dict[int, _Seq] = {}
 
     def __contains__(self, seq_id: int) -> bool:
         return seq_id in self._seqs
 
     def tokens(self, seq_id: int) -> list[int]:
         """The sequence `seq_id` as inserted (read-only by convention)."""
-        return self._seqs[seq_id]
+        return self._seqs[seq_id].tokens
 
     def extend(self, seq_id: int, tokens: Sequence[int]) -> None:
-        seq = self._seqs.setdefault(seq_id, [])
-        active = self._active.setdefault(seq_id, [])
+        rec = self._seqs.get(seq_id)
+        if rec is None:
+            rec = self._seqs[seq_id] = _Seq()
+        seq, active = rec.tokens, rec.active
         depth = self.max_depth
         root = self.root
         for token in tokens:
             seq.append(token)
             active.insert(0, root)
-            for i, parent in enumerate(active):
-                children = parent.children
-                child = children.get(token)
+            i = 0
+            for parent in active:  # shortest first: a longer suffix is shared only if these are
+                child = parent.kids.get(token)
                 if child is None:
-                    child = children[token] = _Node(token, 1)
+                    break
+                if child.src is not None:
+                    child.share()  # a second suffix reaches a count-1 node
+                if parent.order is None:  # the only child, or the root's
+                    child.count += 1
+                else:
+                    parent.raise_count(child)
+                active[i] = child  # active[i] is now the suffix of length i + 1
+                i += 1
+            if i < len(active):  # these suffixes are new: each a count-1 node holding its tail
+                end = len(seq)
+                for j in range(i, len(active)):
+                    parent = active[j]
+                    child = parent.kids[token] = _Node(token, 1)
                     if parent is not root:  # the root's order is never read: a match has a token
                         if parent.best is None:
                             parent.best = child
                         else:
                             parent.add_sibling(child)
-                elif parent.order is None:  # the only child, or the root's
-                    child.count += 1
-                else:
-                    parent.raise_count(child)
-                active[i] = child  # active[i] is now the suffix of length i + 1
-            if len(active) >= depth:
+                    stop = end - j - 1 + depth
+                    if stop > end:
+                        child.src, child.pos, child.stop = rec, end, stop
+                del active[i:]
+            elif len(active) >= depth:
                 active.pop()  # the suffix that reached max_depth tokens stops growing
             root.count += 1
 
     def remove(self, seq_id: int) -> None:
-        seq = self._seqs.pop(seq_id)
-        self._active.pop(seq_id, None)
+        seq = self._seqs.pop(seq_id).tokens
         root = self.root
+        depth = self.max_depth
         for start in range(len(seq)):
             node = root
             node.count -= 1
-            for token in seq[start : start + self.max_depth]:
-                child = node.children[token]
+            for token in seq[start : start + depth]:
+                child = node.kids[token]  # a node counted twice or more has explicit children
                 if child.count == 1:
                     node.drop_child(child)
                     break
@@ -231,18 +142,14 @@ class SuffixTree:
                 node = child
 
     def match(self, context: Sequence[int], seq_id: int | None = None) -> list[_Node | None]:
-        """The nodes of context[-m:] for m = 1 .. len(context) - 1 (None once one fails).
+        """The nodes of context[-m:] for m = 1 .. len(context) - 1 (None once one fails), every
+        one explicit (tails on the way are exposed).
 
-        Where `context` ends like sequence `seq_id`, the nodes its growing suffixes reached
+        Where `context` ends like sequence `seq_id`, the nodes its shared suffixes reached
         (kept by `extend`) are those of the shorter matches: only longer ones walk from the root.
         """
         last = len(context) - 1
-        out: list[_Node | None] = []
-        if seq_id is not None and seq_id in self._seqs:
-            seq, active = self._seqs[seq_id], self._active[seq_id]
-            known = min(last, len(active), len(seq))
-            if seq[len(seq) - known :] == list(context[len(context) - known :]):
-                out = list(active[:known])
+        out: list[_Node | None] = self._known(context, seq_id)
         for m in range(len(out) + 1, last + 1):
             node: _Node | None = self.root
             for token in context[len(context) - m :]:
@@ -254,6 +161,32 @@ class SuffixTree:
                 break
         return out
 
+    def _known(self, context: Sequence[int], seq_id: int | None) -> list[_Node | None]:
+        """The nodes of the matches that end `seq_id`'s shared suffixes, shortest first."""
+        rec = self._seqs.get(seq_id) if seq_id is not None else None
+        if rec is None:
+            return []
+        seq, active = rec.tokens, rec.active
+        known = min(len(context) - 1, len(active), len(seq))
+        if known and seq[len(seq) - known :] == list(context[len(context) - known :]):
+            return list(active[:known])
+        return []
+
+    def _unshared(self, context: Sequence[int], seq_id: int | None, m: int) -> int:
+        """Where the shared suffixes of `seq_id` matched context[-m:] (m of them, all it has),
+        the longest match that goes on as the sequence's own unshared suffix (>= m): each such
+        match is a count-1 node with nothing below (the sequence ends there), and none longer
+        matches at all (its one occurrence ends the sequence, which the context leaves)."""
+        rec = self._seqs.get(seq_id) if seq_id is not None else None
+        if rec is None or m != len(rec.active) or m >= self.max_depth - 1:
+            return m  # a shorter shared suffix failed, or every growing one is shared
+        seq = rec.tokens
+        top = min(len(context) - 1, len(seq), self.max_depth)
+        n, c = len(seq), len(context)
+        while m < top and seq[n - m - 1] == context[c - m - 1]:
+            m += 1
+        return m
+
     def speculate(self, context: Sequence[int], max_spec_tokens: int, max_spec_factor: float,
                   max_spec_offset: float, min_token_prob: float | Fraction, tree: bool,
                   seq_id: int | None = None) -> TreeDraft:
@@ -261,42 +194,113 @@ class SuffixTree:
         min(max_spec_tokens, m * max_spec_factor + max_spec_offset) tokens walked from the
         match; the best score wins, a tie going to the longer match. `min_token_prob` may be
         given as its `exact_probability` already."""
-        nodes = self.match(context, seq_id)
-        walk = _walk_tree if tree else _walk_path
         min_prob = (min_token_prob if isinstance(min_token_prob, Fraction)
                     else exact_probability(min_token_prob))
-        floor = (min_prob.numerator, min_prob.denominator)
+        tokens, parents, total, base, m = self.best(
+            context, max_spec_tokens, max_spec_factor, max_spec_offset,
+            (min_prob.numerator, min_prob.denominator), tree, seq_id)
+        return TreeDraft(tokens=tokens, parents=parents, score=Score(total=total, base=base),
+                         match_len=m)
+
+    def best(self, context: Sequence[int], max_spec_tokens: int, max_spec_factor: float,
+             max_spec_offset: float, floor: tuple[int, int], tree: bool,
+             seq_id: int | None = None) -> tuple[list[int], list[int], int, int, int]:
+        """`speculate` as (tokens, parents, total, base, match length), `min_token_prob` as its
+        exact (numerator, denominator): the score is total / base."""
+        if tree:
+            nodes = self.match(context, seq_id)
+            extra = 0
+        else:  # tails read in place: nothing is exposed
+            nodes = self._known(context, seq_id)
+            extra = self._unshared(context, seq_id, len(nodes)) - len(nodes)
+            if not extra:
+                nodes = _locate(self.root, context, nodes)
         best: tuple[list[int], list[int], int, int, int] = ([], [], 0, 1, 0)  # .., total, base, m
         depth = self.max_depth
+        count = len(nodes)
+        floor_num, floor_den = floor
         for m, node in enumerate(nodes, start=1):
             if node is None:
                 break
-            limit = max(0, min(max_spec_tokens, int(m * max_spec_factor + max_spec_offset + 1e-6)))
-            longer = nodes[m] if m < len(nodes) else None
-            if longer is not None and longer.count == node.count and limit < depth - m:
+            limit = int(m * max_spec_factor + max_spec_offset + 1e-6)
+            if limit > max_spec_tokens:
+                limit = max_spec_tokens
+            if limit < 0:
+                limit = 0
+            if type(node) is tuple:  # inside a tail: count 1, one chain of count-1 nodes
+                src, pos, stop = node
+                if best[2] > best[3] * limit:  # best's score beats any draft of `limit` tokens
+                    continue
+                end = pos + limit if floor_den >= floor_num else pos  # each is 1/1 >= min_prob
+                end = stop if stop < end else end
+                run = src.tokens[pos:end]
+                if len(run) * best[3] >= best[2]:
+                    best = (run, list(range(-1, len(run) - 1)), len(run), 1, m)
+                continue
+            longer = nodes[m] if m < count else None
+            if (longer is not None and type(longer) is not tuple and longer.count == node.count
+                    and limit < depth - m):
                 # every occurrence of this match extends to the longer one, whose subtree is this
                 # one's (to the depth the walk reaches, children in the same order): its draft is
                 # this one's, with a limit at least as large, and a tie goes to the longer match
                 continue
-            tokens, parents, total = walk(node, limit, floor)
+            tokens, parents, total = (_walk_tree(node, limit, floor) if tree
+                                      else _walk_path(node, limit, floor_num, floor_den))
             if total * best[3] >= best[2] * node.count:  # total / count >= best's, exactly
                 best = (tokens, parents, total, node.count, m)
-        tokens, parents, total, base, m = best
-        return TreeDraft(tokens=tokens, parents=parents, score=Score(total=total, base=base),
-                         match_len=m)
+        if extra and best[2] == 0:  # count-1 matches drafting nothing: a tie to the longest
+            best = ([], [], 0, 1, count + extra)
+        return best
 
 
-def _walk_path(node: _Node, limit: int, floor: tuple[int, int]
+def _locate(root: _Node, context: Sequence[int], nodes: list) -> list:
+    """`nodes` (the shorter matches) followed by the longer matches walked from the root, tails
+    read in place: a match inside one is (owner, position of the next token, stop)."""
+    c = len(context)
+    for m in range(len(nodes) + 1, c):
+        node = root
+        at = c - m
+        found: object = None
+        while at < c:
+            child = node.kids.get(context[at])
+            if child is None:
+                src = node.src
+                if src is not None:  # the rest must be the tail's tokens, up to its end
+                    pos = node.pos
+                    rest = c - at
+                    if pos + rest <= node.stop and src.tokens[pos : pos + rest] == list(
+                            context[at:]):
+                        found = (src, pos + rest, node.stop)
+                break
+            node = child
+            at += 1
+        else:
+            found = node
+        nodes.append(found)
+        if found is None:
+            break
+    return nodes
+
+
+def _walk_path(node: _Node, limit: int, floor_num: int, floor_den: int
                ) -> tuple[list[int], list[int], int]:
-    """The first child at each step while its count / N is at least min_prob (floor: its
-    numerator and denominator)."""
+    """The first child at each step while its count / N is at least min_prob (floor_num /
+    floor_den), a tail read in place (its nodes count 1)."""
     tokens: list[int] = []
-    floor_num, floor_den = floor
     least = floor_num * node.count
     total = 0
     while len(tokens) < limit:
         child = node.best
-        if child is None or child.count * floor_den < least:
+        if child is None:
+            src = node.src
+            if src is not None and floor_den >= least:
+                end = node.pos + limit - len(tokens)
+                end = node.stop if node.stop < end else end
+                run = src.tokens[node.pos : end]
+                tokens += run
+                total += len(run)
+            break
+        if child.count * floor_den < least:
             break
         tokens.append(child.token)
         total += child.count

@@ -32,6 +32,7 @@ TOP_LEVEL = {
     "verifier.py", "drafter.py", "swapper.py", "suffix_tree.py", "heads.py",
     # a module past 400 lines splits by job into <module>_<job>.py parts beside it
     "checkpoint_reader.py", "checkpoint_layout.py", "swapper_state.py", "swapper_checks.py",
+    "suffix_tree_nodes.py",
     # a plugin's own framework seam, registered through specreg_register_substitutions
     "sglang_seam.py", "vllm_seam.py",
 }

@@ -1,0 +1,177 @@
+"""The suffix tree's nodes: counts, arctic's sibling order, and the unshared tails left implicit.
+
+A node's children are kept in arctic's sibling order: by decreasing count, and among equal counts
+as its linked lists leave them. A new child goes last. A child whose count rises joins the front
+of its new count's children when it led its old count's, their back otherwise; a child whose
+count falls joins the front of its new count's children.
+
+A suffix seen once (count 1) below its first count-1 node is a chain of count-1 nodes that only
+grows: that node holds it as a *tail* (the owner sequence, the position of the next token, and
+where the suffix stops at max_depth) instead of one node per token. The tail's tokens are read
+from the owner's token list, so a suffix seen once grows with its sequence at no cost (as
+arctic's leaves extend in place). Whoever reads a node's `children` sees the same trie: reading
+them pushes the tail down one node (`expose`), which changes no count and no order.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class Seq:
+    """One sequence of a tree: its tokens, and the nodes its growing suffixes reached while they
+    are shared (`active[i]`: the suffix of length i + 1); longer ones are tails."""
+
+    __slots__ = ("active", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.active: list[Node] = []
+
+
+class Order:
+    """The order of a node's two or more children: count -> the children with that count, in
+    arctic's order (`groups`), and the highest count (`top`)."""
+
+    __slots__ = ("groups", "top")
+
+    def __init__(self, first: Node) -> None:
+        self.groups: dict[int, OrderedDict[Node, None]] = {first.count: OrderedDict({first: None})}
+        self.top = first.count
+
+    def head(self) -> Node:
+        return next(iter(self.groups[self.top]))
+
+    def ordered(self) -> list[Node]:
+        groups = self.groups
+        return [c for count in sorted(groups, reverse=True) for c in groups[count]]
+
+    def join(self, child: Node, *, front: bool) -> None:
+        """`child` enters its count's group, first or last."""
+        group = self.groups.get(child.count)
+        if group is None:
+            group = self.groups[child.count] = OrderedDict()
+        group[child] = None
+        if front:
+            group.move_to_end(child, last=False)
+        if child.count > self.top:
+            self.top = child.count
+
+    def leave(self, child: Node) -> bool:
+        """`child` leaves its count's group; whether it was the group's first."""
+        count = child.count
+        group = self.groups[count]
+        led = next(iter(group)) is child
+        del group[child]
+        if not group:
+            del self.groups[count]
+            if count == self.top:
+                self.top = max(self.groups, default=0)
+        return led
+
+
+class Node:
+    """One trie node: how many inserted suffixes pass through or end at it, its explicit children
+    by token (`kids`), the first of them in arctic's order (`best`; not kept for the root, whose
+    order no match reads), while it has two or more their whole order, and, on a count-1 node
+    whose suffix goes on unshared, its tail: the owner (`src`), the owner's position of the next
+    token (`pos`) and the position the suffix stops at (`stop`, > pos)."""
+
+    __slots__ = ("best", "count", "kids", "order", "pos", "src", "stop", "token")
+
+    def __init__(self, token: int, count: int = 0) -> None:
+        self.token = token
+        self.count = count
+        self.kids: dict[int, Node] = {}
+        self.best: Node | None = None
+        self.order: Order | None = None
+        self.src: Seq | None = None
+        self.pos = 0
+        self.stop = 0
+
+    @property
+    def children(self) -> dict[int, Node]:
+        """The children by token, the tail's next node made explicit first."""
+        if self.src is not None:
+            self.expose()
+        return self.kids
+
+    def expose(self) -> None:
+        """The tail's next token, where the owner has it already, becomes an explicit child
+        holding the rest of the tail (count 1, the only child: no order to keep)."""
+        src, pos = self.src, self.pos
+        assert src is not None
+        tokens = src.tokens
+        if pos >= len(tokens):  # the owner's suffix ends here for now: the tail stays
+            return
+        child = Node(tokens[pos], 1)
+        if pos + 1 < self.stop:
+            child.src, child.pos, child.stop = src, pos + 1, self.stop
+        self.kids[child.token] = child
+        self.best = child
+        self.src = None
+
+    def share(self) -> None:
+        """A second suffix reaches this count-1 node: its tail, if any, leaves it. The next
+        token becomes an explicit child, or, where the owner's suffix ends here, the owner's
+        suffix becomes one of its shared ones again (the next in its `active`: every shorter
+        one is shared too, and was reached first)."""
+        src = self.src
+        if src is None:
+            return
+        if self.pos < len(src.tokens):
+            self.expose()
+            return
+        src.active.append(self)
+        self.src = None
+
+    def ordered_children(self) -> list[Node]:
+        kids = self.children
+        if self.order is None:
+            return list(kids.values())
+        return self.order.ordered()
+
+    def add_sibling(self, child: Node) -> None:
+        """A new child (count 1) beside existing ones: last among them."""
+        if self.order is None:  # the order starts when the second child comes
+            assert self.best is not None
+            self.order = Order(self.best)
+        self.order.join(child, front=False)
+
+    def raise_count(self, child: Node) -> None:
+        """child.count += 1, moving it as arctic's `_increment_count` does: first among its new
+        count's children if it was first among its old count's, else last."""
+        order = self.order
+        if order is None:
+            child.count += 1
+            return
+        led = order.leave(child)
+        child.count += 1
+        order.join(child, front=led)
+        self.best = order.head()
+
+    def lower_count(self, child: Node) -> None:
+        """child.count -= 1 (to at least 1), moving it as arctic's `_decrement_count` does:
+        first among its new count's children."""
+        order = self.order
+        if order is None:
+            child.count -= 1
+            return
+        order.leave(child)
+        child.count -= 1
+        order.join(child, front=True)
+        self.best = order.head()
+
+    def drop_child(self, child: Node) -> None:
+        """The child leaves with its subtree (its count reached 0)."""
+        del self.kids[child.token]
+        order = self.order
+        if order is None:
+            self.best = None
+            return
+        order.leave(child)
+        if len(self.kids) == 1:
+            self.order = None
+            self.best = next(iter(self.kids.values()))
+        else:
+            self.best = order.head()
