@@ -132,8 +132,10 @@ class SuffixDrafter:
         self._next_seq = 0
         self._rows: dict[int, Hashable] = {}  # batch row -> the request it held (the plan's path)
         self._epoch = 0
-        prob = exact_probability(self.options.min_token_prob)
-        self._floor = (prob.numerator, prob.denominator)
+        o = self.options
+        prob = exact_probability(o.min_token_prob)
+        self._rule = (o.max_tree_depth, o.max_spec_factor, o.max_spec_offset,
+                      (prob.numerator, prob.denominator), o.proposals == "tree")
 
     @property
     def proposes_trees(self) -> bool:
@@ -206,17 +208,17 @@ class SuffixDrafter:
         """The best draft for `context` (its last max_tree_depth tokens) from the request's own
         tree and the global one, the request's own winning a tie; at most `max_spec_tokens`
         tokens (default: num_steps)."""
-        o = self.options
         tree = self._local.get(req_id)
         if tree is None:
             raise request_state_error(req_id, active=False, call="speculate")
         limit = self.gamma if max_spec_tokens is None else int(max_spec_tokens)
-        tail = context[-o.max_tree_depth :]
-        context = tail.tolist() if hasattr(tail, "tolist") else list(tail)
-        args = (limit, o.max_spec_factor, o.max_spec_offset, self._floor,
-                o.proposals == "tree")
-        local = tree.best(context, *args, seq_id=0)  # (tokens, parents, total, base, match)
-        other = self._global.best(context, *args, seq_id=self._seq_of.get(req_id))
+        depth, factor, offset, floor, as_tree = self._rule
+        tail = context[-depth:]
+        context = tail if type(tail) is list else (
+            tail.tolist() if hasattr(tail, "tolist") else list(tail))
+        local = tree.best(context, limit, factor, offset, floor, as_tree, 0)
+        other = self._global.best(context, limit, factor, offset, floor, as_tree,
+                                  self._seq_of.get(req_id))  # (tokens, parents, total, base, m)
         best = local if local[2] * other[3] >= other[2] * local[3] else other  # exact scores
         return SuffixDraft(tokens=best[0], parents=best[1], score=best[2] / best[3],
                            match_len=best[4])

@@ -25,6 +25,7 @@ suffixes seen once are left as tails read from their sequence (`suffix_tree_node
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -76,6 +77,7 @@ class SuffixTree:
     def __init__(self, max_depth: int) -> None:
         self.max_depth = max_depth
         self.root = _Node(-1)
+        self.root.kids = {}
         self._seqs: dict[int, _Seq] = {}
 
     def __contains__(self, seq_id: int) -> bool:
@@ -97,7 +99,13 @@ class SuffixTree:
             active.insert(0, root)
             i = 0
             for parent in active:  # shortest first: a longer suffix is shared only if these are
-                child = parent.kids.get(token)
+                kids = parent.kids
+                if kids is not None:
+                    child = kids.get(token)
+                else:  # one child at most
+                    child = parent.best
+                    if child is not None and child.token != token:
+                        child = None
                 if child is None:
                     break
                 if child.src is not None:
@@ -112,12 +120,11 @@ class SuffixTree:
                 end = len(seq)
                 for j in range(i, len(active)):
                     parent = active[j]
-                    child = parent.kids[token] = _Node(token, 1)
-                    if parent is not root:  # the root's order is never read: a match has a token
-                        if parent.best is None:
-                            parent.best = child
-                        else:
-                            parent.add_sibling(child)
+                    child = _Node(token, 1)
+                    if parent is root:  # the root's order is never read: a match has a token
+                        root.kids[token] = child  # type: ignore[index]
+                    else:
+                        parent.add_child(child)
                     stop = end - j - 1 + depth
                     if stop > end:
                         child.src, child.pos, child.stop = rec, end, stop
@@ -134,7 +141,8 @@ class SuffixTree:
             node = root
             node.count -= 1
             for token in seq[start : start + depth]:
-                child = node.kids[token]  # a node counted twice or more has explicit children
+                child = node.child(token)  # a node counted twice or more has no tail
+                assert child is not None
                 if child.count == 1:
                     node.drop_child(child)
                     break
@@ -148,8 +156,9 @@ class SuffixTree:
         Where `context` ends like sequence `seq_id`, the nodes its shared suffixes reached
         (kept by `extend`) are those of the shorter matches: only longer ones walk from the root.
         """
+        context = list(context)
         last = len(context) - 1
-        out: list[_Node | None] = self._known(context, seq_id)
+        out: list[_Node | None] = list(self._known(context, seq_id))
         for m in range(len(out) + 1, last + 1):
             node: _Node | None = self.root
             for token in context[len(context) - m :]:
@@ -161,18 +170,21 @@ class SuffixTree:
                 break
         return out
 
-    def _known(self, context: Sequence[int], seq_id: int | None) -> list[_Node | None]:
+    def _known(self, context: list[int], seq_id: int | None) -> list[_Node | None]:
         """The nodes of the matches that end `seq_id`'s shared suffixes, shortest first."""
         rec = self._seqs.get(seq_id) if seq_id is not None else None
         if rec is None:
             return []
-        seq, active = rec.tokens, rec.active
-        known = min(len(context) - 1, len(active), len(seq))
-        if known and seq[len(seq) - known :] == list(context[len(context) - known :]):
-            return list(active[:known])
+        active = rec.active
+        c = len(context)
+        known = c - 1 if c - 1 < len(active) else len(active)
+        if known > 0:
+            seq = rec.tokens
+            if seq[len(seq) - known :] == context[c - known :]:
+                return active[:known]
         return []
 
-    def _unshared(self, context: Sequence[int], seq_id: int | None, m: int) -> int:
+    def _unshared(self, context: list[int], seq_id: int | None, m: int) -> int:
         """Where the shared suffixes of `seq_id` matched context[-m:] (m of them, all it has),
         the longest match that goes on as the sequence's own unshared suffix (>= m): each such
         match is a count-1 node with nothing below (the sequence ends there), and none longer
@@ -181,9 +193,13 @@ class SuffixTree:
         if rec is None or m != len(rec.active) or m >= self.max_depth - 1:
             return m  # a shorter shared suffix failed, or every growing one is shared
         seq = rec.tokens
-        top = min(len(context) - 1, len(seq), self.max_depth)
         n, c = len(seq), len(context)
-        while m < top and seq[n - m - 1] == context[c - m - 1]:
+        top = min(c - 1, n, self.max_depth)
+        if m >= top:
+            return m
+        if seq[n - top :] == context[c - top :]:  # the usual case, compared in one go
+            return top
+        while seq[n - m - 1] == context[c - m - 1]:  # stops before top
             m += 1
         return m
 
@@ -207,6 +223,8 @@ class SuffixTree:
              seq_id: int | None = None) -> tuple[list[int], list[int], int, int, int]:
         """`speculate` as (tokens, parents, total, base, match length), `min_token_prob` as its
         exact (numerator, denominator): the score is total / base."""
+        if type(context) is not list:
+            context = list(context)
         if tree:
             nodes = self.match(context, seq_id)
             extra = 0
@@ -219,14 +237,12 @@ class SuffixTree:
         depth = self.max_depth
         count = len(nodes)
         floor_num, floor_den = floor
-        for m, node in enumerate(nodes, start=1):
+        limits = _limits(max_spec_tokens, max_spec_factor, max_spec_offset, count)
+        for m in range(1, count + 1):
+            node = nodes[m - 1]
             if node is None:
                 break
-            limit = int(m * max_spec_factor + max_spec_offset + 1e-6)
-            if limit > max_spec_tokens:
-                limit = max_spec_tokens
-            if limit < 0:
-                limit = 0
+            limit = limits[m]
             if type(node) is tuple:  # inside a tail: count 1, one chain of count-1 nodes
                 src, pos, stop = node
                 if best[2] > best[3] * limit:  # best's score beats any draft of `limit` tokens
@@ -238,8 +254,8 @@ class SuffixTree:
                     best = (run, list(range(-1, len(run) - 1)), len(run), 1, m)
                 continue
             longer = nodes[m] if m < count else None
-            if (longer is not None and type(longer) is not tuple and longer.count == node.count
-                    and limit < depth - m):
+            if (limit < depth - m and longer is not None and type(longer) is not tuple
+                    and longer.count == node.count):
                 # every occurrence of this match extends to the longer one, whose subtree is this
                 # one's (to the depth the walk reaches, children in the same order): its draft is
                 # this one's, with a limit at least as large, and a tie goes to the longer match
@@ -253,6 +269,14 @@ class SuffixTree:
         return best
 
 
+@functools.lru_cache(maxsize=1024)
+def _limits(max_spec_tokens: int, factor: float, offset: float, count: int) -> tuple[int, ...]:
+    """The draft length for each match length m <= count (index m): arctic's
+    min(max_spec_tokens, m * factor + offset), at least 0."""
+    return tuple(max(0, min(max_spec_tokens, int(m * factor + offset + 1e-6)))
+                 for m in range(count + 1))
+
+
 def _locate(root: _Node, context: Sequence[int], nodes: list) -> list:
     """`nodes` (the shorter matches) followed by the longer matches walked from the root, tails
     read in place: a match inside one is (owner, position of the next token, stop)."""
@@ -262,7 +286,7 @@ def _locate(root: _Node, context: Sequence[int], nodes: list) -> list:
         at = c - m
         found: object = None
         while at < c:
-            child = node.kids.get(context[at])
+            child = node.child(context[at])
             if child is None:
                 src = node.src
                 if src is not None:  # the rest must be the tail's tokens, up to its end

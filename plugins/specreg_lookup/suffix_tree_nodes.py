@@ -72,8 +72,9 @@ class Order:
 
 class Node:
     """One trie node: how many inserted suffixes pass through or end at it, its explicit children
-    by token (`kids`), the first of them in arctic's order (`best`; not kept for the root, whose
-    order no match reads), while it has two or more their whole order, and, on a count-1 node
+    by token (`kids`; None while `best` is the only one, which most nodes have), the first of
+    them in arctic's order (`best`; not kept for the root, whose `kids` are always a dict), while
+    it has two or more their whole order, and, on a count-1 node
     whose suffix goes on unshared, its tail: the owner (`src`), the owner's position of the next
     token (`pos`) and the position the suffix stops at (`stop`, > pos)."""
 
@@ -82,7 +83,7 @@ class Node:
     def __init__(self, token: int, count: int = 0) -> None:
         self.token = token
         self.count = count
-        self.kids: dict[int, Node] = {}
+        self.kids: dict[int, Node] | None = None
         self.best: Node | None = None
         self.order: Order | None = None
         self.src: Seq | None = None
@@ -91,10 +92,20 @@ class Node:
 
     @property
     def children(self) -> dict[int, Node]:
-        """The children by token, the tail's next node made explicit first."""
+        """The children by token, the tail's next node made explicit first (read-only)."""
         if self.src is not None:
             self.expose()
-        return self.kids
+        if self.kids is not None:
+            return self.kids
+        return {} if self.best is None else {self.best.token: self.best}
+
+    def child(self, token: int) -> Node | None:
+        """The explicit child for `token` (a node counted twice or more has no tail)."""
+        kids = self.kids
+        if kids is not None:
+            return kids.get(token)
+        best = self.best
+        return best if best is not None and best.token == token else None
 
     def expose(self) -> None:
         """The tail's next token, where the owner has it already, becomes an explicit child
@@ -107,7 +118,8 @@ class Node:
         child = Node(tokens[pos], 1)
         if pos + 1 < self.stop:
             child.src, child.pos, child.stop = src, pos + 1, self.stop
-        self.kids[child.token] = child
+        if self.kids is not None:
+            self.kids[child.token] = child
         self.best = child
         self.src = None
 
@@ -131,11 +143,19 @@ class Node:
             return list(kids.values())
         return self.order.ordered()
 
-    def add_sibling(self, child: Node) -> None:
-        """A new child (count 1) beside existing ones: last among them."""
+    def add_child(self, child: Node) -> None:
+        """A new child (count 1): the only one, or last among the others."""
+        best = self.best
+        if best is None:
+            self.best = child
+            if self.kids is not None:
+                self.kids[child.token] = child
+            return
+        if self.kids is None:
+            self.kids = {best.token: best}
+        self.kids[child.token] = child
         if self.order is None:  # the order starts when the second child comes
-            assert self.best is not None
-            self.order = Order(self.best)
+            self.order = Order(best)
         self.order.join(child, front=False)
 
     def raise_count(self, child: Node) -> None:
@@ -164,14 +184,17 @@ class Node:
 
     def drop_child(self, child: Node) -> None:
         """The child leaves with its subtree (its count reached 0)."""
-        del self.kids[child.token]
+        kids = self.kids
+        if kids is not None:
+            del kids[child.token]
         order = self.order
         if order is None:
             self.best = None
             return
         order.leave(child)
-        if len(self.kids) == 1:
+        assert kids is not None
+        if len(kids) == 1:
             self.order = None
-            self.best = next(iter(self.kids.values()))
+            self.best = next(iter(kids.values()))
         else:
             self.best = order.head()
