@@ -158,7 +158,7 @@ class SuffixTree:
         """
         context = list(context)
         last = len(context) - 1
-        out: list[_Node | None] = list(self._known(context, seq_id))
+        out: list[_Node | None] = list(self._own(context, seq_id)[0])
         for m in range(len(out) + 1, last + 1):
             node: _Node | None = self.root
             for token in context[len(context) - m :]:
@@ -170,38 +170,32 @@ class SuffixTree:
                 break
         return out
 
-    def _known(self, context: list[int], seq_id: int | None) -> list[_Node | None]:
-        """The nodes of the matches that end `seq_id`'s shared suffixes, shortest first."""
+    def _own(self, context: list[int], seq_id: int | None) -> tuple[list[_Node], int]:
+        """The nodes of the matches that end `seq_id`'s shared suffixes, shortest first, and how
+        many longer matches go on as its own unshared suffix, where the shared ones all
+        matched (the context ends like the sequence): each such match is a count-1 node with
+        nothing below (the sequence ends there), and none longer matches at all (its one
+        occurrence ends the sequence, which the context leaves)."""
         rec = self._seqs.get(seq_id) if seq_id is not None else None
         if rec is None:
-            return []
-        active = rec.active
-        c = len(context)
-        known = c - 1 if c - 1 < len(active) else len(active)
-        if known > 0:
-            seq = rec.tokens
-            if seq[len(seq) - known :] == context[c - known :]:
-                return active[:known]
-        return []
-
-    def _unshared(self, context: list[int], seq_id: int | None, m: int) -> int:
-        """Where the shared suffixes of `seq_id` matched context[-m:] (m of them, all it has),
-        the longest match that goes on as the sequence's own unshared suffix (>= m): each such
-        match is a count-1 node with nothing below (the sequence ends there), and none longer
-        matches at all (its one occurrence ends the sequence, which the context leaves)."""
-        rec = self._seqs.get(seq_id) if seq_id is not None else None
-        if rec is None or m != len(rec.active) or m >= self.max_depth - 1:
-            return m  # a shorter shared suffix failed, or every growing one is shared
-        seq = rec.tokens
+            return [], 0
+        active, seq = rec.active, rec.tokens
         n, c = len(seq), len(context)
+        m = c - 1 if c - 1 < len(active) else len(active)
+        if m > 0 and seq[n - m :] != context[c - m :]:
+            return [], 0
+        nodes = active[:m]
+        if m != len(active) or m >= self.max_depth - 1:
+            return nodes, 0  # a shorter shared suffix failed, or every growing one is shared
         top = min(c - 1, n, self.max_depth)
         if m >= top:
-            return m
+            return nodes, 0
         if seq[n - top :] == context[c - top :]:  # the usual case, compared in one go
-            return top
-        while seq[n - m - 1] == context[c - m - 1]:  # stops before top
-            m += 1
-        return m
+            return nodes, top - m
+        k = m
+        while seq[n - k - 1] == context[c - k - 1]:  # stops before top
+            k += 1
+        return nodes, k - m
 
     def speculate(self, context: Sequence[int], max_spec_tokens: int, max_spec_factor: float,
                   max_spec_offset: float, min_token_prob: float | Fraction, tree: bool,
@@ -229,8 +223,7 @@ class SuffixTree:
             nodes = self.match(context, seq_id)
             extra = 0
         else:  # tails read in place: nothing is exposed
-            nodes = self._known(context, seq_id)
-            extra = self._unshared(context, seq_id, len(nodes)) - len(nodes)
+            nodes, extra = self._own(context, seq_id)
             if not extra:
                 nodes = _locate(self.root, context, nodes)
         best: tuple[list[int], list[int], int, int, int] = ([], [], 0, 1, 0)  # .., total, base, m
@@ -313,22 +306,25 @@ def _walk_path(node: _Node, limit: int, floor_num: int, floor_den: int
     tokens: list[int] = []
     least = floor_num * node.count
     total = 0
-    while len(tokens) < limit:
+    left = limit
+    while left > 0:
         child = node.best
         if child is None:
             src = node.src
             if src is not None and floor_den >= least:
-                end = node.pos + limit - len(tokens)
+                end = node.pos + left
                 end = node.stop if node.stop < end else end
                 run = src.tokens[node.pos : end]
                 tokens += run
                 total += len(run)
             break
-        if child.count * floor_den < least:
+        count = child.count
+        if count * floor_den < least:
             break
         tokens.append(child.token)
-        total += child.count
+        total += count
         node = child
+        left -= 1
     return tokens, list(range(-1, len(tokens) - 1)), total
 
 
