@@ -15,7 +15,7 @@ them pushes the tail down one node (`expose`), which changes no count and no ord
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from bisect import bisect_left, bisect_right
 
 
 class Seq:
@@ -29,45 +29,40 @@ class Seq:
         self.active: list[Node] = []
 
 
-class Order:
-    """The order of a node's two or more children: count -> the children with that count, in
-    arctic's order (`groups`), and the highest count (`top`)."""
+def _rank(node: Node) -> int:
+    return -node.count
 
-    __slots__ = ("groups", "top")
+
+class Order:
+    """The order of a node's two or more children: one list in arctic's order (`ranked`), its
+    counts non-increasing, so a count's children are one run of it, found by bisection."""
+
+    __slots__ = ("ranked",)
 
     def __init__(self, first: Node) -> None:
-        self.groups: dict[int, OrderedDict[Node, None]] = {first.count: OrderedDict({first: None})}
-        self.top = first.count
+        self.ranked: list[Node] = [first]
 
     def head(self) -> Node:
-        return next(iter(self.groups[self.top]))
+        return self.ranked[0]
 
     def ordered(self) -> list[Node]:
-        groups = self.groups
-        return [c for count in sorted(groups, reverse=True) for c in groups[count]]
+        return list(self.ranked)
 
     def join(self, child: Node, *, front: bool) -> None:
-        """`child` enters its count's group, first or last."""
-        group = self.groups.get(child.count)
-        if group is None:
-            group = self.groups[child.count] = OrderedDict()
-        group[child] = None
-        if front:
-            group.move_to_end(child, last=False)
-        if child.count > self.top:
-            self.top = child.count
+        """`child` enters its count's run, first or last."""
+        ranked = self.ranked
+        where = bisect_left if front else bisect_right
+        ranked.insert(where(ranked, -child.count, key=_rank), child)
 
     def leave(self, child: Node) -> bool:
-        """`child` leaves its count's group; whether it was the group's first."""
-        count = child.count
-        group = self.groups[count]
-        led = next(iter(group)) is child
-        del group[child]
-        if not group:
-            del self.groups[count]
-            if count == self.top:
-                self.top = max(self.groups, default=0)
-        return led
+        """`child` leaves its count's run; whether it was the run's first."""
+        ranked = self.ranked
+        start = bisect_left(ranked, -child.count, key=_rank)
+        if ranked[start] is child:
+            del ranked[start]
+            return True
+        del ranked[ranked.index(child, start + 1)]
+        return False
 
 
 class Node:
