@@ -51,12 +51,23 @@ class Order:
     def join(self, child: Node, *, front: bool) -> None:
         """`child` enters its count's run, first or last."""
         ranked = self.ranked
-        where = bisect_left if front else bisect_right
-        ranked.insert(where(ranked, -child.count, key=_rank), child)
+        count = child.count
+        if front:
+            if ranked[0].count <= count:  # its run, if any, starts the list
+                ranked.insert(0, child)
+            else:
+                ranked.insert(bisect_left(ranked, -count, key=_rank), child)
+        elif ranked[-1].count >= count:  # its run, if any, ends the list
+            ranked.append(child)
+        else:
+            ranked.insert(bisect_right(ranked, -count, key=_rank), child)
 
     def leave(self, child: Node) -> bool:
         """`child` leaves its count's run; whether it was the run's first."""
         ranked = self.ranked
+        if ranked[0] is child:
+            del ranked[0]
+            return True
         start = bisect_left(ranked, -child.count, key=_rank)
         if ranked[start] is child:
             del ranked[start]
