@@ -5,11 +5,8 @@ The rule is arctic-inference's `SuffixTree` (csrc/suffix_decoding/suffix_tree.cc
 v0.1.0 to 0.3.0), told as an uncompressed trie (path compression changes no count) whose
 suffixes seen once are left as tails read from their sequence (`suffix_tree_nodes`):
 
-- A node's children are kept in arctic's sibling order: by decreasing count, and among equal
-  counts as its linked lists leave them. A new child goes last. A child whose count rises joins
-  the front of its new count's children when it led its old count's, their back otherwise; a
-  child whose count falls joins the front of its new count's children. The walk takes the first
-  child (a path) or visits children in that order (a tree).
+- A node's children are kept in arctic's sibling order (`suffix_tree_nodes`). The walk takes
+  the first child (a path) or visits children in that order (a tree).
 - Probabilities are exact: along a walk from the matched node (count N) every drafted node's
   probability is its count / N (the product of count ratios telescopes), so a draft's score is
   an integer sum over N and two scores compare by cross-multiplying. arctic multiplies float32
@@ -141,8 +138,7 @@ class SuffixTree:
             node = root
             node.count -= 1
             for token in seq[start : start + depth]:
-                child = node.child(token)  # a node counted twice or more has no tail
-                assert child is not None
+                child: _Node = node.child(token)  # type: ignore[assignment]  # counted twice+: no tail
                 if child.count == 1:
                     node.drop_child(child)
                     break
@@ -157,9 +153,8 @@ class SuffixTree:
         (kept by `extend`) are those of the shorter matches: only longer ones walk from the root.
         """
         context = list(context)
-        last = len(context) - 1
         out: list[_Node | None] = list(self._own(context, seq_id)[0])
-        for m in range(len(out) + 1, last + 1):
+        for m in range(len(out) + 1, len(context)):
             node: _Node | None = self.root
             for token in context[len(context) - m :]:
                 node = node.children.get(token) if node is not None else None
@@ -219,6 +214,7 @@ class SuffixTree:
         exact (numerator, denominator): the score is total / base."""
         if type(context) is not list:
             context = list(context)
+        nodes: list
         if tree:
             nodes = self.match(context, seq_id)
             extra = 0

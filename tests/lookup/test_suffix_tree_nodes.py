@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from specreg_lookup.suffix_tree import SuffixTree
 
 
