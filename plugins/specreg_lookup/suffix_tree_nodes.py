@@ -80,9 +80,9 @@ class Node:
     """One trie node: how many inserted suffixes pass through or end at it, its explicit children
     by token (`kids`; None while `best` is the only one, which most nodes have), the first of
     them in arctic's order (`best`; not kept for the root, whose `kids` are always a dict), while
-    it has two or more their whole order, and, on a count-1 node
-    whose suffix goes on unshared, its tail: the owner (`src`), the owner's position of the next
-    token (`pos`) and the position the suffix stops at (`stop`, > pos)."""
+    it has two or more their whole order, and, on a count-1 node whose suffix goes on unshared,
+    its tail: the owner (`src`), the owner's position of the next token (`pos`) and the position
+    the suffix stops at (`stop`, > pos)."""
 
     __slots__ = ("best", "count", "kids", "order", "pos", "src", "stop", "token")
 
