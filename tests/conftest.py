@@ -2,11 +2,12 @@
 option with the hypothesis profile it selects, the fixtures several folders use, and how the
 run splits over two workers (pytest-xdist, `-n 2 --dist loadgroup --no-loadscope-reorder` in
 pyproject's addopts): each test file is one group, kept on one worker with its module fixtures,
-the groups handed out in collection order as workers free up (tests/adapters, whose files each
-run framework processes for a minute or two, first); the three test files that read the
+the groups handed out in collection order as workers free up; the three test files that read the
 parity grids' runs are one group. The framework environment and the parity runs are built once
 on disk, under a file lock, and a second worker reads them (tests/adapters/envs.py,
-tests/adapters/run_cache.py). Each worker runs torch on one thread, and so does every process
+tests/adapters/run_cache.py). Where the environment is not built yet, the session starts its
+build in the background at once and runs tests/adapters after tests/kernels, so both workers
+test the rest while it builds instead of waiting on its lock. Each worker runs torch on one thread, and so does every process
 its tests start, so the two never fight over the machine's two cores.
 
 Triton's interpreter must be switched on before triton is first imported, so it happens here, at
@@ -15,6 +16,7 @@ the Triton backend, so this changes nothing for the other tests.
 """
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -23,6 +25,10 @@ from hypothesis import settings  # noqa: E402
 
 from tests.support.models import model_dirs  # noqa: E402, F401 - tests/registry, tests/cli, tests/adapters
 from tests.support.testplugins import load_registry, testplugins_site  # noqa: E402, F401
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The session's background build of the framework environment (tests.support.env_prebuild).
+PREBUILD = pytest.StashKey()
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +112,34 @@ def pytest_collection_modifyitems(config, items) -> None:
     setting up the module and session fixtures of the tests it draws."""
     for item in items:
         item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
+    items[:] = framework_tests_after_kernels(items)
+
+
+def framework_tests_after_kernels(items: list) -> list:
+    """`items` with the tests/adapters ones moved after the last tests/kernels one (module
+    docstring), every other order kept."""
+    adapters = [item for item in items if item.nodeid.startswith("tests/adapters/")]
+    rest = [item for item in items if not item.nodeid.startswith("tests/adapters/")]
+    kernels = [i for i, item in enumerate(rest) if item.nodeid.startswith("tests/kernels/")]
+    at = kernels[-1] + 1 if kernels else 0
+    return rest[:at] + adapters + rest[at:]
+
+
+def pytest_sessionstart(session) -> None:
+    """In the controlling process of a run that includes tests/adapters, start building the
+    framework environment in the background when it is not built (module docstring)."""
+    from tests.support.env_prebuild import start_if_needed
+
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[PREBUILD] = start_if_needed(session.config.args, ROOT)
+
+
+def pytest_sessionfinish(session) -> None:
+    """A background build the run turned out not to need stops with the session (its unfinished
+    folder is removed by the next build)."""
+    build = session.config.stash.get(PREBUILD, None)
+    if build is not None:
+        build.stop()
 
 
 @pytest.hookimpl(wrapper=True)

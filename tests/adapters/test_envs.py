@@ -143,3 +143,50 @@ def test_the_build_reports_its_steps(tmp_path, monkeypatch):
     # a loaded machine may start the child late: some report, after the print, counts it
     assert any("1 packages collected" in line for line in lines), lines
     assert all(line.endswith(" s") for line in lines), lines
+
+
+def test_a_run_with_the_framework_tests_starts_the_missing_build_in_the_background(
+        monkeypatch, tmp_path):
+    """`start_if_needed` (tests/support/env_prebuild.py) starts `python -m tests.adapters.envs`
+    only for a run that collects tests/adapters and only while the environment is not built."""
+    from tests.support import env_prebuild
+
+    root = envs.REPO_ROOT
+    assert env_prebuild.includes_framework_tests([], root)
+    assert env_prebuild.includes_framework_tests(["tests"], root)
+    assert env_prebuild.includes_framework_tests(["tests/adapters/test_envs.py::test_x"], root)
+    assert not env_prebuild.includes_framework_tests(["tests/kernels", "tests/cli/x.py"], root)
+    started = []
+
+    class Process:
+        pid = 0
+
+        def __init__(self, cmd, **kwargs):
+            started.append((cmd, kwargs["cwd"]))
+
+    monkeypatch.setattr(env_prebuild.subprocess, "Popen", Process)
+    monkeypatch.setenv("SPECREG_FRAMEWORK_CACHE", str(tmp_path))
+    assert env_prebuild.start_if_needed(["tests/kernels"], root) is None
+    build = env_prebuild.start_if_needed([], root)
+    assert started == [([sys.executable, "-m", "tests.adapters.envs"], root)]
+    assert build.log == tmp_path / f"{envs.env_key()}.prebuild.log"
+    (tmp_path / envs.env_key()).mkdir()
+    (tmp_path / envs.env_key() / "build.json").write_text("{}")
+    assert env_prebuild.start_if_needed([], root) is None and len(started) == 1
+
+
+def test_the_framework_tests_run_after_the_kernel_tests_and_keep_their_order():
+    from types import SimpleNamespace
+
+    from tests.conftest import framework_tests_after_kernels
+
+    ids = ["tests/adapters/a.py::1", "tests/cli/c.py::1", "tests/adapters/b.py::1",
+           "tests/kernels/k.py::1", "tests/kernels/k.py::2", "tests/lookup/l.py::1"]
+    items = [SimpleNamespace(nodeid=i) for i in ids]
+    assert [item.nodeid for item in framework_tests_after_kernels(items)] == [
+        "tests/cli/c.py::1", "tests/kernels/k.py::1", "tests/kernels/k.py::2",
+        "tests/adapters/a.py::1", "tests/adapters/b.py::1", "tests/lookup/l.py::1"]
+    without_kernels = [item for item in items if "kernels" not in item.nodeid]
+    assert [item.nodeid for item in framework_tests_after_kernels(without_kernels)] == [
+        "tests/adapters/a.py::1", "tests/adapters/b.py::1", "tests/cli/c.py::1",
+        "tests/lookup/l.py::1"]
