@@ -20,8 +20,9 @@ torch's on both paths, so no value depends on numba's libm. Everything else is i
 arithmetic and IEEE float32 adds, subtractions, products and float64 divisions in the torch
 path's order (no fastmath), which have the same bits on every machine.
 
-Rows are read as their raw bits: float32 rows as uint32, bfloat16 rows as uint16 shifted into
-the high half of a float32, through a reused per-row buffer. Other dtypes, non-contiguous
+Rows are read as their raw bits (float32 rows as uint32, bfloat16 rows as uint16 shifted into
+the high half of a float32, a bit cast in registers), block by block: the first level of a
+block's halving sum is taken as its weights are read, so a row is read once, from memory. Other dtypes, non-contiguous
 tensors, an empty batch and the CPU-default read checks (`check_reads`) take the torch path.
 """
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from specreg.kernels.random_stream.types import (
     BLOCK_KEY_BASE,
@@ -72,45 +75,76 @@ def _token_word(lane0, lane1, token):
     return _absorb(_absorb(lane0, token), lane1)
 
 
-@_njit
-def _load(src, r, i, shift, out):
-    """Row (r, i) of raw bits `src` into the uint32 buffer `out` as float32 bits."""
-    row = src[r, i]
-    for j in range(row.shape[0]):
-        out[j] = np.uint32(row[j]) << shift
+@intrinsic
+def _as_float32(typingctx, raw, shift):
+    """The float32 whose bits are `raw` (an unsigned integer of at most 32 bits) shifted left
+    by `shift`: a float32 read as uint32 (shift 0), a bfloat16 read as uint16 (shift 16)."""
+    sig = types.float32(raw, shift)
+
+    def codegen(context, builder, signature, args):
+        value, by = args
+        word = ir.IntType(32)
+        if value.type.width < 32:
+            value = builder.zext(value, word)
+        by = builder.trunc(by, word) if by.type.width > 32 else builder.zext(by, word)
+        return builder.bitcast(builder.shl(value, by), ir.FloatType())
+
+    return sig, codegen
 
 
 @_njit
-def _value(src, r, i, x, shift, scratch):
+def _value(src, r, i, x, shift):
     """The float32 value of one raw element."""
-    scratch[0] = np.uint32(src[r, i, x]) << shift
-    return scratch.view(np.float32)[0]
+    return _as_float32(src[r, i, x], shift)
 
 
 @_njit
-def _halve(x, width):
-    """x[:width] summed in place as `block_race._halving_sum` sums a block: halves added
-    elementwise until one value is left (x[0])."""
+def _halve(half):
+    """The sum of a block whose first level (halves added elementwise) is in `half`
+    [BLOCK // 2]: the remaining levels of `block_race._halving_sum`, in place."""
+    width = BLOCK // 2
     while width > 1:
         width //= 2
         for j in range(width):
-            x[j] = x[j] + x[j + width]
+            half[j] = half[j] + half[j + width]
+    return half[0]
 
 
 @_njit
-def _block_masses(w, vocab, out, scratch):
-    """`block_masses_torch` of one float32 row `w` into out [blocks]."""
-    full = vocab // BLOCK
-    for blk in range(full):
-        for j in range(BLOCK):
-            scratch[j] = w[blk * BLOCK + j]
-        _halve(scratch, BLOCK)
-        out[blk] = scratch[0]
-    if vocab % BLOCK:
-        for j in range(BLOCK):
-            scratch[j] = w[full * BLOCK + j] if full * BLOCK + j < vocab else np.float32(0.0)
-        _halve(scratch, BLOCK)
-        out[full] = scratch[0]
+def _row_masses(p_row, q_row, shift_p, shift_q, mode, excluded, out, half):
+    """`block_masses_torch` of the weights a request draws from (raw rows `p_row`, `q_row`):
+    p (mode 0), max(p - q, 0) (mode 1; clamp_min keeps a NaN), p without the `excluded` token
+    (mode 2), zeros past the row's end. The first level of each block's halving sum is taken
+    as the weights are read (w[j] + w[j + BLOCK // 2] into `half`), then `_halve`."""
+    vocab, h = p_row.shape[0], BLOCK // 2
+    for blk in range(out.shape[0]):
+        base = blk * BLOCK
+        if base + BLOCK <= vocab and mode == 0:
+            for j in range(h):
+                half[j] = (_as_float32(p_row[base + j], shift_p)
+                           + _as_float32(p_row[base + h + j], shift_p))
+        elif base + BLOCK <= vocab and mode == 1:
+            for j in range(h):
+                d0 = (_as_float32(p_row[base + j], shift_p)
+                      - _as_float32(q_row[base + j], shift_q))
+                d1 = (_as_float32(p_row[base + h + j], shift_p)
+                      - _as_float32(q_row[base + h + j], shift_q))
+                half[j] = (np.float32(0.0) if d0 < 0 else d0) + (np.float32(0.0) if d1 < 0 else d1)
+        else:  # the last, partial block, or the excluded token's rule
+            for j in range(h):
+                pair = np.float32(0.0)
+                for k in (base + j, base + h + j):
+                    w = np.float32(0.0)
+                    if k < vocab:
+                        w = _as_float32(p_row[k], shift_p)
+                        if mode == 1:
+                            w = w - _as_float32(q_row[k], shift_q)
+                            w = np.float32(0.0) if w < 0 else w
+                        elif mode == 2 and k == excluded:
+                            w = np.float32(0.0)
+                    pair = w if k == base + j else pair + w
+                half[j] = pair
+        out[blk] = _halve(half)
 
 
 @_njit
@@ -129,41 +163,28 @@ def walk_and_masses(p, q, shift_p, shift_q, has_q, drafts, limits, coins, keys, 
     (their block masses into `masses`, the residual flag), the draw's key lanes and the
     stream's words of the block keys."""
     b, _, vocab = p.shape
-    p_bits = np.empty(vocab, np.uint32)
-    q_bits = np.empty(vocab, np.uint32)
-    p_row, q_row = p_bits.view(np.float32), q_bits.view(np.float32)
-    scratch = np.empty(BLOCK, np.float32)
-    one = np.empty(1, np.uint32)
+    half = np.empty(BLOCK // 2, np.float32)
     for r in range(b):
         limit, a = limits[r], 0
         while a < limit:
             x = drafts[r, a]
             if x < 0 or x >= vocab:
                 break
-            q_x = _value(q, r, a, x, shift_q, one) if has_q else np.float32(1.0)
-            if not coins[r, a] * q_x < _value(p, r, a, x, shift_p, one):
+            q_x = _value(q, r, a, x, shift_q) if has_q else np.float32(1.0)
+            if not coins[r, a] * q_x < _value(p, r, a, x, shift_p):
                 break
             a += 1
         rejected = a < limit
         accept[r] = a
         excluded[r] = drafts[r, a] if rejected and 0 <= drafts[r, a] < vocab else -1
-        _load(p, r, a, shift_p, p_bits)
         residual = rejected
         if rejected:
-            if has_q:
-                _load(q, r, a, shift_q, q_bits)
-                for j in range(vocab):
-                    d = p_row[j] - q_row[j]
-                    q_row[j] = np.float32(0.0) if d < 0 else d  # clamp_min: NaN stays
-            else:
-                q_row[:] = p_row
-                if excluded[r] >= 0:
-                    q_row[excluded[r]] = np.float32(0.0)
-            _block_masses(q_row, vocab, masses[r], scratch)
-            if not _has_mass(masses[r]):  # a residual without mass: the draw is from p
-                residual = False
+            # q stands for p (never read) in the target-only rule
+            _row_masses(p[r, a], q[r, a], shift_p, shift_q, 1 if has_q else 2, excluded[r],
+                        masses[r], half)
+            residual = _has_mass(masses[r])  # a residual without mass: the draw is from p
         if not residual:
-            _block_masses(p_row, vocab, masses[r], scratch)
+            _row_masses(p[r, a], p[r, a], shift_p, shift_p, 0, -1, masses[r], half)
         flags[r, 0], flags[r, 1] = rejected, residual
         role = RESIDUAL if rejected else SAMPLE
         _key_lanes(keys[r], role, positions[r] + a, lanes[r])
@@ -201,7 +222,6 @@ def race_tokens(p, q, shift_p, shift_q, has_q, accept, excluded, flags, block, n
     the vocabulary)."""
     vocab = p.shape[2]
     weights = np.empty(BLOCK, np.float32)
-    one = np.empty(1, np.uint32)
     for r in range(accept.shape[0]):
         a = accept[r]
         for t in range(BLOCK):
@@ -209,10 +229,10 @@ def race_tokens(p, q, shift_p, shift_q, has_q, accept, excluded, flags, block, n
             if column >= vocab:
                 weights[t] = np.float32(0.0)
                 continue
-            w = _value(p, r, a, column, shift_p, one)
+            w = _value(p, r, a, column, shift_p)
             if flags[r, 1]:
                 if has_q:
-                    d = w - _value(q, r, a, column, shift_q, one)
+                    d = w - _value(q, r, a, column, shift_q)
                     w = np.float32(0.0) if d < 0 else d
                 elif column == excluded[r]:
                     w = np.float32(0.0)
