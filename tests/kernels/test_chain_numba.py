@@ -2,9 +2,10 @@
 accept counts bit for bit, and the reference's, on many keys, small and production vocabularies,
 float32 and bfloat16 rows, with q and target-only, ragged verify lengths, invalid draft ids,
 residuals without mass and rows holding NaN or inf (values unchecked); the dispatch (taken on
-CPU when the backend is automatic, never with `backend='torch'` or SPECREG_KERNEL_BACKEND=torch,
-nor with the CPU-default read checks); and the clean fallback to the torch path without numba
-(a subprocess where `import numba` fails)."""
+CPU when the backend is automatic, never with `backend='torch'` or SPECREG_KERNEL_BACKEND=torch;
+with the CPU-default read checks in the compiled pass, a flagged request handing the call to
+the torch path for its exact checks and errors); and the clean fallback to the torch path
+without numba (a subprocess where `import numba` fails)."""
 
 from __future__ import annotations
 
@@ -211,17 +212,81 @@ def test_first_pass_has_the_torch_paths_bits(dtype, with_q):
         assert torch.equal(torch.from_numpy(state["words"]), words)
 
 
-def test_dispatch_keeps_the_torch_path_when_asked_or_checking(compiled_calls, monkeypatch):
+def test_dispatch_keeps_the_torch_path_when_asked(compiled_calls, monkeypatch):
     x = _inputs(4, 4, 300, 0)
     _run(x, "torch")
-    _run(x, None, check_values=None)  # the CPU-default read checks: the torch path
+    _run(x, "torch", check_values=None)
     monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "torch")
     _run(x, None)
+    _run(x, None, check_values=None)
     assert compiled_calls == []
     monkeypatch.setenv("SPECREG_KERNEL_BACKEND", "auto")
     _run(x, None)
     _run(x, "auto", check_values=True)  # every value checked before the launch
-    assert len(compiled_calls) == 2
+    _run(x, None, check_values=None)  # the CPU-default read checks, in the compiled pass
+    assert len(compiled_calls) == 3
+
+
+def _outcome(x, backend):
+    """The result, or the error message, of a call with the CPU-default read checks."""
+    try:
+        result = _run(x, backend, check_values=None)
+    except KernelInputError as error:
+        return str(error)
+    return (result.accept_len.tolist(), result.output_tokens.tolist())
+
+
+@pytest.mark.parametrize("with_q", [True, False])
+def test_read_checks_give_the_torch_paths_errors_and_results(with_q, monkeypatch):
+    """With the CPU-default read checks the compiled pass flags the requests whose values fail
+    a quick test; a flag hands the call to the torch path (its exact checks raise, or pass).
+    Planted bad values in what the rule reads (a verified drafted p(x) or q(x) before or
+    after the stop, a row drawn from), q(x) = 0 (the q row is read whole), -0.0 and huge
+    values (flagged, then valid), and bad values where the rule does not read (no error):
+    the same error message or the same tokens as the torch path, and the compiled path's
+    own result when nothing is flagged."""
+    import specreg.kernels.chain.numba_impl as numba_impl
+
+    handed = []
+    real = numba_impl.verify_chain_sampling_torch
+    monkeypatch.setattr(numba_impl, "verify_chain_sampling_torch",
+                        lambda inputs: handed.append(1) or real(inputs))
+    plants = [
+        ("p_x", float("nan")), ("p_x", -1.0), ("p_x_late", float("inf")), ("row", float("nan")),
+        ("row", -0.0), ("row", 1e38), ("row_zero", 0.0), ("unread", float("nan")),
+        ("nothing", 0.0),
+    ] + ([("q_x", -1.0), ("q_x_zero", 0.0), ("q_row", float("inf")), ("q_row_zero", 0.0)]
+         if with_q else [])
+    for seed, (where, value) in enumerate(plants):
+        x = _inputs(6, 5, 400, seed, torch.float32, with_q, agree=0.9)
+        x["verify_lens"][:] = 5
+        plain = _run(x, "torch")
+        rejected = (plain.accept_len < 4).nonzero().flatten().tolist()
+        r = rejected[0] if where.startswith("q_row") and rejected else 2
+        a = int(plain.accept_len[r])
+        c, p, q = x["candidates"], x["target_probs"], x["draft_probs"]
+        if where in ("p_x", "p_x_late"):
+            i = 0 if where == "p_x" else 3
+            p[r, i, c[r, i + 1]] = value
+        elif where in ("q_x", "q_x_zero"):
+            q[r, 0, c[r, 1]] = value
+            if where == "q_x_zero":
+                q[r, 0] = 0.0  # an all-zero q row: SR904
+        elif where == "row":
+            p[r, a, 7] = value
+        elif where == "row_zero":
+            p[r, a] = value  # a row without mass
+        elif where in ("q_row", "q_row_zero") and a < 4:
+            q[r, a, 9] = value
+            if where == "q_row_zero":
+                q[r, a] = 0.0
+        elif where == "unread":
+            p[r, 4 if a < 4 else 0, 11] = value
+        before = len(handed)
+        expected = _outcome(x, "torch")
+        assert _outcome(x, None) == expected, where
+        if where in ("nothing", "unread"):
+            assert len(handed) == before, where  # nothing flagged: the compiled result
 
 
 def test_unsupported_inputs_take_the_torch_path(compiled_calls):

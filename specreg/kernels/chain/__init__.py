@@ -83,10 +83,11 @@ checked, as with True.
 Family. `checks` (validation), `types` (the result and the sampling-input bundle), `reference`
 (the plain per-request rules, the test oracle), `torch_impl` (vectorised over the batch: the CPU
 path, with its CPU-tuned branches), `numba_impl` with `numba_kernels` (chain sampling compiled
-for the CPU when numba is installed, the `cpu` extra: the torch path's tokens bit for bit; taken
-when the backend is chosen automatically and the rows are contiguous float32 or bfloat16 read
-without the CPU-default read checks, i.e. with `check_values` True or False; `backend='torch'`
-or SPECREG_KERNEL_BACKEND=torch keeps the torch path) and `triton_impl` (one program per
+for the CPU when numba is installed, the `cpu` extra: the torch path's tokens bit for bit, and
+with the CPU-default read checks its errors, a request whose values fail a quick test handing
+the call to the torch path's exact checks; taken when the backend is chosen automatically and
+the rows are contiguous float32 or bfloat16; `backend='torch'` or SPECREG_KERNEL_BACKEND=torch
+keeps the torch path) and `triton_impl` (one program per
 request; the vocab is streamed in BLOCK_V tiles with int64 offsets; no [b, n, V] temporaries,
 no host synchronisation).
 

@@ -20,10 +20,17 @@ torch's on both paths, so no value depends on numba's libm. Everything else is i
 arithmetic and IEEE float32 adds, subtractions, products and float64 divisions in the torch
 path's order (no fastmath), which have the same bits on every machine.
 
+Read checks (`check_reads`, the CPU default): pass 1 also flags each request whose values fail
+a quick test at least as strict as the torch path's (a drafted p(x) or q(x) of a verified
+position outside [0, inf), a q(x) of 0 (the torch path then reads that q row whole), a value
+of a row read outside [0, 2**103), weights without mass). Unflagged requests would pass the
+torch path's checks, so their result stands; a flag sends the whole call to the torch path,
+whose exact checks raise its errors (or pass, and give the same tokens).
+
 Rows are read as their raw bits (float32 rows as uint32, bfloat16 rows as uint16 shifted into
 the high half of a float32, a bit cast in registers), block by block: the first level of a
 block's halving sum is taken as its weights are read, so a row is read once, from memory. Other dtypes, non-contiguous
-tensors, an empty batch and the CPU-default read checks (`check_reads`) take the torch path.
+tensors and an empty batch take the torch path.
 """
 
 from __future__ import annotations
@@ -35,7 +42,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from specreg.kernels.chain.torch_impl import accept_limits, assemble
+from specreg.kernels.chain.torch_impl import (
+    accept_limits,
+    assemble,
+    verify_chain_sampling_torch,
+)
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
 from specreg.kernels.random_stream import exponentials_of
 from specreg.kernels.random_stream.types import RACE_BLOCK
@@ -71,8 +82,8 @@ def available() -> bool:
 
 def supports(inputs: ChainSamplingInputs) -> bool:
     """Whether the compiled path takes these (validated) inputs: CPU, float32 or bfloat16
-    rows, contiguous, at least one request, no read checks (those stay on the torch path)."""
-    if inputs.check_reads or inputs.candidates.shape[0] == 0:
+    rows, contiguous, at least one request."""
+    if inputs.candidates.shape[0] == 0:
         return False
     rows = [inputs.target_probs] + ([] if inputs.draft_probs is None else [inputs.draft_probs])
     return all(t.device.type == "cpu" and t.dtype in _SHIFTS and t.is_contiguous() for t in rows)
@@ -87,7 +98,7 @@ def _raw(t: torch.Tensor) -> np.ndarray:
 def first_pass(inputs: ChainSamplingInputs) -> dict[str, Any]:
     """Pass 1 of the compiled path (`numba_kernels.walk_and_masses`) on validated inputs: per
     request its accepted drafts `accept`, the `excluded` draft (-1 when none), `flags`
-    (rejected, draws from the residual), the block `masses` of the weights it draws from, the
+    (rejected, draws from the residual, fails the read checks' quick test), the block `masses` of the weights it draws from, the
     draw's key `lanes` and the stream's `words` of the block keys. The raw rows ride along
     (`p`, `q`, their shifts, `has_q`) for the later passes."""
     kernels = _compiled()
@@ -105,16 +116,16 @@ def first_pass(inputs: ChainSamplingInputs) -> dict[str, Any]:
     state: dict[str, Any] = dict(
         p=_raw(target), shift_p=_SHIFTS[target.dtype], has_q=has_q,
         accept=np.empty(b, np.int64), excluded=np.empty(b, np.int64),
-        flags=np.empty((b, 2), np.uint8), masses=np.empty((b, blocks), np.float32),
+        flags=np.empty((b, 3), np.uint8), masses=np.empty((b, blocks), np.float32),
         lanes=np.empty((b, 2), np.int64), words=np.empty((b, blocks), np.int64),
     )
     # p stands in (never read) when there is no q
     state["q"] = _raw(q_rows) if q_rows is not None else state["p"]
     state["shift_q"] = _SHIFTS[q_rows.dtype] if q_rows is not None else state["shift_p"]
     kernels.walk_and_masses(
-        state["p"], state["q"], state["shift_p"], state["shift_q"], has_q, drafts, limits,
-        coins, keys, positions, state["accept"], state["excluded"], state["flags"],
-        state["masses"], state["lanes"], state["words"],
+        state["p"], state["q"], state["shift_p"], state["shift_q"], has_q, inputs.check_reads,
+        drafts, limits, coins, keys, positions, state["accept"], state["excluded"],
+        state["flags"], state["masses"], state["lanes"], state["words"],
     )
     return state
 
@@ -124,6 +135,8 @@ def verify_chain_sampling_numba(inputs: ChainSamplingInputs) -> ChainVerifyResul
     the same tokens. The inputs are validated, numba is `available` and `supports(inputs)`."""
     kernels = _compiled()
     s = first_pass(inputs)
+    if inputs.check_reads and s["flags"][:, 2].any():
+        return verify_chain_sampling_torch(inputs)  # its exact checks raise, or pass
     b, _, vocab = inputs.target_probs.shape
     noise = exponentials_of(torch.from_numpy(s["words"])).numpy()
     block = np.empty(b, np.int64)
