@@ -13,7 +13,8 @@ its bonus row); the whole-logits read (`logits.sum()`) is printed beside it. Sam
 the emitting p row of every request, and the q row of every request that rejected a draft.
 
 Timings of the vectorised path use check_values=False (the naive loop checks nothing); the cost
-of the CPU value checks is printed separately.
+of the CPU value checks is printed separately. The sampling path is the default one: compiled
+(numba) where numba is installed; its floor line is printed for the torch path too.
 
 Memory is measured, not computed: a fresh subprocess builds the inputs, resets its peak resident
 set size (writes 5 to /proc/self/clear_refs, Linux), runs the verification once and reads the
@@ -132,15 +133,23 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(times), value
 
 
-def measure_memory(b: int, n: int, vocab: int, check_values: bool) -> dict[str, float]:
+def measure_memory(b: int, n: int, vocab: int, check_values: bool,
+                   warm: bool = False) -> dict[str, float]:
+    """`warm`: one small call first (numba's import and the compiled path's load, about 130 MiB
+    once per process where numba is installed), so the peak is the call's own."""
     script = f"""
 CHECK = {check_values!r}
+WARM = {warm!r}
 import json, resource, torch, sys
 sys.path.insert(0, {sys.path[0]!r})
 from bench_chain_verify import make_inputs
 from specreg.kernels.chain import verify_chain_sampling
 torch.set_num_threads(1)
 x = make_inputs({b}, {n}, {vocab}, 0)
+if WARM:
+    w = make_inputs(2, {n}, 300, 1)
+    verify_chain_sampling(w['candidates'], w['p'], w['q'], coins=w['coins'], keys=w['keys'],
+                          positions=w['positions'], check_values=CHECK)
 def status(key):
     with open('/proc/self/status') as f:
         for line in f:
@@ -197,12 +206,20 @@ def print_floors(x: dict[str, torch.Tensor], repeats: int, profile: bool = False
                 x["candidates"], x["p"], x["q"], coins=x["coins"], keys=x["keys"], positions=x["positions"],
                 check_values=False,
             ),
+            "sampling, torch path": lambda: verify_chain_sampling(
+                x["candidates"], x["p"], x["q"], coins=x["coins"], keys=x["keys"], positions=x["positions"],
+                check_values=False, backend="torch",
+            ),
             "floor": lambda: (p_rows(), q_rows()),
         },
         repeats,
     )
-    print(floor_line("chain sampling verify", times["sampling"], times["floor"],
-                     f"read of the {b} emitting p rows and {rejected} rejected q rows"))  # fmt: skip
+    what = f"read of the {b} emitting p rows and {rejected} rejected q rows"
+    print(floor_line("chain sampling verify", times["sampling"], times["floor"], what))
+    # the default path is the compiled one where numba is installed; the torch path is the
+    # fallback without it
+    print(floor_line("chain sampling verify, torch path", times["sampling, torch path"],
+                     times["floor"], what))
     if profile:
         for name, fn in (
             ("chain greedy verify", lambda: verify_chain_greedy(x["candidates"], x["p"], check_values=False)),
@@ -266,11 +283,12 @@ def main() -> None:
     print_floors(x, args.repeats * 3, args.profile)
 
     if not args.no_memory:
-        for check in (False, True):
-            mem = measure_memory(args.b, args.n, args.v, check)
+        for check, warm in ((False, False), (True, False), (False, True)):
+            mem = measure_memory(args.b, args.n, args.v, check, warm)
             extra = max(mem["after"] - mem["before"], 0)
             print(f"sampling peak extra memory, value checks {'on ' if check else 'off'} "
-                  f"(VmHWM reset, fresh process): {extra / 2**20:.1f} MiB = "
+                  f"(VmHWM reset, fresh process{', after a first small call' if warm else ''})"
+                  f": {extra / 2**20:.1f} MiB = "
                   f"{extra / mem['inputs']:.3f} x input size ({mem['inputs'] / 2**20:.1f} MiB); "
                   f"peak before {mem['before'] / 2**20:.1f} MiB, rss {mem['current'] / 2**20:.1f} MiB")
 

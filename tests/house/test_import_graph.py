@@ -9,7 +9,8 @@ when no two files form a circle (specreg/contract/config.py -> specreg/contract/
 specreg/framework_args/translate.py -> specreg/contract/config.py would be one).
 
 A kernel family (a folder `kernels/<family>/` of specreg or a plugin) is entered through its
-`__init__`: its implementations `torch_impl` and `triton_impl` are its insides (see
+`__init__`: its implementations `torch_impl` and `triton_impl` (and chain's compiled CPU path,
+`numba_impl` with `numba_kernels`) are its insides (see
 `test_no_family_insides_opened_from_outside` for the rule, tests and benchmarks included).
 """
 
@@ -188,7 +189,7 @@ def test_the_check_finds_a_circle_and_an_arrow_back_up(monkeypatch):
 #: take and return, which callers must build and read), `checks` (input rules other families
 #: apply to the same inputs: positions, stream keys, tree layouts) and `reference` (the oracle,
 #: which other families' references compose; test_plugin_shape keeps implementations off it).
-INSIDES = ("torch_impl", "triton_impl")
+INSIDES = ("torch_impl", "triton_impl", "numba_impl", "numba_kernels")
 
 
 def _family(module: str) -> str | None:

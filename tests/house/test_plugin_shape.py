@@ -4,7 +4,7 @@ The shape (docs/writing-plugins.md, "The shape of a plugin"): `plugin.py` holds 
 imports no torch; `errors.py` the catalog entries; `checkpoint.py` reads a draft model's config,
 where there is one; `sizes.py` states what a resolved config implies; `kernels/<family>/`
 holds `reference.py`, `torch_impl.py`, (`triton_impl.py`), `__init__.py`, and optionally
-`types.py` and `checks.py`; `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects;
+`types.py`, `checks.py` and a compiled CPU path (`numba_impl.py`, `numba_kernels.py`); `verifier.py`, `drafter.py`, `swapper.py` are the plan's objects;
 a module too long for one job splits into named parts beside it (`checkpoint_reader.py`,
 `swapper_checks.py`, ...); `sglang_seam.py` is the plugin's SGLang runtime substitution;
 `suffix_tree.py` and `heads.py` hold a drafter's own data structure or draft model.
@@ -37,7 +37,11 @@ TOP_LEVEL = {
     "sglang_seam.py", "vllm_seam.py",
 }
 FAMILY_REQUIRED = {"__init__.py", "reference.py", "torch_impl.py"}
-FAMILY_OPTIONAL = {"triton_impl.py", "types.py", "checks.py"}
+#: `numba_impl.py` with its compiled passes `numba_kernels.py`: an optional compiled CPU path
+#: (numba, the `cpu` extra), with the torch path as its fallback.
+FAMILY_OPTIONAL = {
+    "triton_impl.py", "types.py", "checks.py", "numba_impl.py", "numba_kernels.py",
+}
 #: The core's kernels also hold what several families share: the Triton import, tensor checks,
 #: the CPU row chunks, the one exp and log of the torch path, and the two-level race (torch, and
 #: Triton tiles). They belong to no family, so any family may import them.

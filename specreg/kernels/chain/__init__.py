@@ -82,9 +82,14 @@ checked, as with True.
 
 Family. `checks` (validation), `types` (the result and the sampling-input bundle), `reference`
 (the plain per-request rules, the test oracle), `torch_impl` (vectorised over the batch: the CPU
-path, with its CPU-tuned branches) and `triton_impl` (one program per request; the vocab is
-streamed in BLOCK_V tiles with int64 offsets; no [b, n, V] temporaries, no host
-synchronisation).
+path, with its CPU-tuned branches), `numba_impl` with `numba_kernels` (chain sampling compiled
+for the CPU when numba is installed, the `cpu` extra: the torch path's tokens bit for bit, and
+with the CPU-default read checks its errors, a request whose values fail a quick test handing
+the call to the torch path's exact checks; taken when the backend is chosen automatically and
+the rows are contiguous float32 or bfloat16; `backend='torch'` or SPECREG_KERNEL_BACKEND=torch
+keeps the torch path) and `triton_impl` (one program per
+request; the vocab is streamed in BLOCK_V tiles with int64 offsets; no [b, n, V] temporaries,
+no host synchronisation).
 
 For the chain families built on this one (`chain_params`, `relaxed`), the entry also exports
 the walk's shared pieces, unchecked: `accept_limits`, `leading_run` and `assemble` (the result),
@@ -97,9 +102,12 @@ from __future__ import annotations
 
 import torch
 
-from specreg.backend import select_backend
+from specreg.backend import requested_backend, select_backend
 from specreg.errors import KernelInputError
 from specreg.kernels.chain.checks import check_chain, check_from_predict
+from specreg.kernels.chain.numba_impl import available as numba_available
+from specreg.kernels.chain.numba_impl import supports as numba_supports
+from specreg.kernels.chain.numba_impl import verify_chain_sampling_numba
 from specreg.kernels.chain.torch_impl import (
     accept_limits,
     assemble,
@@ -226,7 +234,9 @@ def verify_chain_sampling(
     replaces the acceptance uniforms with a caller's own (a framework's, for parity).
     `verify_lens` [b] caps the verified positions. `check_values`: True checks every value
     before any work, False none, None (default) none on an accelerator and, on the CPU, what
-    the rule reads (module docstring, "Value checks").
+    the rule reads (module docstring, "Value checks"). On the CPU with numba installed and the
+    backend chosen automatically, the compiled path runs where it applies (module docstring,
+    "Family"); `backend='torch'` forces the torch path (the same tokens).
     """
     inputs = sampling_inputs(
         candidates, target_probs, draft_probs, keys=keys, positions=positions, coins=coins,
@@ -235,6 +245,8 @@ def verify_chain_sampling(
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_sampling_triton(inputs, block_v=block_v)
+    if _compiled_cpu(inputs, backend):
+        return verify_chain_sampling_numba(inputs)
     return verify_chain_sampling_torch(inputs)
 
 
@@ -332,6 +344,14 @@ def sampling_inputs(
         candidates=candidates, target_probs=target_probs, draft_probs=draft_probs, coins=coins,
         keys=keys, positions=positions, verify_lens=verify_lens, check_reads=check_reads,
     )
+
+
+def _compiled_cpu(inputs: ChainSamplingInputs, backend: BackendChoice) -> bool:
+    """Whether chain sampling takes the compiled CPU path (`numba_impl`): the backend is chosen
+    automatically ('auto', or None with SPECREG_KERNEL_BACKEND unset or 'auto'; an explicit
+    'torch' keeps the torch path), numba imports, and `numba_impl.supports(inputs)`."""
+    requested = requested_backend() if backend is None else backend
+    return requested == "auto" and numba_supports(inputs) and numba_available()
 
 
 def _checks_reads(
