@@ -2,7 +2,10 @@
 V = 151,936 (Qwen's vocabulary), float32 and bfloat16 inputs, on the chain verifier with a draft
 q (the residual path), the target-only rule and the sampling-parameter chain (top-k, top-p,
 min-p through the pivot filter, temperature != 1); every draw on the counter-based stream. Then
-exact checks of the stream and the race, batch invariance, and the controls.
+exact checks of the stream and the race, batch invariance, and the controls. The chain rules run
+on the default CPU path, the one a user gets: compiled where numba is installed (the `cpu`
+extra, `specreg.kernels.chain.numba_impl`), torch otherwise; tests/kernels/test_chain_numba.py
+holds the two to the same tokens bit for bit at these vocabularies.
 
 Oracles are independent of specreg (`tests.support.lossless`): the expected laws in float64 from
 the rules' definitions, the stream, the two-level race and the chain rule in NumPy from theirs.
@@ -133,7 +136,7 @@ def _run_chain(rows: ll.DyadicRows, dtype, inputs, with_draft, offset, blocks, c
             target[:b], None if draft is None else draft[:b],
             keys=torch.arange(start, start + b) + offset,
             positions=torch.from_numpy(positions[start : start + b]),
-            check_values=False, backend="torch",
+            check_values=False,
         )
         tokens = result.output_tokens.numpy()
         first.append(tokens[:, 0])
