@@ -37,7 +37,9 @@ TOP_LEVEL = {
     "sglang_seam.py", "vllm_seam.py",
 }
 FAMILY_REQUIRED = {"__init__.py", "reference.py", "torch_impl.py"}
-FAMILY_OPTIONAL = {"triton_impl.py", "types.py", "checks.py"}
+#: numba_impl.py: a compiled CPU path from the optional `cpu` extra (numba), torch_impl.py
+#: running wherever numba does not import
+FAMILY_OPTIONAL = {"triton_impl.py", "numba_impl.py", "types.py", "checks.py"}
 #: The core's kernels also hold what several families share: the Triton import, tensor checks,
 #: the CPU row chunks, the one exp and log of the torch path, and the two-level race (torch, and
 #: Triton tiles). They belong to no family, so any family may import them.
