@@ -150,25 +150,30 @@ class SpecregProposer:
         import torch
 
         drafts: list[list[int]] = [[] for _ in sampled_token_ids]
-        active = [
-            i for i, sampled in enumerate(sampled_token_ids)
-            if len(sampled) > 0 and int(num_tokens_no_spec[i]) > 0
-            and self.room(int(num_tokens_no_spec[i])) > 0
-        ]
+        counts = np.asarray(num_tokens_no_spec)[: len(drafts)].astype(np.int64).tolist()
+        limit = self.max_model_len
+        if limit is None or max(counts, default=0) <= int(limit) - self.k:
+            rooms = [self.k] * len(counts)  # self.room, for every row at once
+        else:
+            rooms = [self.room(n) for n in counts]
+        active = [i for i, sampled in enumerate(sampled_token_ids)
+                  if len(sampled) > 0 and counts[i] > 0 and rooms[i] > 0]
         if not active:
             return drafts
-        sizes = np.array([int(num_tokens_no_spec[i]) for i in active], dtype=np.int64)
-        rows = np.asarray(token_ids_cpu)[active, : int(sizes.max())].astype(np.int64)
-        rows[np.arange(rows.shape[1])[None, :] >= sizes[:, None]] = 0  # not the stale tokens
-        history, lengths = torch.from_numpy(rows), torch.from_numpy(sizes)
+        sizes = [counts[i] for i in active]
+        source = np.asarray(token_ids_cpu)
+        rows = np.zeros((len(active), max(sizes)), dtype=np.int64)  # not the stale tokens
+        for row, (i, size) in enumerate(zip(active, sizes, strict=True)):
+            rows[row, :size] = source[i, :size]  # one copy, cast to int64 as it goes
+        history = torch.from_numpy(rows)
+        lengths = torch.from_numpy(np.array(sizes, dtype=np.int64))
         as_lists = getattr(self.drafter, "propose_lists", None)
         if callable(as_lists):  # what it really proposed: fewer, or none where nothing matched
-            proposed = [list(p)[: self.k] for p in as_lists(history, lengths)]
+            proposed = as_lists(history, lengths)
         else:
             proposed = self.drafter.propose(history, lengths)[:, : self.k].tolist()
-        for row, i in enumerate(active):
-            room = self.room(int(num_tokens_no_spec[i]))
-            drafts[i] = [int(t) for t in proposed[row][:room]]
+        for row, i in enumerate(active):  # rooms[i] <= k
+            drafts[i] = list(map(int, list(proposed[row])[: rooms[i]]))
         return drafts
 
     def _propose_by_request(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: Any,

@@ -51,7 +51,9 @@ def _checked_lengths(
     check_shape("lengths", lengths, (tokens.shape[0],))
     check_same_device(history=tokens, lengths=lengths)
     if should_check_values(tokens.device, check_values) and tokens.shape[0]:
-        check_index_range("lengths", lengths, 1, tokens.shape[1] + 1)
+        low, high = (int(v) for v in torch.aminmax(lengths))  # one pass; the coded error
+        if low < 1 or high > tokens.shape[1]:  # names the first bad value
+            check_index_range("lengths", lengths, 1, tokens.shape[1] + 1)
     return lengths.long().clamp(1, max(tokens.shape[1], 1))
 
 
