@@ -38,6 +38,9 @@ class NgramDrafter:
     """
 
     needs = "token_history"  # specreg.contract.protocols.DRAFTER_NEEDS
+    #: specreg.contract.protocols.reads_within_lengths: chain proposals (both kernel paths)
+    #: depend on each row's first lengths[r] tokens alone, int32 or int64 (vLLM's rows, no copy)
+    reads_within_lengths = True
 
     def __init__(self, options: NgramOptions | None = None, *, num_steps: int = 3,
                  backend: str | None = None) -> None:

@@ -74,11 +74,12 @@ def kernel() -> Any:
 def chain_proposals(tokens: torch.Tensor, lengths: torch.Tensor, min_ngram: int,
                     max_ngram: int, k: int) -> ChainProposal:
     """`torch_impl.chain_proposals` on CPU through the compiled loop: checked int32 or int64
-    tokens [b, W] (W >= 2), lengths int64 [b] in [1, W], min_ngram >= 1, k >= 0."""
+    tokens [b, W] (W >= 2, any strides; only each row's first lengths[r] tokens are read),
+    lengths int64 [b] in [1, W], min_ngram >= 1, k >= 0."""
     compiled = kernel()
     assert compiled is not None, "numba_impl.chain_proposals without numba"
     batch = tokens.shape[0]
-    rows = np.ascontiguousarray(tokens.numpy())
+    rows = tokens.numpy()  # any strides: vLLM's rows arrive as a view of its buffer
     sizes = np.ascontiguousarray(lengths.numpy())
     drafts = np.empty((batch, k), dtype=np.int64)
     count = np.empty(batch, dtype=np.int64)
