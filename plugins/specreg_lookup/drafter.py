@@ -32,14 +32,21 @@ class NgramDrafter:
 
     Chain proposals follow vLLM 0.33 exactly (`reference.propose_row`); tree proposals merge the
     continuations of the `max_bfs_breadth` best matches breadth-first, as SGLang's NGRAM trie
-    offers its most recent (bfs) or most frequent (prob) continuations.
+    offers its most recent (bfs) or most frequent (prob) continuations. `backend` picks the
+    chain proposals' kernel (`ngram_match.chain_proposals`): None reads SPECREG_KERNEL_BACKEND,
+    'auto' runs the compiled CPU path where numba imports, 'torch' the torch path.
     """
 
     needs = "token_history"  # specreg.contract.protocols.DRAFTER_NEEDS
+    #: specreg.contract.protocols.reads_within_lengths: chain proposals (both kernel paths)
+    #: depend on each row's first lengths[r] tokens alone, int32 or int64 (vLLM's rows, no copy)
+    reads_within_lengths = True
 
-    def __init__(self, options: NgramOptions | None = None, *, num_steps: int = 3) -> None:
+    def __init__(self, options: NgramOptions | None = None, *, num_steps: int = 3,
+                 backend: str | None = None) -> None:
         self.options = options or NgramOptions()
         self.gamma = int(num_steps)
+        self.backend = backend
 
     @property
     def proposes_trees(self) -> bool:
@@ -65,7 +72,7 @@ class NgramDrafter:
                check_values: bool | None = None) -> ChainProposal:
         o = self.options
         return chain_proposals(history, lengths, min_ngram=o.min_ngram, max_ngram=o.max_ngram,
-                               k=self.gamma, check_values=check_values)
+                               k=self.gamma, check_values=check_values, backend=self.backend)
 
     @checked_keywords
     def propose(

@@ -24,8 +24,11 @@ drafter is asked for the whole batch at once, as vLLM's own ngram proposer works
 no drafts when it is not decoding, when its context is empty, when it has reached the model's
 maximum length (and at most the room left below it), and when the drafter found no match (a
 drafter's `propose_lists(history, lengths)`, when it has one, says how many tokens it really
-proposed). A NAME no loaded plugin registered is refused where vLLM looks the class up
-(SR101, with the closest name), not when vLLM builds the proposer.
+proposed). Its history is a zero-padded int64 copy of the decoding rows, or, for a drafter that
+declares `reads_within_lengths` (`specreg.contract.protocols`), vLLM's rows in place: a view of
+token_ids_cpu when the decoding rows lead the batch, one gather of them otherwise. A NAME no
+loaded plugin registered is refused where vLLM looks the class up (SR101, with the closest
+name), not when vLLM builds the proposer.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ from typing import Any
 
 from specreg.adapters.vllm_rows import RowRequests
 from specreg.errors import PluginError, UnknownNameError, problem
-from specreg.contract.protocols import DRAFTER_NEEDS, TOKEN_HISTORY, drafter_needs
+from specreg.contract.protocols import (
+    DRAFTER_NEEDS,
+    TOKEN_HISTORY,
+    drafter_needs,
+    reads_within_lengths,
+)
 
 #: What a drafter keyed by request offers (arctic-inference's SuffixDecodingCache API), besides
 #: its `active_requests`.
@@ -125,6 +133,9 @@ class SpecregProposer:
         if self.plan.algorithm.uses_target_hidden_states:
             raise _undeclared(self.algorithm, drafter, needs, contradicts=True)
         self.drafter = drafter
+        #: the drafter reads vLLM's token_ids_cpu rows in place (no copy): it declares that it
+        #: reads within the lengths only (`specreg.contract.protocols.reads_within_lengths`)
+        self.in_place = reads_within_lengths(drafter)
         self.requests: RowRequests | None = None
         if hasattr(drafter, "active_requests") and all(
                 callable(getattr(drafter, name, None)) for name in REQUEST_API):
@@ -150,25 +161,37 @@ class SpecregProposer:
         import torch
 
         drafts: list[list[int]] = [[] for _ in sampled_token_ids]
-        active = [
-            i for i, sampled in enumerate(sampled_token_ids)
-            if len(sampled) > 0 and int(num_tokens_no_spec[i]) > 0
-            and self.room(int(num_tokens_no_spec[i])) > 0
-        ]
+        counts = np.asarray(num_tokens_no_spec)[: len(drafts)].astype(np.int64).tolist()
+        limit = self.max_model_len
+        if limit is None or max(counts, default=0) <= int(limit) - self.k:
+            rooms = [self.k] * len(counts)  # self.room, for every row at once
+        else:
+            rooms = [self.room(n) for n in counts]
+        active = [i for i, sampled in enumerate(sampled_token_ids)
+                  if len(sampled) > 0 and counts[i] > 0 and rooms[i] > 0]
         if not active:
             return drafts
-        sizes = np.array([int(num_tokens_no_spec[i]) for i in active], dtype=np.int64)
-        rows = np.asarray(token_ids_cpu)[active, : int(sizes.max())].astype(np.int64)
-        rows[np.arange(rows.shape[1])[None, :] >= sizes[:, None]] = 0  # not the stale tokens
-        history, lengths = torch.from_numpy(rows), torch.from_numpy(sizes)
+        sizes = [counts[i] for i in active]
+        source = np.asarray(token_ids_cpu)
+        width = max(sizes)
+        if (self.in_place and source.dtype in (np.int32, np.int64)
+                and source.flags.writeable):  # vLLM's own rows, stale tokens and all
+            prefix = active[-1] == len(active) - 1  # rows 0..n-1 (active ascends): a view
+            history = torch.from_numpy(source[: len(active), :width] if prefix
+                                       else source[active, :width])
+        else:
+            rows = np.zeros((len(active), width), dtype=np.int64)  # not the stale tokens
+            for row, (i, size) in enumerate(zip(active, sizes, strict=True)):
+                rows[row, :size] = source[i, :size]  # one copy, cast to int64 as it goes
+            history = torch.from_numpy(rows)
+        lengths = torch.from_numpy(np.array(sizes, dtype=np.int64))
         as_lists = getattr(self.drafter, "propose_lists", None)
         if callable(as_lists):  # what it really proposed: fewer, or none where nothing matched
-            proposed = [list(p)[: self.k] for p in as_lists(history, lengths)]
+            proposed = as_lists(history, lengths)
         else:
             proposed = self.drafter.propose(history, lengths)[:, : self.k].tolist()
-        for row, i in enumerate(active):
-            room = self.room(int(num_tokens_no_spec[i]))
-            drafts[i] = [int(t) for t in proposed[row][:room]]
+        for row, i in enumerate(active):  # rooms[i] <= k
+            drafts[i] = list(map(int, list(proposed[row])[: rooms[i]]))
         return drafts
 
     def _propose_by_request(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: Any,

@@ -158,6 +158,20 @@ DRAFTER_NEEDS: tuple[str, ...] = ("token_history", "target_hidden_states", "draf
 TOKEN_HISTORY = "token_history"
 
 
+#: A "token_history" drafter whose class sets `reads_within_lengths = True` proposes chains
+#: (`propose`, `propose_lists`) from each row's first lengths[r] tokens alone and takes int32
+#: as well as int64 history of any strides, so a seam may hand it the framework's own rows
+#: (stale tokens past each length) without a copy, as `specreg.adapters.vllm_proposers` does
+#: with vLLM's token_ids_cpu. Otherwise a drafter gets a zero-padded int64 copy, as
+#: `ChainDrafterProtocol.propose` says.
+READS_WITHIN_LENGTHS = "reads_within_lengths"
+
+
+def reads_within_lengths(drafter: object) -> bool:
+    """Whether `drafter` declares `reads_within_lengths = True` (exactly True)."""
+    return getattr(drafter, READS_WITHIN_LENGTHS, False) is True
+
+
 def drafter_needs(drafter: object) -> str | None:
     """The `needs` a drafter declares, or None when it declares none (or not as a string)."""
     value = getattr(drafter, "needs", None)

@@ -142,3 +142,50 @@ def test_suffix_takes_vllms_suffix_decoding_options():
     config.speculative_config.suffix_decoding_min_token_prob = 0.5
     drafter = proposer_class("suffix")(config, registry=registry).drafter
     assert (drafter.options.max_tree_depth, drafter.options.min_token_prob) == (6, 0.5)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_ngram_reads_vllms_rows_in_place_with_the_drafts_of_a_copy(dtype):
+    """The ngram drafter declares reads_within_lengths: the proposer hands it a view of
+    token_ids_cpu (stale tokens past each length, rows 0..n-1) or one gather of the decoding
+    rows, never the zero-padded int64 copy, and drafts exactly what the copy and vLLM's rule
+    give."""
+    from specreg.contract.protocols import reads_within_lengths
+
+    registry = Registry.load(allowlist=frozenset({"lookup"}), fresh=True)
+    config = SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=3),
+                             model_config=SimpleNamespace(max_model_len=40))
+    draft = {"min_ngram": 1, "max_ngram": 3}
+    fast = proposer_class("ngram")(config, registry=registry, draft_config=draft)
+    slow = proposer_class("ngram")(config, registry=registry, draft_config=draft)
+    slow.in_place = False
+    assert fast.in_place and reads_within_lengths(fast.drafter)
+    seen = []
+    real = fast.drafter.propose_lists
+    fast.drafter.propose_lists = lambda h, n: seen.append(h) or real(h, n)
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        b = int(rng.integers(1, 7))
+        histories = [rng.integers(0, 4, int(rng.integers(1, 39))).tolist() for _ in range(b)]
+        ids = rng.integers(0, 4, (b + 2, 48)).astype(dtype)  # stale tokens everywhere
+        for i, h in enumerate(histories):
+            ids[i, : len(h)] = h
+        lens = np.array([len(h) for h in histories] + [0, 0], dtype=np.int32)
+        sampled = [[1] if rng.random() < 0.8 or trial % 2 == 0 else [] for _ in range(b)]
+        got = fast.propose(sampled, lens, ids)
+        assert got == slow.propose(sampled, lens, ids)
+        assert got == [propose_row(h, 1, 3, min(3, 40 - len(h))) if s else []
+                       for h, s in zip(histories, sampled, strict=True)]
+        active = [i for i, s in enumerate(sampled) if s]
+        if active:  # the rows in their own dtype: a view when they lead the batch
+            assert seen[-1].numpy().dtype == dtype
+            prefix = active == list(range(len(active)))
+            assert np.shares_memory(seen[-1].numpy(), ids) == prefix
+
+
+def test_reads_within_lengths_is_declared_exactly():
+    from specreg.contract.protocols import reads_within_lengths
+
+    assert not reads_within_lengths(object())
+    assert not reads_within_lengths(SimpleNamespace(reads_within_lengths="yes"))
+    assert reads_within_lengths(SimpleNamespace(reads_within_lengths=True))

@@ -606,22 +606,6 @@ TESTED_THROUGH: dict[str, tuple[str, str]] = {
         'tests/lookup/test_kernels.py',
         'part of the match_tree kernel family, whose tests are named after what they check: the test runs its value types',
     ),
-    'plugins/specreg_lookup/kernels/ngram_match/__init__.py': (
-        'tests/lookup/test_kernels.py',
-        'part of the ngram_match kernel family, whose tests are named after what they check: the test runs its public entry',
-    ),
-    'plugins/specreg_lookup/kernels/ngram_match/reference.py': (
-        'tests/lookup/test_kernels.py',
-        'part of the ngram_match kernel family, whose tests are named after what they check: the test runs its plain reference, the oracle there',
-    ),
-    'plugins/specreg_lookup/kernels/ngram_match/torch_impl.py': (
-        'tests/lookup/test_kernels.py',
-        'part of the ngram_match kernel family, whose tests are named after what they check: the test runs its CPU path, against the reference',
-    ),
-    'plugins/specreg_lookup/kernels/ngram_match/types.py': (
-        'tests/lookup/test_kernels.py',
-        'part of the ngram_match kernel family, whose tests are named after what they check: the test runs its value types',
-    ),
     'plugins/specreg_lookup/kernels/tree_verify/__init__.py': (
         'tests/lookup/test_kernels.py',
         'part of the tree_verify kernel family, whose tests are named after what they check: the test runs its public entry',
