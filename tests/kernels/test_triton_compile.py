@@ -28,8 +28,8 @@ LAUNCHING_TESTS = (
     "tests/kernels/test_logprobs.py::test_chain_logprobs_equal_plain_decoding",
     "tests/kernels/test_grammar_masks.py::test_bitmask_kernel_equals_reference",
     "tests/kernels/test_penalties.py::test_torch_and_triton_equal_the_reference",
-    "tests/kernels/test_relaxed.py::test_relaxed_triton_and_torch_equal_the_reference",
-    "tests/kernels/test_chain_invariant.py",
+    "tests/kernels/test_relaxed_params.py::test_defaults_equal_the_lossless_params_verify_with_masks_and_penalties",
+    "tests/kernels/test_chain_invariant.py::test_invariant_triton_equals_torch_and_the_reference",
     "tests/step/test_draft_sampling.py::test_triton_q_equals_torch_under_the_interpreter",
 )
 
