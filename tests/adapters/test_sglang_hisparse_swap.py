@@ -25,6 +25,9 @@ SGLANGS_REFUSAL = "HiSparse spec swap requires 2-4 draft tokens and top_k >= 102
 BUILDS = [[1, 1024, 2048, 64], [2, 1024, 2048, 64], [4, 2048, 4096, 64], [5, 1024, 2048, 64],
           [8, 1024, 2048, 64], [8, 2048, 4096, 64], [2, 512, 1024, 64], [16, 256, 512, 64],
           [63, 16, 64, 64], [64, 16, 64, 64], [2, 128, 64, 64]]
+#: (draft tokens, top_k) at SGLang's device buffer of 4096: where specreg's HiSparse runtime rules
+#: (SR167, SR168) must refuse exactly what SGLang's own manager refuses.
+LIMITS = [[d, k] for d in (1, 2, 3, 4, 5, 8) for k in (512, 1024, 2048, 4096)]
 CHURN_STEPS = 5000  # per run; two runs (3 and 6 draft tokens): 10,000 verify steps
 
 
@@ -42,6 +45,8 @@ def runs(framework_env, model_dirs, tmp_path_factory):
         "churn-6": ({"substitute": "load_plugins", "churn": [6, CHURN_STEPS, 2]}, SUBSTITUTED),
         "enforce-only": ({"substitute": "load_plugins", "builds": BUILDS}, ENFORCE),
         "no-specreg": ({"substitute": "off", "builds": BUILDS, "sabotaged": True}, {}),
+        "sglang-limits": ({"substitute": "off",
+                           "builds": [[d, k, 4096, 64] for d, k in LIMITS]}, {}),
         "not-applied-launch": ({"substitute": "load_plugins_no_apply", "server_args": eagle},
                                SUBSTITUTED),
     }
@@ -111,6 +116,26 @@ def test_without_the_substitution_sglang_refuses_as_before(runs):
     for case, build in plain.items():
         if case not in accepted:
             assert build["message"] == SGLANGS_REFUSAL and build["error"] == "ValueError", case
+
+
+def test_hisparse_codes_match_what_sglangs_own_swap_manager_refuses(runs):
+    """specreg's HiSparse runtime rules refuse (SR167, SR168) exactly the (draft tokens, top_k)
+    pairs SGLang's own manager refuses (a ValueError of its own), at SGLang's device buffer."""
+    from specreg.framework_args.rules import hisparse_runtime_problems
+
+    facts = {"enable_hisparse": True, "disable_radix_cache": True,
+             "target_architecture": "DeepseekV32ForCausalLM"}
+    built = by_case(runs["sglang-limits"])
+    assert runs["sglang-limits"]["manager_class"] == SGLANGS
+    for draft, top_k in LIMITS:
+        found = hisparse_runtime_problems({**facts, "hisparse_config": {"top_k": top_k}}, 1, draft)
+        codes = {p.code for p in found}
+        assert codes <= {"SR167", "SR168"}
+        build = built[(draft, top_k, 4096, 64)]
+        assert build["built"] == (not codes), (draft, top_k, build, codes)
+        if codes:  # its draft-token and top_k rule, or its occurrence capacity (3 x 4096)
+            assert build["error"] == "ValueError", build
+            assert build["message"].startswith("HiSparse spec swap "), build
 
 
 def test_sglangs_swap_path_serves_every_selected_token_from_the_right_row(runs):
