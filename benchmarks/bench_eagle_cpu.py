@@ -29,12 +29,14 @@ from floors import (
     write_profile,
 )
 from specreg_eagle.kernels.select_topk import organize_draft_results, select_top_k_tokens
+from specreg.backend import requested_backend
 from specreg.kernels.tree_build.torch_impl import build_tree_torch
 from specreg.kernels.tree_build.types import TreeBuildInputs
 from specreg.kernels.tree_verify_greedy import verify_tree_greedy
 from specreg.kernels.tree_verify_greedy.torch_impl import verify_tree_greedy_torch
 from specreg.kernels.tree_verify_sampling import verify_tree_sampling
 from specreg.kernels.tree_coins import caller_tree_coins
+from specreg.kernels.tree_verify_sampling.numba_impl import available as numba_available
 from specreg.kernels.tree_verify_sampling.torch_impl import verify_tree_sampling_torch
 from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
@@ -158,6 +160,10 @@ def print_floors(cand, ridx, nt, ns, depth, logits, probs, q, coins, stream, rep
                      f"read of the {b} final p rows"))  # fmt: skip
     print(floor_line("EAGLE tree sampling verify with q", times["sampling q"],
                      times["final rows q"], f"read of the {b} final p and q rows"))  # fmt: skip
+    compiled = numba_available() and requested_backend() == "auto"
+    print("tree sampling path: target-only "
+          + ("compiled (numba, the cpu extra)" if compiled else "torch (numba absent or backend torch)")
+          + ", with q torch")  # fmt: skip
     if profile:
         for name, fn in (
             ("EAGLE tree greedy verify", lambda: verify_tree_greedy(

@@ -10,7 +10,7 @@ specreg/framework_args/translate.py -> specreg/contract/config.py would be one).
 
 A kernel family (a folder `kernels/<family>/` of specreg or a plugin) is entered through its
 `__init__`: its implementations `torch_impl` and `triton_impl` (and chain's compiled CPU path,
-`numba_impl` with `numba_kernels`) are its insides (see
+`numba_impl` with `numba_kernels`, as tree sampling's) are its insides (see
 `test_no_family_insides_opened_from_outside` for the rule, tests and benchmarks included).
 """
 

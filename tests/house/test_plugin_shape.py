@@ -43,10 +43,11 @@ FAMILY_OPTIONAL = {
     "triton_impl.py", "types.py", "checks.py", "numba_impl.py", "numba_kernels.py",
 }
 #: The core's kernels also hold what several families share: the Triton import, tensor checks,
-#: the CPU row chunks, the one exp and log of the torch path, and the two-level race (torch, and
-#: Triton tiles). They belong to no family, so any family may import them.
+#: the CPU row chunks, the one exp and log of the torch path, and the two-level race (torch,
+#: Triton tiles, and compiled for the CPU: `race_numba`, imported only by the compiled paths). They belong to no family, so any family may import them.
 CORE_KERNEL_SHARED = {
     "triton_shim.py", "checks.py", "row_chunks.py", "exp_log.py", "block_race.py", "race_tiles.py",
+    "race_numba.py",
 }
 #: The built-ins and the core have kernels; the example has none (it drafts by lookup), but any it
 #: gains are held to the same shape.

@@ -194,6 +194,10 @@ TESTED_THROUGH: dict[str, tuple[str, str]] = {
         'tests/kernels/test_chain_triton.py',
         "the race's Triton tiles, shared by the chain and tree sampling kernels (no family's): the test runs the chain kernels that race with them under TRITON_INTERPRET=1, against torch",
     ),
+    'specreg/kernels/race_numba.py': (
+        'tests/kernels/test_tree_numba.py',
+        "the stream's words and the two-level race compiled for the CPU, shared by the chain and tree sampling compiled paths (no family's): the test holds the tree path bit for bit to torch and the reference (test_chain_numba holds the chain path)",
+    ),
     'specreg/kernels/row_chunks.py': (
         'tests/kernels/test_kernel_references.py',
         "the CPU row chunks every family loops in (no family's): the test runs the chunked CPU paths in small chunks, against the references",
@@ -285,6 +289,14 @@ TESTED_THROUGH: dict[str, tuple[str, str]] = {
     'specreg/kernels/tree_verify_sampling/checks.py': (
         'tests/kernels/test_tree_verify.py',
         'part of the tree_verify_sampling kernel family, whose tests are named after what they check: the test runs its input checks and the codes they raise',
+    ),
+    'specreg/kernels/tree_verify_sampling/numba_impl.py': (
+        'tests/kernels/test_tree_numba.py',
+        'part of the tree_verify_sampling kernel family, whose tests are named after what they check: the test runs its compiled CPU path (numba), bit for bit against the torch path and the reference, its dispatch and its fallback without numba',
+    ),
+    'specreg/kernels/tree_verify_sampling/numba_kernels.py': (
+        'tests/kernels/test_tree_numba.py',
+        'part of the tree_verify_sampling kernel family, whose tests are named after what they check: the test runs its compiled passes through the compiled CPU path, bit for bit against the torch path',
     ),
     'specreg/kernels/tree_verify_sampling/reference.py': (
         'tests/kernels/test_boundaries_tree.py',

@@ -8,9 +8,11 @@ links (-1 = none), children in ascending local index, parents before children. R
 node i; row i of `draft_probs` [b, N, V] is q, the distribution node i's children were drawn from.
 
 The wrapper validates (`checks`), fills in the stream's keys and coins, picks the backend and
-dispatches (`sample_tree`) to `torch_impl.verify_tree_sampling_torch` or
-`triton_impl.verify_tree_sampling_triton` (both take one `TreeSamplingInputs`); `reference` is
-the plain per-request walk the tests hold both to. `specreg.kernels.tree_verify_params` runs
+dispatches (`sample_tree`) to `torch_impl.verify_tree_sampling_torch`,
+`triton_impl.verify_tree_sampling_triton` or, on CPU with the backend chosen automatically and
+numba installed (the `cpu` extra), `numba_impl.verify_tree_sampling_numba` for the target-only
+rule (the torch path's tokens bit for bit; with q the torch path runs) (all take one
+`TreeSamplingInputs`); `reference` is the plain per-request walk the tests hold them to. `specreg.kernels.tree_verify_params` runs
 this rule under per-request sampling parameters.
 
 Randomness: every draw reads the counter-based random stream (`specreg.kernels.random_stream`)
@@ -64,7 +66,7 @@ from typing import Any
 
 import torch
 
-from specreg.backend import select_backend
+from specreg.backend import requested_backend, select_backend
 from specreg.kernels.chain.checks import check_position_values, check_stream_keys
 from specreg.kernels.checks import (
     check_probabilities,
@@ -85,6 +87,9 @@ from specreg.kernels.tree_verify_sampling.checks import (
     check_coins,
     check_thresholds,
 )
+from specreg.kernels.tree_verify_sampling.numba_impl import available as numba_available
+from specreg.kernels.tree_verify_sampling.numba_impl import supports as numba_supports
+from specreg.kernels.tree_verify_sampling.numba_impl import verify_tree_sampling_numba
 from specreg.kernels.tree_verify_sampling.torch_impl import verify_tree_sampling_torch
 from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
@@ -160,15 +165,26 @@ def verify_tree_sampling(
         draft_probs, parent_coins, child_coins, keys, positions, depth=depth,
         threshold_single=threshold_single, threshold_acc=threshold_acc,
     )
-    return sample_tree(inputs, select_backend(candidates, requested=backend) == "triton", block_v)
+    triton_path = select_backend(candidates, requested=backend) == "triton"
+    return sample_tree(inputs, triton_path, block_v, compiled=_compiled_cpu(backend))
 
 
 def sample_tree(
-    inputs: TreeSamplingInputs, triton_path: bool, block_v: int | None
+    inputs: TreeSamplingInputs, triton_path: bool, block_v: int | None, compiled: bool = False
 ) -> TreeVerifyResult:
-    """Tree sampling of validated `inputs` on the Triton kernel (`triton_path`) or in torch."""
+    """Tree sampling of validated `inputs` on the Triton kernel (`triton_path`), compiled for
+    the CPU (`compiled`: the backend was chosen automatically; taken where numba imports and
+    `numba_impl.supports(inputs)`) or in torch."""
     if triton_path:
         from specreg.kernels.tree_verify_sampling.triton_impl import verify_tree_sampling_triton
 
         return verify_tree_sampling_triton(inputs, block_v=block_v)
+    if compiled and numba_supports(inputs) and numba_available():
+        return verify_tree_sampling_numba(inputs)
     return verify_tree_sampling_torch(inputs)
+
+
+def _compiled_cpu(backend: str | None) -> bool:
+    """Whether the backend was chosen automatically ('auto', or None with
+    SPECREG_KERNEL_BACKEND unset or 'auto'; an explicit 'torch' keeps the torch path)."""
+    return (requested_backend() if backend is None else backend) == "auto"
