@@ -1,6 +1,9 @@
 """Tree verification is lossless at production shapes: a topk-4, depth-4 tree at V = 32,768 and
 V = 151,936 (Qwen's vocabulary), float32 and bfloat16 rows, recursive rejection (children drawn
 from q without replacement) and the target-only rule, every draw on the counter-based stream.
+Both run on the default CPU path, the one a user gets: the target-only rule compiled where numba
+is installed (the `cpu` extra), held bit for bit to the torch path by
+tests/kernels/test_tree_numba.py; recursive rejection on torch.
 
 The tree (8 nodes, BFS order): the root 0; its four children 1-4 (the topk siblings, drawn from
 q without replacement in sibling order); below child 1 a chain 5 -> 6 -> 7 (depth 2, 3, 4). The
@@ -112,7 +115,7 @@ def _run_tree(p, q, law_of, dtype, cand, positions, offset, with_draft):
             torch.from_numpy(cand)[picked], index, next_token, next_sibling,
             p_buffer[: b * NODES].view(b, NODES, vocab), depth=DEPTH, draft_probs=draft,
             keys=picked + offset, positions=torch.from_numpy(positions)[picked],
-            check_values=False, backend="torch",
+            check_values=False,
         )
         out = result.output_tokens.numpy()
         taken = result.accept_token_num.numpy().astype(np.int64)
