@@ -95,7 +95,8 @@ def emit_chunk(
     assert kernels is not None, "numba_impl.available() is False"
     k, vocab = p_index.shape[0], p_flat.shape[-1]
     has_q = q_flat is not None and q_stats is not None
-    weights = torch.empty((2 if has_q else 1) * k, vocab, dtype=torch.float32)
+    weights = torch.empty((2 if has_q else 1) * k, vocab, dtype=torch.float32,
+                          device=p_flat.device)
     _centred(kernels, p_flat, p_index, temperature, p_stats, weights[:k])
     if has_q:
         _centred(kernels, q_flat, q_index, temperature, q_stats, weights[k:])
