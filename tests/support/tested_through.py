@@ -146,30 +146,6 @@ TESTED_THROUGH: dict[str, tuple[str, str]] = {
         'tests/kernels/test_chain_race.py',
         "the verifiers' two-level race in torch, shared by the families that draw (no family's): the test draws through it against the independent race and the reference",
     ),
-    'specreg/kernels/chain_params/__init__.py': (
-        'tests/kernels/test_relaxed_params.py',
-        'part of the chain_params kernel family, whose tests are named after what they check: the test runs its public entry',
-    ),
-    'specreg/kernels/chain_params/checks.py': (
-        'tests/kernels/test_chain_default_checks.py',
-        'part of the chain_params kernel family, whose tests are named after what they check: the test runs its input checks and the codes they raise',
-    ),
-    'specreg/kernels/chain_params/reference.py': (
-        'tests/kernels/test_chain_invariant.py',
-        'part of the chain_params kernel family, whose tests are named after what they check: the test runs its plain reference, the oracle there',
-    ),
-    'specreg/kernels/chain_params/torch_impl.py': (
-        'tests/kernels/test_kernel_references.py',
-        'part of the chain_params kernel family, whose tests are named after what they check: the test runs its CPU path, against the reference',
-    ),
-    'specreg/kernels/chain_params/triton_impl.py': (
-        'tests/kernels/test_kernel_references.py',
-        'part of the chain_params kernel family, whose tests are named after what they check: the test runs its Triton path under TRITON_INTERPRET=1, against the reference',
-    ),
-    'specreg/kernels/chain_params/types.py': (
-        'tests/kernels/test_boundaries_chain.py',
-        'part of the chain_params kernel family, whose tests are named after what they check: the test runs its value types',
-    ),
     'specreg/kernels/checks.py': (
         'tests/step/test_draft_lengths.py',
         'a building block every kernel family shares: the test runs the families through it',

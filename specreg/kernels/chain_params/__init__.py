@@ -28,18 +28,24 @@ finite: no NaN, no +inf, not all -inf), so rows no request reaches are not check
 parameters, token ids, verify_lens, positions and coins are checked in full before any work.
 
 Family: `types` (the input bundle), `checks` (validation of logit inputs), `reference` (the
-plain per-request rule, the test oracle), `torch_impl` and `triton_impl`.
+plain per-request rule, the test oracle), `torch_impl`, `triton_impl`, and `numba_impl` with
+`numba_kernels` (the torch path's draws from the filtered rows compiled for the CPU when numba
+is installed, the `cpu` extra: the same tokens bit for bit; taken when the backend is chosen
+automatically, never with `backend='torch'` or SPECREG_KERNEL_BACKEND=torch, and only for
+float32 / bfloat16 logits; the filter statistics stay torch's).
 """
 
 from __future__ import annotations
 
 import torch
 
-from specreg.backend import select_backend
+from specreg.backend import requested_backend, select_backend
 from specreg.errors import KernelInputError
 from specreg.kernels.chain.checks import check_chain
 from specreg.kernels.chain.types import BackendChoice, ChainVerifyResult
 from specreg.kernels.chain_params.checks import check_score_values
+from specreg.kernels.chain_params.numba_impl import available as numba_available
+from specreg.kernels.chain_params.numba_impl import supports as numba_supports
 from specreg.kernels.chain_params.torch_impl import verify_chain_with_params_torch
 from specreg.kernels.chain_params.triton_impl import verify_chain_with_params_triton
 from specreg.kernels.chain_params.types import ChainParamsInputs
@@ -104,7 +110,7 @@ def verify_chain_with_params(
     )
     if select_backend(candidates, requested=backend) == "triton":
         return verify_chain_with_params_triton(inputs, block_v=block_v)
-    return verify_chain_with_params_torch(inputs)
+    return verify_chain_with_params_torch(inputs, compiled=_compiled_cpu(inputs, backend))
 
 
 def prepare_chain_params(
@@ -178,6 +184,14 @@ def prepare_chain_params(
         keys=keys, positions=positions, verify_lens=verify_lens, probabilities=probabilities,
         filter_order=filter_order, invariant=invariant, check_reads=check_reads,
     )
+
+
+def _compiled_cpu(inputs: ChainParamsInputs, backend: BackendChoice) -> bool:
+    """Whether the torch path's draws run compiled (`numba_impl`): the backend is chosen
+    automatically ('auto', or None with SPECREG_KERNEL_BACKEND unset or 'auto'; an explicit
+    'torch' keeps every step in torch), numba imports, and `numba_impl.supports(inputs)`."""
+    requested = requested_backend() if backend is None else backend
+    return requested == "auto" and numba_supports(inputs) and numba_available()
 
 
 def _torch_backend(candidates: torch.Tensor, backend: BackendChoice) -> bool:

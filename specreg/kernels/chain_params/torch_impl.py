@@ -18,6 +18,7 @@ from specreg.kernels.block_race import block_race_torch
 from specreg.kernels.chain import accept_limits, assemble, emit_lanes
 from specreg.kernels.chain.types import ChainVerifyResult
 from specreg.kernels.chain_params.checks import check_read_scores
+from specreg.kernels.chain_params.numba_impl import emit_chunk
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.filtering import (
     RowStats,
@@ -83,9 +84,12 @@ def _select(stats: RowStats, index: torch.Tensor) -> RowStats:
     )
 
 
-def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResult:
+def verify_chain_with_params_torch(
+    inputs: ChainParamsInputs, *, compiled: bool = False
+) -> ChainVerifyResult:
     """Positions walked over the requests still accepting; only the rows they reach are
-    filtered, chunk by chunk."""
+    filtered, chunk by chunk. `compiled`: each chunk's draw runs `numba_impl.emit_chunk` (the
+    same tokens; numba available and `numba_impl.supports(inputs)`)."""
     candidates, target, draft, params = (
         inputs.candidates, inputs.target, inputs.draft, inputs.params
     )
@@ -141,6 +145,7 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
                 drawn = _emit(
                     p_rows, None, requests, i, p_stats, None,
                     rejected=torch.zeros_like(check_s), excluded=token[s], lanes=lanes,
+                    compiled=compiled,
                 )
                 ok = check_s & valid[s] & (token[s] == drawn)
                 accepted[s] = ok
@@ -180,6 +185,7 @@ def verify_chain_with_params_torch(inputs: ChainParamsInputs) -> ChainVerifyResu
                             inputs.keys[requests[stop]], inputs.positions[requests[stop]],
                             torch.full_like(stop, i), check_s[stop],
                         ),
+                        compiled=compiled,
                     )
         active = active[accepted]
         accept_len[active] = i + 1
@@ -201,6 +207,7 @@ def _emit(
     rejected: torch.Tensor,
     excluded: torch.Tensor,
     lanes: torch.Tensor,
+    compiled: bool = False,
 ) -> torch.Tensor:
     """The emitted token of `requests` stopping at `position`: from the residual
     max(p - q, 0) (or p without the draft, target-only) after a rejection, from p otherwise;
@@ -212,6 +219,12 @@ def _emit(
     for start, stop in cpu_row_chunks(requests.shape[0], vocab, FILTER_CHUNK_ELEMENTS):
         part = slice(start, stop)
         chunk = torch.arange(start, stop, device=device)
+        if compiled:
+            out[part] = _emit_compiled(p_rows, q_rows, requests[part], position,
+                                       _select(p_stats, chunk),
+                                       None if q_stats is None else _select(q_stats, chunk),
+                                       rejected[part], excluded[part], lanes[part])
+            continue
         p = p_rows.filtered(requests[part], position, _select(p_stats, chunk))
         weights = p
         hit = rejected[part]
@@ -229,3 +242,25 @@ def _emit(
         weights = torch.where(use_residual[:, None], residual, p)
         out[part] = block_race_torch(weights, lanes[part])
     return out
+
+
+def _emit_compiled(
+    p_rows: _Rows, q_rows: _Rows | None, requests: torch.Tensor, position: int,
+    p_stats: RowStats, q_stats: RowStats | None, rejected: torch.Tensor,
+    excluded: torch.Tensor, lanes: torch.Tensor,
+) -> torch.Tensor:
+    """One chunk of `_emit` by `numba_impl.emit_chunk`: the same rows, hit rows and lanes."""
+    vocab = p_rows.flat.shape[-1]
+    with_q = q_rows is not None and q_stats is not None
+    hit = rejected
+    if not with_q:
+        hit = hit & (excluded >= 0) & (excluded < vocab)
+        excluded = torch.where(hit, excluded, -1)
+    params = p_rows.params
+    return emit_chunk(
+        p_rows.flat, requests * p_rows.width + position,
+        q_rows.flat if with_q else None,
+        requests * q_rows.width + min(position, q_rows.width - 1) if with_q else None,
+        params.temperature[requests], params.min_p[requests], p_stats,
+        q_stats if with_q else None, hit, excluded, lanes,
+    )
