@@ -4,8 +4,9 @@ q (the residual path), the target-only rule and the sampling-parameter chain (to
 min-p through the pivot filter, temperature != 1); every draw on the counter-based stream. Then
 exact checks of the stream and the race, batch invariance, and the controls. The chain rules run
 on the default CPU path, the one a user gets: compiled where numba is installed (the `cpu`
-extra, `specreg.kernels.chain.numba_impl`), torch otherwise; tests/kernels/test_chain_numba.py
-holds the two to the same tokens bit for bit at these vocabularies.
+extra: `specreg.kernels.chain.numba_impl`, and the draws of `chain_params.numba_impl`), torch
+otherwise; tests/kernels/test_chain_numba.py and test_chain_params_numba.py hold the two to the
+same tokens bit for bit at these vocabularies.
 
 Oracles are independent of specreg (`tests.support.lossless`): the expected laws in float64 from
 the rules' definitions, the stream, the two-level race and the chain rule in NumPy from theirs.
@@ -253,7 +254,7 @@ def _run_params(logits: ll.LevelLogits, case: dict, dtype, requests, offset, blo
             torch.from_numpy(candidates), target[:b], draft[:b], params=params,
             keys=torch.arange(start, start + b) + offset,
             positions=torch.from_numpy(positions[start : start + b]),
-            check_values=False, backend="torch",
+            check_values=False,
         )
         tokens = result.output_tokens.numpy()
         first.append(tokens[:, 0])
