@@ -44,10 +44,12 @@ FAMILY_OPTIONAL = {
 }
 #: The core's kernels also hold what several families share: the Triton import, tensor checks,
 #: the CPU row chunks, the one exp and log of the torch path, and the two-level race (torch,
-#: Triton tiles, and compiled for the CPU: `race_numba`, imported only by the compiled paths). They belong to no family, so any family may import them.
+#: Triton tiles, and compiled for the CPU: `race_numba`, imported only by the compiled paths), and
+#: the compiled paths' lazy import and row views (`numba_rows`). They belong to no family, so any
+#: family may import them.
 CORE_KERNEL_SHARED = {
     "triton_shim.py", "checks.py", "row_chunks.py", "exp_log.py", "block_race.py", "race_tiles.py",
-    "race_numba.py",
+    "race_numba.py", "numba_rows.py",
 }
 #: The built-ins and the core have kernels; the example has none (it drafts by lookup), but any it
 #: gains are held to the same shape.

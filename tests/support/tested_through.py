@@ -170,6 +170,10 @@ TESTED_THROUGH: dict[str, tuple[str, str]] = {
         'tests/kernels/test_chain_triton.py',
         "the race's Triton tiles, shared by the chain and tree sampling kernels (no family's): the test runs the chain kernels that race with them under TRITON_INTERPRET=1, against torch",
     ),
+    'specreg/kernels/numba_rows.py': (
+        'tests/kernels/test_chain_numba.py',
+        "the compiled paths' lazy import of their passes and their raw row views (no family's): the test runs the chain path through them, bit for bit against torch, and without numba in a subprocess",
+    ),
     'specreg/kernels/race_numba.py': (
         'tests/kernels/test_tree_numba.py',
         "the stream's words and the two-level race compiled for the CPU, shared by the chain and tree sampling compiled paths (no family's): the test holds the tree path bit for bit to torch and the reference (test_chain_numba holds the chain path)",

@@ -35,7 +35,6 @@ tensors and an empty batch take the torch path.
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 from typing import Any
 
@@ -48,25 +47,14 @@ from specreg.kernels.chain.torch_impl import (
     verify_chain_sampling_torch,
 )
 from specreg.kernels.chain.types import ChainSamplingInputs, ChainVerifyResult
+from specreg.kernels.numba_rows import ROW_RAW, ROW_SHIFTS, compiled
 from specreg.kernels.random_stream import exponentials_of
 from specreg.kernels.random_stream.types import RACE_BLOCK
-
-#: The row dtypes the compiled path reads: the shift that puts their bits in a float32, the
-#: integer dtype of the same width that torch and numpy view them as.
-_SHIFTS = {torch.float32: 0, torch.bfloat16: 16}
-_RAW = {torch.float32: (torch.int32, np.uint32), torch.bfloat16: (torch.int16, np.uint16)}
-#: `numba_kernels` once imported; False when numba (or the module) did not import.
-_KERNELS: list[ModuleType | bool] = []
 
 
 def _kernels() -> ModuleType | None:
     """The compiled passes, imported on first use; None without numba."""
-    if not _KERNELS:
-        try:
-            _KERNELS.append(importlib.import_module("specreg.kernels.chain.numba_kernels"))
-        except ImportError:
-            _KERNELS.append(False)
-    return _KERNELS[0] or None  # type: ignore[return-value]
+    return compiled("specreg.kernels.chain.numba_kernels")
 
 
 def _compiled() -> ModuleType:
@@ -86,12 +74,12 @@ def supports(inputs: ChainSamplingInputs) -> bool:
     if inputs.candidates.shape[0] == 0:
         return False
     rows = [inputs.target_probs] + ([] if inputs.draft_probs is None else [inputs.draft_probs])
-    return all(t.device.type == "cpu" and t.dtype in _SHIFTS and t.is_contiguous() for t in rows)
+    return all(t.device.type == "cpu" and t.dtype in ROW_SHIFTS and t.is_contiguous() for t in rows)
 
 
 def _raw(t: torch.Tensor) -> np.ndarray:
     """The raw bits of a float32 / bfloat16 tensor as an unsigned numpy array (no copy)."""
-    torch_raw, numpy_raw = _RAW[t.dtype]
+    torch_raw, numpy_raw = ROW_RAW[t.dtype]
     return t.detach().view(torch_raw).numpy().view(numpy_raw)
 
 
@@ -114,14 +102,14 @@ def first_pass(inputs: ChainSamplingInputs) -> dict[str, Any]:
     has_q = q_rows is not None
     blocks = -(-vocab // RACE_BLOCK)
     state: dict[str, Any] = dict(
-        p=_raw(target), shift_p=_SHIFTS[target.dtype], has_q=has_q,
+        p=_raw(target), shift_p=ROW_SHIFTS[target.dtype], has_q=has_q,
         accept=np.empty(b, np.int64), excluded=np.empty(b, np.int64),
         flags=np.empty((b, 3), np.uint8), masses=np.empty((b, blocks), np.float32),
         lanes=np.empty((b, 2), np.int64), words=np.empty((b, blocks), np.int64),
     )
     # p stands in (never read) when there is no q
     state["q"] = _raw(q_rows) if q_rows is not None else state["p"]
-    state["shift_q"] = _SHIFTS[q_rows.dtype] if q_rows is not None else state["shift_p"]
+    state["shift_q"] = ROW_SHIFTS[q_rows.dtype] if q_rows is not None else state["shift_p"]
     kernels.walk_and_masses(
         state["p"], state["q"], state["shift_p"], state["shift_q"], has_q, inputs.check_reads,
         drafts, limits, coins, keys, positions, state["accept"], state["excluded"],

@@ -24,7 +24,6 @@ log), float32 or bfloat16, contiguous.
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 import numpy as np
@@ -34,23 +33,13 @@ from specreg.kernels.block_race import block_columns, race_blocks_torch, race_to
 from specreg.kernels.chain_params.types import ChainParamsInputs
 from specreg.kernels.exp_log import exp_
 from specreg.kernels.filtering import RowStats
+from specreg.kernels.numba_rows import ROW_RAW, ROW_SHIFTS, compiled
 from specreg.kernels.random_stream.types import RACE_BLOCK
-
-#: The row dtypes the compiled draw reads: the shift that puts their bits in a float32, the
-#: integer dtype of the same width that torch and numpy view them as.
-_SHIFTS = {torch.float32: 0, torch.bfloat16: 16}
-_RAW = {torch.float32: (torch.int32, np.uint32), torch.bfloat16: (torch.int16, np.uint16)}
-#: `numba_kernels` once imported; False when numba (or the module) did not import.
-_KERNELS: list[ModuleType | bool] = []
 
 
 def _kernels() -> ModuleType | None:
-    if not _KERNELS:
-        try:
-            _KERNELS.append(importlib.import_module("specreg.kernels.chain_params.numba_kernels"))
-        except ImportError:
-            _KERNELS.append(False)
-    return _KERNELS[0] or None  # type: ignore[return-value]
+    """The compiled passes, imported on first use; None without numba."""
+    return compiled("specreg.kernels.chain_params.numba_kernels")
 
 
 def available() -> bool:
@@ -63,19 +52,19 @@ def supports(inputs: ChainParamsInputs) -> bool:
     rows, contiguous."""
     rows = [inputs.target] + ([] if inputs.draft is None else [inputs.draft])
     return not inputs.probabilities and all(
-        t.device.type == "cpu" and t.dtype in _SHIFTS and t.is_contiguous() for t in rows
+        t.device.type == "cpu" and t.dtype in ROW_SHIFTS and t.is_contiguous() for t in rows
     )
 
 
 def _raw(flat: torch.Tensor) -> np.ndarray:
-    torch_raw, numpy_raw = _RAW[flat.dtype]
+    torch_raw, numpy_raw = ROW_RAW[flat.dtype]
     return flat.detach().view(torch_raw).numpy().view(numpy_raw)
 
 
 def _centred(kernels: ModuleType, flat: torch.Tensor, rows: torch.Tensor, temperature:
              torch.Tensor, stats: RowStats, out: torch.Tensor) -> None:
     kernels.centred_scores(
-        _raw(flat), _SHIFTS[flat.dtype], rows.contiguous().numpy(),
+        _raw(flat), ROW_SHIFTS[flat.dtype], rows.contiguous().numpy(),
         temperature.to(torch.float32).contiguous().numpy(),
         stats.shift.contiguous().numpy(), stats.threshold.contiguous().numpy(), out.numpy(),
     )

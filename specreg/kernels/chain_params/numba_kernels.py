@@ -3,18 +3,16 @@
 Imported only by `numba_impl`, and only when numba is installed (this module imports it). Why
 their values have the torch path's bits is in `numba_impl`'s docstring: every operation here is
 an IEEE float32 division, subtraction or comparison, or a halving sum in the torch path's order;
-the exp and the race stay torch's. `_as_float32` and `_halve` are the chain family's own
-(`chain.numba_kernels`), repeated here: a family's insides are not imported from outside it.
+the exp and the race stay torch's. The raw reads and the halving sum are the shared
+`race_numba`'s.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic
 
+from specreg.kernels.race_numba import as_float32, halve
 from specreg.kernels.random_stream.types import RACE_BLOCK
 
 BLOCK = RACE_BLOCK
@@ -22,35 +20,6 @@ NEG_INF = np.float32(-np.inf)
 #: numpy's error model: a division by a zero mass gives inf or NaN, as torch's does, not an
 #: exception.
 _njit = numba.njit(cache=True, nogil=True, error_model="numpy")
-
-
-@intrinsic
-def _as_float32(typingctx, raw, shift):
-    """The float32 whose bits are `raw` (an unsigned integer of at most 32 bits) shifted left
-    by `shift`: a float32 read as uint32 (shift 0), a bfloat16 read as uint16 (shift 16)."""
-    sig = types.float32(raw, shift)
-
-    def codegen(context, builder, signature, args):
-        value, by = args
-        word = ir.IntType(32)
-        if value.type.width < 32:
-            value = builder.zext(value, word)
-        by = builder.trunc(by, word) if by.type.width > 32 else builder.zext(by, word)
-        return builder.bitcast(builder.shl(value, by), ir.FloatType())
-
-    return sig, codegen
-
-
-@_njit
-def _halve(half):
-    """The sum of a block whose first level (halves added elementwise) is in `half`
-    [BLOCK // 2]: the remaining levels of `block_race._halving_sum`, in place."""
-    width = BLOCK // 2
-    while width > 1:
-        width //= 2
-        for j in range(width):
-            half[j] = half[j] + half[j + width]
-    return half[0]
 
 
 @_njit
@@ -63,7 +32,7 @@ def centred_scores(raw, shift_bits, rows, temperature, shift, threshold, out):
     for r in range(rows.shape[0]):
         row, t, c, cut = rows[r], temperature[r], shift[r], threshold[r]
         for j in range(vocab):
-            z = np.float32(_as_float32(raw[row, j], shift_bits) / t)
+            z = np.float32(as_float32(raw[row, j], shift_bits) / t)
             out[r, j] = NEG_INF if z < cut else np.float32(z - c)
 
 
@@ -113,5 +82,5 @@ def draw_weights(p, q, has_q, min_p, norm_p, norm_q, hit, excluded, masses):
                 a = p[r, base + j] if base + j < vocab else np.float32(0.0)
                 b = p[r, base + h + j] if base + h + j < vocab else np.float32(0.0)
                 half[j] = a + b
-            masses[r, blk] = _halve(half)
+            masses[r, blk] = halve(half)
 

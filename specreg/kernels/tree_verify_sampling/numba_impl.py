@@ -29,12 +29,12 @@ take the torch path too.
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 import numpy as np
 import torch
 
+from specreg.kernels.numba_rows import ROW_RAW, ROW_SHIFTS, compiled
 from specreg.kernels.random_stream import exponentials_of
 from specreg.kernels.random_stream.types import RACE_BLOCK
 from specreg.kernels.tree_verify_greedy import assemble_result
@@ -42,24 +42,10 @@ from specreg.kernels.tree_verify_greedy.types import TreeVerifyResult
 from specreg.kernels.tree_verify_sampling.torch_impl import verify_tree_sampling_torch
 from specreg.kernels.tree_verify_sampling.types import TreeSamplingInputs
 
-#: The row dtypes the compiled path reads: the shift that puts their bits in a float32, the
-#: integer dtype of the same width that torch and numpy view them as.
-_SHIFTS = {torch.float32: 0, torch.bfloat16: 16}
-_RAW = {torch.float32: (torch.int32, np.uint32), torch.bfloat16: (torch.int16, np.uint16)}
-#: `numba_kernels` once imported; False when numba (or the module) did not import.
-_KERNELS: list[ModuleType | bool] = []
-
 
 def _kernels() -> ModuleType | None:
     """The compiled passes, imported on first use; None without numba."""
-    if not _KERNELS:
-        try:
-            _KERNELS.append(
-                importlib.import_module("specreg.kernels.tree_verify_sampling.numba_kernels")
-            )
-        except ImportError:
-            _KERNELS.append(False)
-    return _KERNELS[0] or None  # type: ignore[return-value]
+    return compiled("specreg.kernels.tree_verify_sampling.numba_kernels")
 
 
 def available() -> bool:
@@ -73,13 +59,13 @@ def supports(inputs: TreeSamplingInputs) -> bool:
     p = inputs.target_probs
     return (
         inputs.draft_probs is None and inputs.candidates.shape[0] > 0
-        and p.device.type == "cpu" and p.dtype in _SHIFTS and p.is_contiguous()
+        and p.device.type == "cpu" and p.dtype in ROW_SHIFTS and p.is_contiguous()
     )
 
 
 def _raw(t: torch.Tensor) -> np.ndarray:
     """The raw bits of a float32 / bfloat16 tensor as an unsigned numpy array (no copy)."""
-    torch_raw, numpy_raw = _RAW[t.dtype]
+    torch_raw, numpy_raw = ROW_RAW[t.dtype]
     return t.detach().view(torch_raw).numpy().view(numpy_raw)
 
 
@@ -94,7 +80,7 @@ def verify_tree_sampling_numba(inputs: TreeSamplingInputs) -> TreeVerifyResult:
     assert kernels is not None, "numba_impl.available() is False"
     target = inputs.target_probs
     b, n, vocab = target.shape
-    p, shift = _raw(target), _SHIFTS[target.dtype]
+    p, shift = _raw(target), ROW_SHIFTS[target.dtype]
     candidates = _ints(inputs.candidates)
     next_token, next_sibling = _ints(inputs.next_token), _ints(inputs.next_sibling)
     coins = inputs.coins.to(torch.float32).contiguous().numpy()
