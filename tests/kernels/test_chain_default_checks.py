@@ -361,3 +361,30 @@ def test_params_default_checks_every_row_before_in_place_changes():
                                  penalties=Penalties.of(2, repetition=1.5))
     assert torch.equal(target.isnan(), before.isnan())
     assert torch.equal(target.nan_to_num(), before.nan_to_num())
+
+
+@pytest.mark.parametrize("filters", [{"top_p": 0.9}, {"top_k": 5}, {"min_p": 0.1},
+                                     {"top_k": 500, "top_p": 0.8, "min_p": 0.001}])
+def test_params_default_refuses_a_bad_row_under_every_filter(filters):
+    """Under top-k, top-p and min-p too, a read row with NaN, +inf or only -inf scores is SR904
+    naming the row, never an error of the filter's search: at V 4,096 a top-p cut lies past the
+    ranked prefix, where the binned search once raised bincount's RuntimeError on a NaN row."""
+    gen = torch.Generator().manual_seed(5)
+    b, n, vocab = 2, 4, 4096
+    target = torch.randn(b, n, vocab, generator=gen)
+    draft = torch.randn(b, n - 1, vocab, generator=gen)
+    c = torch.randint(0, vocab, (b, n), generator=gen)
+    params = SamplingParams.of(b, temperature=[1.0, 0.7], seed=[1, 2],
+                               **{name: [value, value] for name, value in filters.items()})
+    verify_chain_with_params(c, target, draft, params=params)  # the clean inputs pass
+    for value in (float("nan"), float("inf"), "all -inf"):
+        for name, row in (("target", (0, 0)), ("draft", (0, 0))):
+            t, d = target.clone(), draft.clone()
+            tensor = t if name == "target" else d
+            if value == "all -inf":
+                tensor[row] = float("-inf")
+            else:
+                tensor[row][17] = value
+            with pytest.raises(KernelInputError) as err:
+                verify_chain_with_params(c, t, d, params=params)
+            assert err.value.code == "SR904" and f"{name}[0, 0]" in str(err.value), value

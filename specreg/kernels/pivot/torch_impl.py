@@ -181,7 +181,9 @@ def binned_top_p_threshold(
     weight = torch.where(survivors, weight, 0.0)
     goal = top_p * weight.sum(-1)
     bins = (shift[:, None] - z).mul_(TOP_P_BINS_PER_UNIT).clamp_(max=TOP_P_BINS - 1)
-    bins = bins.to(torch.int64)
+    # A NaN distance (a row with NaN or +inf scores) converts to a negative integer: bin 0 keeps
+    # the search defined, and the caller's check of the rows it reads refuses the row (SR904).
+    bins = bins.to(torch.int64).clamp_(min=0)
     flat = bins + torch.arange(rows, device=z.device)[:, None] * TOP_P_BINS
     mass = torch.bincount(flat.flatten(), weights=weight.flatten(), minlength=rows * TOP_P_BINS)
     cum = mass.view(rows, TOP_P_BINS).to(torch.float32).cumsum(-1)
